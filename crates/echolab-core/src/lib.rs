@@ -1,0 +1,19 @@
+//! echolab's shared vocabulary, at the bottom of the dependency graph.
+//!
+//! - [`units`]: durations (`"250us"`, `"5ms"`), bit rates (`"100mbit"`), loss (`"0.1%"`) and
+//!   byte sizes (`"4KiB"`), parsed with errors that name the bad value.
+//! - [`stats`]: the JSON contracts between the binaries and the launcher: `ServerStats`
+//!   (printed by `echo-server`) and `BenchReport` (printed by `echo-bench --json`).
+//! - [`hist`]: latency histograms (HdrHistogram V2, base64) and their percentile summaries.
+
+pub mod hist;
+pub mod stats;
+pub mod units;
+
+/// Current wall-clock time as an RFC 3339 UTC timestamp with microsecond precision,
+/// e.g. `2026-11-30T01:57:37.123456Z`, the form used by every `started_at` field.
+pub fn utc_now_rfc3339() -> String {
+    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+}
+
+pub mod protocol;

@@ -1,0 +1,204 @@
+//! The JSON contracts between echolab's binaries and its launcher (see `DESIGN.md`,
+//! "Contracts"). Field names are part of the contract: the launcher and the report read them
+//! back, so renaming one is a breaking change.
+//!
+//! - [`ServerStats`]: one JSON line printed by `echo-server` on SIGTERM/SIGINT and every
+//!   `--stats-interval`.
+//! - [`BenchReport`]: the document printed by `echo-bench --json`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hist::LatencySummary;
+
+/// How often a system call was made and, where the caller timed it, how long it took in total.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyscallStat {
+    /// Number of calls.
+    pub count: u64,
+    /// Total time spent inside the call, nanoseconds (client side only; absent in ServerStats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_ns: Option<u64>,
+}
+
+/// System calls by name (`"accept"`, `"read"`, `"write"`, `"close"`, `"connect"`,
+/// `"epoll_wait"`, `"select"`, `"poll"`, `"io_uring_enter"`, ...).
+pub type SyscallTable = BTreeMap<String, SyscallStat>;
+
+/// Counts of things by kind, e.g. errors `{"emfile": 3, "econnreset": 1}`.
+pub type KindCounts = BTreeMap<String, u64>;
+
+/// The counters every echo-server model keeps, for the whole server and for each worker.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerCounters {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections closed by the server (after EOF, error, or because they could not be watched).
+    pub closed: u64,
+    /// Payload bytes read from clients.
+    pub bytes_in: u64,
+    /// Payload bytes written to clients.
+    pub bytes_out: u64,
+    /// System calls made by the I/O path, by name, counts only.
+    pub syscalls: SyscallTable,
+    /// Readiness events (or completions) returned by the wait call, summed.
+    pub events_returned: u64,
+    /// Wait calls that returned no event (timeouts or spurious wake-ups).
+    pub empty_wakeups: u64,
+    /// Reads that returned EAGAIN/EWOULDBLOCK.
+    pub eagain_read: u64,
+    /// Writes that returned EAGAIN/EWOULDBLOCK.
+    pub eagain_write: u64,
+    /// Errors by kind, lower-case errno names (`"emfile"`, `"econnreset"`, `"epipe"`) or
+    /// echolab's own (`"fd_over_setsize"`).
+    pub errors: KindCounts,
+}
+
+/// Counters of one worker (thread, process or reactor) of a multi-worker model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStats {
+    /// Worker index, 0-based.
+    pub worker: u32,
+    /// Process id of the worker (differs from the server's for `prefork`).
+    pub pid: u32,
+    /// That worker's counters.
+    #[serde(flatten)]
+    pub counters: ServerCounters,
+}
+
+/// One line of echo-server statistics.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerStats {
+    /// I/O model name as given to `--model` (e.g. `"epoll-et"`).
+    pub model: String,
+    /// Process id of the server (the parent, for `prefork`).
+    pub pid: u32,
+    /// Seconds since the server started listening.
+    pub uptime_s: f64,
+    /// `true` on the line printed at shutdown, `false` on `--stats-interval` lines.
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    /// Totals over all workers.
+    #[serde(flatten)]
+    pub totals: ServerCounters,
+    /// Per-worker counters; one entry for single-reactor models.
+    pub workers: Vec<WorkerStats>,
+}
+
+/// CPU time a process used, from getrusage(2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTime {
+    /// User-mode CPU seconds.
+    pub user_s: f64,
+    /// Kernel-mode CPU seconds.
+    pub sys_s: f64,
+}
+
+/// One interval of a timed run (`echo-bench sustain`, `--duration`), usually one second.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// Seconds from the start of measurement to the end of this interval.
+    pub t_s: f64,
+    /// Requests completed in this interval.
+    pub requests_ok: u64,
+    /// Requests failed in this interval.
+    pub requests_failed: u64,
+    /// Requests per second over this interval.
+    pub qps: f64,
+    /// Payload bytes received per second over this interval.
+    pub rx_bytes_per_s: f64,
+    /// Latency percentiles of this interval, microseconds.
+    pub latency_us: LatencySummary,
+}
+
+/// The result of one `echo-bench` run, as printed by `--json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BenchReport {
+    /// Always `"echo-bench"`.
+    pub tool: String,
+    /// echo-bench's version.
+    pub version: String,
+    /// The command line, argv[1..].
+    pub args: Vec<String>,
+    /// `"short"`, `"long"`, `"connect-storm"` or `"sustain"`.
+    pub mode: String,
+    /// `"event"` (epoll workers) or `"thread"` (one thread per connection).
+    pub engine: String,
+    /// `host:port` as given.
+    pub target: String,
+    /// Concurrent connections.
+    pub conns: u64,
+    /// Rounds per connection, when the run was bounded by count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u64>,
+    /// Request payload size in bytes.
+    pub payload_bytes: u64,
+    /// Reply size in bytes, when it differs from the payload (`sustain --reply-bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_bytes: Option<u64>,
+    /// Open-loop target rate in requests/s (`--rate`); absent for closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
+    /// RFC 3339 UTC time at which measurement began (after warm-up).
+    pub started_at: String,
+    /// Measured wall time, seconds (warm-up excluded).
+    pub duration_s: f64,
+    /// Requests that completed and echoed correctly.
+    pub requests_ok: u64,
+    /// Requests that failed (any kind).
+    pub requests_failed: u64,
+    /// Failures by kind: `"timeout"`, `"refused"`, `"reset"`, `"mismatch"`, `"addr_not_avail"`,
+    /// `"eof"`, or a lower-case errno name.
+    pub failures: KindCounts,
+    /// `requests_ok / duration_s`.
+    pub qps: f64,
+    /// Latency percentiles, microseconds (short: connect to close; long: send to receive).
+    pub latency_us: LatencySummary,
+    /// The latency histogram, nanoseconds, HdrHistogram V2 base64 (see [`crate::hist`]).
+    pub histogram: String,
+    /// Client system calls with count and total time.
+    pub syscalls: SyscallTable,
+    /// Client CPU time during measurement.
+    pub client_cpu: CpuTime,
+    /// Per-interval records (timed runs and `sustain`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<IntervalRecord>,
+    /// Mode-specific results (e.g. connect-storm's `time_to_establish_s`), kept open so a new
+    /// mode does not need a new schema.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_stats_json_has_the_contract_field_names() {
+        let mut s = ServerStats { model: "epoll-et".into(), pid: 7, is_final: true, ..Default::default() };
+        s.totals.accepted = 3;
+        s.totals.syscalls.insert("epoll_wait".into(), SyscallStat { count: 9, total_ns: None });
+        s.workers.push(WorkerStats { worker: 0, pid: 7, counters: s.totals.clone() });
+        let v: serde_json::Value = serde_json::to_value(&s).unwrap();
+        for key in ["model", "pid", "uptime_s", "final", "accepted", "closed", "bytes_in", "bytes_out",
+                    "syscalls", "events_returned", "empty_wakeups", "eagain_read", "eagain_write",
+                    "errors", "workers"] {
+            assert!(v.get(key).is_some(), "missing {key} in {v}");
+        }
+        assert_eq!(v["syscalls"]["epoll_wait"], serde_json::json!({"count": 9}));
+        assert_eq!(v["workers"][0]["accepted"], 3);
+        let back: ServerStats = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn bench_report_round_trips() {
+        let mut r = BenchReport { tool: "echo-bench".into(), mode: "long".into(), conns: 100, rounds: Some(10), ..Default::default() };
+        r.syscalls.insert("connect".into(), SyscallStat { count: 100, total_ns: Some(12345) });
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"latency_us\":{\"min\":0.0"), "{text}");
+        assert!(!text.contains("intervals"), "empty intervals are omitted: {text}");
+        assert_eq!(serde_json::from_str::<BenchReport>(&text).unwrap(), r);
+    }
+}

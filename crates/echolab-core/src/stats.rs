@@ -50,6 +50,11 @@ pub struct ServerCounters {
     pub eagain_read: u64,
     /// Writes that returned EAGAIN/EWOULDBLOCK.
     pub eagain_write: u64,
+    /// io_uring operations submitted, by opcode (`"accept"`, `"recv"`, `"send"`, ...). These are
+    /// not system calls (they are batched into `io_uring_enter`), so they are kept apart from
+    /// `syscalls`. Empty for other models.
+    #[serde(default, skip_serializing_if = "KindCounts::is_empty")]
+    pub ops: KindCounts,
     /// Errors by kind, lower-case errno names (`"emfile"`, `"econnreset"`, `"epipe"`) or
     /// echolab's own (`"fd_over_setsize"`).
     pub errors: KindCounts,

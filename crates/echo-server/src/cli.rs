@@ -1,0 +1,119 @@
+//! Command line of `echo-server`.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use echolab_core::units;
+
+/// The I/O models echo-server implements. Each serves the same echo protocol
+/// (`echolab_core::protocol`) so that an experiment varies one thing only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Model {
+    /// select(2), one thread; descriptors >= FD_SETSIZE (1024) are closed and counted.
+    Select,
+    /// poll(2), one thread.
+    Poll,
+    /// epoll, level-triggered, one read per readiness event (the seeds' "LT server").
+    EpollLt,
+    /// epoll, edge-triggered, reads and accepts drained to EAGAIN (the seeds' "ET server").
+    EpollEt,
+    /// One thread per connection, blocking I/O.
+    Thread,
+    /// --workers processes sharing one listening socket, each with its own epoll (ET);
+    /// --exclusive adds EPOLLEXCLUSIVE against the thundering herd.
+    Prefork,
+    /// --workers reactors, each with its own SO_REUSEPORT listener and epoll (ET).
+    Reuseport,
+    /// io_uring: multishot accept/recv with provided buffers where the kernel has them.
+    Uring,
+    /// The tokio runtime (multi-threaded, --workers threads), the baseline a user reaches for.
+    Tokio,
+}
+
+impl Model {
+    /// The name as typed on the command line (`"epoll-et"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Select => "select",
+            Model::Poll => "poll",
+            Model::EpollLt => "epoll-lt",
+            Model::EpollEt => "epoll-et",
+            Model::Thread => "thread",
+            Model::Prefork => "prefork",
+            Model::Reuseport => "reuseport",
+            Model::Uring => "uring",
+            Model::Tokio => "tokio",
+        }
+    }
+
+    /// Whether `--workers` applies (otherwise the model has exactly one reactor thread).
+    pub fn uses_workers(self) -> bool {
+        matches!(self, Model::Prefork | Model::Reuseport | Model::Tokio)
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let n = units::parse_size(s).map_err(|e| e.to_string())?;
+    usize::try_from(n).map_err(|_| format!("{s:?} is too large"))
+}
+
+fn parse_read_buf(s: &str) -> Result<usize, String> {
+    match parse_size(s)? {
+        0 => Err("the read buffer must be at least 1 byte".into()),
+        n if n > 64 << 20 => Err(format!("{s:?} is larger than the 64 MiB limit")),
+        n => Ok(n),
+    }
+}
+
+const AFTER_HELP: &str = "\
+Protocol: echo mode writes back exactly the bytes read. With --reply-bytes N, every request
+ending in '\\n' is answered with N bytes (seed 004's \"activelink\" server, 1 KiB replies).
+
+Output: on stderr, `echo-server listening on IP:PORT model=M workers=N pid=P` once the socket
+accepts connections (launchers wait for this line); on stdout, one ServerStats JSON line every
+--stats-interval and a final one (\"final\":true) on SIGTERM or SIGINT, after which it exits 0.
+
+Examples:
+  echo-server --model epoll-et --port 9988              # the seeds' ET server
+  echo-server --model epoll-lt --port 9988 --read-buf 4096
+  echo-server --model reuseport --workers 2 --port 9988 --stats-interval 1s
+  echo-server --model select --port 8000 --reply-bytes 1024   # seed 004 activelink server";
+
+/// TCP echo server with selectable I/O model and per-model syscall counters.
+#[derive(Debug, Parser)]
+#[command(name = "echo-server", version, about, after_help = AFTER_HELP)]
+pub struct Args {
+    /// I/O model.
+    #[arg(long, value_enum)]
+    pub model: Model,
+    /// TCP port to listen on; 0 picks a free one (printed on the readiness line).
+    #[arg(long, default_value_t = 9988)]
+    pub port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind: IpAddr,
+    /// listen(2) backlog; the kernel caps it at net.core.somaxconn.
+    #[arg(long, default_value_t = 4096)]
+    pub backlog: i32,
+    /// Per-connection read buffer, bytes (e.g. 4096, 16KiB).
+    #[arg(long, default_value = "16KiB", value_parser = parse_read_buf)]
+    pub read_buf: usize,
+    /// Workers (processes for prefork, reactors for reuseport, threads for tokio).
+    /// Default: the number of CPUs. Ignored by single-reactor models.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Answer each '\n'-terminated request with N bytes instead of echoing.
+    #[arg(long, value_parser = parse_size)]
+    pub reply_bytes: Option<usize>,
+    /// Print a ServerStats JSON line this often (e.g. 1s, 500ms).
+    #[arg(long, value_parser = parse_duration)]
+    pub stats_interval: Option<Duration>,
+    /// prefork only: register the shared listener with EPOLLEXCLUSIVE.
+    #[arg(long)]
+    pub exclusive: bool,
+}

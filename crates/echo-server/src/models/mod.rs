@@ -1,0 +1,79 @@
+//! The I/O models. Each `start` function receives a [`ServeCtx`], starts its workers (threads,
+//! or processes for prefork) and returns at once with a [`Running`]; the main thread then only
+//! waits for signals and prints statistics. Models never need to handle shutdown themselves:
+//! on SIGTERM/SIGINT the main thread stops forked children, prints the final line and exits.
+//!
+//! A worker that hits a fatal error (not a per-connection one) prints
+//! `echo-server: fatal: <what>` on stderr and exits the process with status 1.
+
+use std::net::TcpListener;
+
+mod epoll;
+mod poll;
+mod prefork;
+mod reuseport;
+mod select;
+mod thread;
+mod tokio_rt;
+mod uring;
+
+use crate::cli::Model;
+use crate::counters::{Sys, WorkerCounters};
+
+/// Everything a model needs to serve.
+pub struct ServeCtx {
+    /// Per-connection read buffer, bytes (`--read-buf`, at least 1).
+    pub read_buf: usize,
+    /// `Some(n)`: reply mode, n bytes per '\n'-terminated request; `None`: echo mode.
+    pub reply_bytes: Option<usize>,
+    /// Number of workers for multi-worker models (at least 1); 1 otherwise.
+    pub workers: usize,
+    /// prefork: use EPOLLEXCLUSIVE on the shared listener.
+    pub exclusive: bool,
+    /// Listening sockets (blocking): one per worker for `reuseport`, exactly one otherwise.
+    pub listeners: Vec<TcpListener>,
+    /// One counter slot per worker (`counters.len() == workers`), in shared memory.
+    pub counters: &'static [WorkerCounters],
+}
+
+/// What a started model leaves for the main thread to manage.
+#[derive(Default)]
+pub struct Running {
+    /// Child processes to stop (SIGKILL, then reap) before the final stats line (prefork).
+    pub children: Vec<nix::unistd::Pid>,
+}
+
+/// The system calls a model's stats always list, even at zero: its I/O calls and its wait call.
+pub fn listed_syscalls(model: Model) -> &'static [Sys] {
+    use Sys::*;
+    match model {
+        Model::Select => &[Accept, Read, Write, Close, Select],
+        Model::Poll => &[Accept, Read, Write, Close, Poll],
+        Model::EpollLt | Model::EpollEt | Model::Prefork | Model::Reuseport => {
+            &[Accept, Read, Write, Close, EpollWait, EpollCtl]
+        }
+        Model::Thread => &[Accept, Read, Write, Close],
+        Model::Uring => &[IoUringEnter],
+        // tokio's reactor is epoll; its calls happen inside mio, so only what the model itself
+        // issues through tokio's API is counted (accept/read/write/close as operations).
+        Model::Tokio => &[Accept, Read, Write, Close],
+    }
+}
+
+/// Starts `model`.
+///
+/// # Errors
+/// Setup failures (epoll_create, io_uring_setup, fork, thread spawn) as a message for the user.
+pub fn start(model: Model, ctx: ServeCtx) -> anyhow::Result<Running> {
+    match model {
+        Model::Select => select::start(ctx),
+        Model::Poll => poll::start(ctx),
+        Model::EpollLt => epoll::start(ctx, epoll::Trigger::Level),
+        Model::EpollEt => epoll::start(ctx, epoll::Trigger::Edge),
+        Model::Thread => thread::start(ctx),
+        Model::Prefork => prefork::start(ctx),
+        Model::Reuseport => reuseport::start(ctx),
+        Model::Uring => uring::start(ctx),
+        Model::Tokio => tokio_rt::start(ctx),
+    }
+}

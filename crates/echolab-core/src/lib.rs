@@ -4,9 +4,13 @@
 //!   byte sizes (`"4KiB"`), parsed with errors that name the bad value.
 //! - [`stats`]: the JSON contracts between the binaries and the launcher: `ServerStats`
 //!   (printed by `echo-server`) and `BenchReport` (printed by `echo-bench --json`).
+//! - [`experiment`]: experiment files (the seed experiments as data) and their cells.
+//! - [`results`]: the results directory: manifest, one run record per cell and repetition.
 //! - [`hist`]: latency histograms (HdrHistogram V2, base64) and their percentile summaries.
 
+pub mod experiment;
 pub mod hist;
+pub mod results;
 pub mod stats;
 pub mod units;
 

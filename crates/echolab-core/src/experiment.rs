@@ -1,0 +1,394 @@
+//! Experiment files (`experiments/*.yaml`): the seed experiments as data.
+//!
+//! An experiment answers one question. Its `matrix` is a list of blocks; each block is expanded
+//! as the cartesian product of its lists into cells (server × mode × conns × rounds), and every
+//! cell runs `repetitions` times. `reference` holds the figures the seed document published, so
+//! the report can put ours beside them as ratios.
+//!
+//! Unknown keys are errors, so a typo cannot silently fall back to a default.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::{ByteSize, Dur};
+
+/// What a cell's client does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchMode {
+    /// connect, send, recv, close per request (seed 000 `--mode short`).
+    Short,
+    /// connect once, ROUNDS round trips (seed 000 `--mode long`).
+    Long,
+    /// Time to establish N connections (seed 004 "deadlink").
+    ConnectStorm,
+    /// N connections fetching `reply_bytes` replies for a duration (seed 004 "activelink").
+    Sustain,
+}
+
+impl BenchMode {
+    /// The name used in cell ids and on echo-bench's command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchMode::Short => "short",
+            BenchMode::Long => "long",
+            BenchMode::ConnectStorm => "connect-storm",
+            BenchMode::Sustain => "sustain",
+        }
+    }
+}
+
+/// One block of the matrix; lists multiply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixBlock {
+    /// echo-server models (`--model` names).
+    pub servers: Vec<String>,
+    /// Client modes.
+    pub modes: Vec<BenchMode>,
+    /// Concurrent connections.
+    pub conns: Vec<u64>,
+    /// Rounds per connection (short/long); ignored by connect-storm and sustain.
+    #[serde(default)]
+    pub rounds: Vec<u64>,
+    /// Measured duration (sustain, or timed short/long runs instead of rounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// Request payload size in bytes (default 12, the seeds' "hello echo\r\n").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<ByteSize>,
+    /// Server reply size in bytes (`echo-server --reply-bytes`, sustain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_bytes: Option<ByteSize>,
+    /// echo-bench `--hist` (keep histograms for the report; they are always in the JSON).
+    #[serde(default)]
+    pub hist: bool,
+}
+
+/// Server options applied to every cell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerOptions {
+    /// `--read-buf`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_buf: Option<ByteSize>,
+    /// `--workers` for multi-worker models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u64>,
+    /// `--backlog`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u64>,
+}
+
+/// Client options applied to every cell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchOptions {
+    /// `--threads` (default: echo-bench's, the number of cores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u64>,
+    /// `--timeout` per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+    /// `--engine` (`event` or `thread`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// `--linger0`: close with RST, no TIME_WAIT on the client.
+    #[serde(default)]
+    pub linger0: bool,
+    /// Also run the client under `strace -f -c -e trace=connect,close` where the image has
+    /// strace (seed 002's cross-check); recorded beside the run, never instead of it.
+    #[serde(default)]
+    pub strace: bool,
+}
+
+/// Selects cells by any of their coordinates; a missing coordinate matches all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellSelector {
+    /// Server model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Client mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<BenchMode>,
+    /// Connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conns: Option<u64>,
+}
+
+impl CellSelector {
+    /// Whether `cell` has every coordinate this selector names.
+    pub fn matches(&self, cell: &Cell) -> bool {
+        self.server.as_ref().is_none_or(|s| *s == cell.server)
+            && self.mode.is_none_or(|m| m == cell.mode)
+            && self.conns.is_none_or(|c| c == cell.conns)
+    }
+}
+
+/// A figure the seed document published for one cell (means over its repetitions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceFigure {
+    /// Which cell it is about.
+    pub cell: CellSelector,
+    /// Metrics by name: `qps`, `p50_us`, `p90_us`, `p99_us`, `failures`, `connect_s`
+    /// (connect-storm time), `cpu_pct`, `mem_pct`, or a syscall metric such as
+    /// `syscall.close.count`, `syscall.close.total_s`.
+    pub values: BTreeMap<String, f64>,
+}
+
+/// A claim of the seed: the ratio of one metric between two cells.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceClaim {
+    /// What the claim says, e.g. "long/short QPS gain, ET server".
+    pub name: String,
+    /// Metric name as in [`ReferenceFigure::values`].
+    pub metric: String,
+    /// Cell(s) of the numerator.
+    pub numerator: CellSelector,
+    /// Cell(s) of the denominator.
+    pub denominator: CellSelector,
+    /// The ratio the seed published.
+    pub seed_ratio: f64,
+}
+
+/// The seed's published results that an experiment reproduces.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    /// Seed file and section, e.g. "000_196414d553250b9f.txt §5".
+    pub source: String,
+    /// The environment the seed measured on (machine, kernel, network), as the seed states it.
+    #[serde(default)]
+    pub environment: String,
+    /// Published per-cell figures.
+    #[serde(default)]
+    pub figures: Vec<ReferenceFigure>,
+    /// Published ratios.
+    #[serde(default)]
+    pub claims: Vec<ReferenceClaim>,
+}
+
+/// An experiment file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// Short name, the file stem (`exp31`).
+    pub name: String,
+    /// The one question it answers.
+    pub question: String,
+    /// Cells to run.
+    pub matrix: Vec<MatrixBlock>,
+    /// Repetitions of every cell (the seeds use 3).
+    pub repetitions: u64,
+    /// Client-side warm-up before each measured run (echo-bench `--warmup`), excluded from
+    /// results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Dur>,
+    /// Server options.
+    #[serde(default)]
+    pub server: ServerOptions,
+    /// Client options.
+    #[serde(default)]
+    pub bench: BenchOptions,
+    /// The seed's published figures.
+    #[serde(default)]
+    pub reference: Reference,
+}
+
+/// One point of the matrix.
+#[derive(Debug, Clone, PartialEq, PartialOrd, Serialize, Deserialize)]
+pub struct Cell {
+    /// echo-server model.
+    pub server: String,
+    /// Client mode.
+    pub mode: BenchMode,
+    /// Connections.
+    pub conns: u64,
+    /// Rounds (short/long without duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u64>,
+    /// Duration in seconds (timed runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// Payload bytes.
+    pub payload: u64,
+    /// Reply bytes (sustain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_bytes: Option<u64>,
+}
+
+impl Cell {
+    /// A file-name-safe id, e.g. `epoll-et_long_c100_r10`.
+    pub fn id(&self) -> String {
+        let mut id = format!("{}_{}_c{}", self.server, self.mode.name(), self.conns);
+        if let Some(r) = self.rounds {
+            id.push_str(&format!("_r{r}"));
+        }
+        if let Some(d) = self.duration {
+            id.push_str(&format!("_d{d}"));
+        }
+        if self.payload != 12 {
+            id.push_str(&format!("_p{}", self.payload));
+        }
+        if let Some(b) = self.reply_bytes {
+            id.push_str(&format!("_reply{b}"));
+        }
+        id
+    }
+}
+
+/// Errors reading an experiment.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    /// YAML syntax or schema error; serde_yaml's message carries field, line and column.
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    /// The file parsed but makes no sense.
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Experiment {
+    /// Reads and validates an experiment file.
+    ///
+    /// # Errors
+    /// [`ExperimentError`] naming the file, and for parse errors the field, line and column.
+    pub fn load(path: &Path) -> Result<Self, ExperimentError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Io { path: p.clone(), source })?;
+        Self::parse(&text, &p)
+    }
+
+    /// Parses and validates experiment YAML; `origin` names the source in errors.
+    ///
+    /// # Errors
+    /// As [`Experiment::load`].
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ExperimentError> {
+        let e: Experiment = serde_yaml::from_str(text)
+            .map_err(|err| ExperimentError::Parse { path: origin.to_string(), message: err.to_string() })?;
+        e.validate().map_err(|message| ExperimentError::Invalid { path: origin.to_string(), message })?;
+        Ok(e)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.repetitions == 0 {
+            return Err("repetitions: must be at least 1".into());
+        }
+        if self.matrix.is_empty() {
+            return Err("matrix: needs at least one block".into());
+        }
+        for (i, b) in self.matrix.iter().enumerate() {
+            let at = |field: &str| format!("matrix[{i}].{field}");
+            if b.servers.is_empty() {
+                return Err(format!("{}: needs at least one server", at("servers")));
+            }
+            if b.modes.is_empty() {
+                return Err(format!("{}: needs at least one mode", at("modes")));
+            }
+            if b.conns.is_empty() || b.conns.contains(&0) {
+                return Err(format!("{}: needs connection counts of at least 1", at("conns")));
+            }
+            for m in &b.modes {
+                let needs_bound = matches!(m, BenchMode::Short | BenchMode::Long);
+                if needs_bound && b.rounds.is_empty() && b.duration.is_none() {
+                    return Err(format!("{}: mode {} needs rounds or duration", at("rounds"), m.name()));
+                }
+                if *m == BenchMode::Sustain && b.duration.is_none() {
+                    return Err(format!("{}: mode sustain needs a duration", at("duration")));
+                }
+            }
+            if b.rounds.contains(&0) {
+                return Err(format!("{}: rounds must be at least 1", at("rounds")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Expands the matrix into cells, in file order, without duplicates.
+    pub fn cells(&self) -> Vec<Cell> {
+        let mut out: Vec<Cell> = Vec::new();
+        for b in &self.matrix {
+            let payload = b.payload.map_or(12, |p| p.0);
+            for server in &b.servers {
+                for &mode in &b.modes {
+                    for &conns in &b.conns {
+                        let bounded_by_rounds = matches!(mode, BenchMode::Short | BenchMode::Long) && b.duration.is_none();
+                        let rounds: Vec<Option<u64>> =
+                            if bounded_by_rounds { b.rounds.iter().map(|&r| Some(r)).collect() } else { vec![None] };
+                        for rounds in rounds {
+                            let cell = Cell {
+                                server: server.clone(),
+                                mode,
+                                conns,
+                                rounds,
+                                duration: if mode == BenchMode::ConnectStorm { None } else { b.duration },
+                                payload,
+                                reply_bytes: b.reply_bytes.map(|r| r.0),
+                            };
+                            if !out.contains(&cell) {
+                                out.push(cell);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXP31: &str = r#"
+name: exp31
+question: How much QPS do long connections gain over short ones?
+repetitions: 3
+matrix:
+  - servers: [epoll-lt, epoll-et]
+    modes: [short, long]
+    conns: [100]
+    rounds: [10]
+reference:
+  source: seed 000 §5
+  claims:
+    - name: long/short gain, ET
+      metric: qps
+      numerator: {server: epoll-et, mode: long}
+      denominator: {server: epoll-et, mode: short}
+      seed_ratio: 2.15
+"#;
+
+    #[test]
+    fn matrix_expands_to_cells() {
+        let e = Experiment::parse(EXP31, "exp31.yaml").unwrap();
+        let cells = e.cells();
+        assert_eq!(cells.len(), 4);
+        assert_eq!(cells[0].id(), "epoll-lt_short_c100_r10");
+        assert_eq!(cells[3].id(), "epoll-et_long_c100_r10");
+        let claim = &e.reference.claims[0];
+        assert!(claim.numerator.matches(&cells[3]) && !claim.numerator.matches(&cells[2]));
+    }
+
+    #[test]
+    fn errors_name_file_field_and_position() {
+        let bad = EXP31.replace("repetitions: 3", "repetitions: 3\nrepetitons: 4");
+        let msg = Experiment::parse(&bad, "exp31.yaml").unwrap_err().to_string();
+        assert!(msg.starts_with("exp31.yaml:") && msg.contains("repetitons") && msg.contains("line"), "{msg}");
+        let bad = EXP31.replace("rounds: [10]", "rounds: []");
+        let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
+        assert!(msg.contains("matrix[0].rounds") && msg.contains("short"), "{msg}");
+        let bad = EXP31.replace("modes: [short, long]", "modes: [shorty]");
+        let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
+        assert!(msg.contains("shorty") && msg.contains("line 7"), "{msg}");
+    }
+}

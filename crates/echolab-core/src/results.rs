@@ -1,0 +1,320 @@
+//! The results directory of one `echolab-up` run, and the records in it (DESIGN.md, "Data flow"):
+//!
+//! ```text
+//! results/<utc-stamp>-<experiment>-<profile>/
+//!   manifest.yaml   Manifest: inputs, environment, link, calibration, status, timings
+//!   runs/*.json     RunRecord: one per cell and repetition, written when it finishes
+//!   summary.csv     one row per run (written by echolab-report)
+//!   report.md       seed-style tables (echolab-report), with plots/*.svg
+//! ```
+//!
+//! Every file is written to a temporary name and renamed into place ([`write_atomic`]), so a
+//! reader never sees half a file; a run cut short leaves `status: interrupted` or `failed` in
+//! its manifest, and the runs it finished stay readable.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::experiment::{Cell, Experiment};
+use crate::stats::{BenchReport, ServerStats};
+
+/// Schema tag written into every manifest; bumped on incompatible changes.
+pub const MANIFEST_SCHEMA: &str = "echolab.manifest/1";
+/// Manifest file name inside a results directory.
+pub const MANIFEST_FILE: &str = "manifest.yaml";
+/// Directory of run records inside a results directory.
+pub const RUNS_DIR: &str = "runs";
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Cells are still being run (or the launcher died without a word).
+    Running,
+    /// Every cell and repetition ran.
+    Complete,
+    /// Stopped by an error; `error` says which.
+    Failed,
+    /// Stopped by Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+/// The machine and software a run happened on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    /// `uname -r` of the host kernel.
+    pub kernel: String,
+    /// CPU model name from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// Logical CPUs.
+    pub cpus: u64,
+    /// Total memory, bytes.
+    pub mem_bytes: u64,
+    /// Docker engine version, or empty for the local backend.
+    #[serde(default)]
+    pub docker_version: String,
+    /// `git rev-parse HEAD` of the echolab checkout (with `-dirty` when modified), if any.
+    #[serde(default)]
+    pub git_rev: String,
+    /// echolab-up's version.
+    pub echolab_version: String,
+}
+
+/// The image the hosts ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ImageInfo {
+    /// Image reference used (`echolab:<hash>` or `--image`).
+    pub reference: String,
+    /// Docker image id (`sha256:...`).
+    pub id: String,
+    /// SHA-256 of each binary in the image, by name.
+    #[serde(default)]
+    pub binaries: BTreeMap<String, String>,
+}
+
+/// What a calibration measured and whether it met the profile.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationRecord {
+    /// Passed all checks.
+    pub passed: bool,
+    /// Why it failed, or a note on what was checked.
+    pub reason: String,
+    /// Measured figures by name (`rtt_min_us`, `rtt_median_us`, `goodput_bps`, ...).
+    pub measured: BTreeMap<String, f64>,
+    /// Expected figures by name, from the profile.
+    pub expected: BTreeMap<String, f64>,
+}
+
+/// The link as it was really installed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkRecord {
+    /// `"none"` (loopback topology), `"kernel-netem"` or `"userspace-wire"`.
+    pub backend: String,
+    /// Why this backend (e.g. the probe's reason that netem is missing).
+    #[serde(default)]
+    pub reason: String,
+    /// What was read back after installing (qdisc dump or wire settings), free-form.
+    #[serde(default)]
+    pub installed: serde_json::Value,
+    /// Calibration before the first cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<CalibrationRecord>,
+}
+
+/// Phase timings of the launcher, seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// Phase name → seconds (`image`, `topology_up`, `calibration`, `cells`, `teardown`).
+    #[serde(flatten)]
+    pub phases: BTreeMap<String, f64>,
+}
+
+/// `manifest.yaml`: everything needed to know what a results directory holds and how it was made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_SCHEMA`].
+    pub schema: String,
+    /// Run id (also the `echolab.run` label on every Docker object).
+    pub run_id: String,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// The error that stopped it, when `status` is failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// RFC 3339 UTC start time.
+    pub created_at: String,
+    /// RFC 3339 UTC end time, once ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// The command line, argv[1..].
+    pub args: Vec<String>,
+    /// Backend that provided hosts: `"docker"` or `"local"`.
+    pub backend: String,
+    /// The experiment as run (after `--reps`).
+    pub experiment: Experiment,
+    /// The profile as run, verbatim (see `profile`), with its file path.
+    pub profile: serde_json::Value,
+    /// Where they came from.
+    pub inputs: BTreeMap<String, String>,
+    /// Machine and versions.
+    pub environment: Environment,
+    /// Image.
+    #[serde(default)]
+    pub image: ImageInfo,
+    /// Host settings by role (`server`, `client`, `link`): capabilities, sysctls, ulimits,
+    /// seccomp, network, as applied.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, serde_json::Value>,
+    /// Link backend and calibration.
+    #[serde(default)]
+    pub link: LinkRecord,
+    /// Cells × repetitions planned.
+    pub runs_planned: u64,
+    /// Run records written so far.
+    pub runs_done: u64,
+    /// Phase timings.
+    #[serde(default)]
+    pub timings: Timings,
+}
+
+/// A sample of the server host's resource use (from the container's stats, or /proc locally).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceSample {
+    /// Seconds since the client started.
+    pub t_s: f64,
+    /// CPU use over the last interval, percent of one core (100 = one core busy, as top(1)).
+    pub cpu_pct: f64,
+    /// Resident memory, bytes.
+    pub mem_bytes: u64,
+    /// Memory as percent of the host's total (seed 004 reports mem%).
+    pub mem_pct: f64,
+}
+
+/// `runs/<cell-id>_rep<N>.json`: one cell, one repetition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The cell.
+    pub cell: Cell,
+    /// Repetition number, 1-based.
+    pub repetition: u64,
+    /// RFC 3339 UTC start.
+    pub started_at: String,
+    /// Wall time of the whole cell (server start to stats read), seconds.
+    pub wall_s: f64,
+    /// echo-bench's report, if it produced one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<BenchReport>,
+    /// echo-server's final stats, if it produced them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerStats>,
+    /// Server host CPU and memory during the client run.
+    #[serde(default)]
+    pub samples: Vec<ResourceSample>,
+    /// strace -c summary of the client, when the experiment asked for it (seed 002).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strace: Option<String>,
+    /// What went wrong in this run, if anything (the run is kept, marked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunRecord {
+    /// File name of this record inside `runs/`.
+    pub fn file_name(&self) -> String {
+        run_file_name(&self.cell, self.repetition)
+    }
+}
+
+/// `<cell-id>_rep<N>.json`.
+pub fn run_file_name(cell: &Cell, repetition: u64) -> String {
+    format!("{}_rep{repetition}.json", cell.id())
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
+/// readers see the old file or the new one, never a torn one. The data is fsynced first.
+///
+/// # Errors
+/// Any I/O error, with the path in the message.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let ctx = |e: std::io::Error, what: &str, p: &Path| std::io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| ctx(e, "cannot create", &tmp))?;
+    f.write_all(bytes).map_err(|e| ctx(e, "cannot write", &tmp))?;
+    f.sync_all().map_err(|e| ctx(e, "cannot sync", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(|e| ctx(e, "cannot rename into place", path))
+}
+
+/// Errors reading a results directory.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// The directory has no manifest.yaml: not a results directory.
+    #[error("{0} is not an echolab results directory (no manifest.yaml)")]
+    NotResults(String),
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    /// A file did not parse.
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+}
+
+/// A results directory read back: the manifest and every run record, sorted by file name.
+#[derive(Debug, Clone)]
+pub struct ResultsDir {
+    /// The directory.
+    pub path: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// Its run records.
+    pub runs: Vec<RunRecord>,
+}
+
+impl ResultsDir {
+    /// Reads `dir`. Temporary files (`.*.tmp-*`) of a run cut short are ignored.
+    ///
+    /// # Errors
+    /// [`ResultsError::NotResults`] without a manifest; otherwise the file that failed.
+    pub fn load(dir: &Path) -> Result<Self, ResultsError> {
+        let mpath = dir.join(MANIFEST_FILE);
+        if !mpath.is_file() {
+            return Err(ResultsError::NotResults(dir.display().to_string()));
+        }
+        let io = |path: &Path| {
+            let p = path.display().to_string();
+            move |source| ResultsError::Io { path: p, source }
+        };
+        let text = std::fs::read_to_string(&mpath).map_err(io(&mpath))?;
+        let manifest: Manifest = serde_yaml::from_str(&text)
+            .map_err(|e| ResultsError::Parse { path: mpath.display().to_string(), message: e.to_string() })?;
+        let mut runs = Vec::new();
+        let rdir = dir.join(RUNS_DIR);
+        if rdir.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&rdir)
+                .map_err(io(&rdir))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.extension().is_some_and(|x| x == "json")
+                        && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
+                .collect();
+            files.sort();
+            for f in files {
+                let text = std::fs::read_to_string(&f).map_err(io(&f))?;
+                let rec: RunRecord = serde_json::from_str(&text)
+                    .map_err(|e| ResultsError::Parse { path: f.display().to_string(), message: e.to_string() })?;
+                runs.push(rec);
+            }
+        }
+        Ok(Self { path: dir.to_path_buf(), manifest, runs })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_atomic_replaces_whole_files() {
+        let dir = std::env::temp_dir().join(format!("echolab-core-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("a.json");
+        write_atomic(&p, b"first").unwrap();
+        write_atomic(&p, b"second").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "second");
+        let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_directory_without_manifest_is_named_in_the_error() {
+        let dir = std::env::temp_dir();
+        let e = ResultsDir::load(&dir).unwrap_err().to_string();
+        assert!(e.contains("is not an echolab results directory"), "{e}");
+    }
+}

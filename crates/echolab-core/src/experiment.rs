@@ -309,6 +309,21 @@ impl Experiment {
                 return Err(format!("{}: rounds must be at least 1", at("rounds")));
             }
         }
+        // A reference that matches no cell could never be compared: catch the typo here.
+        let cells = self.cells();
+        let unmatched = |sel: &CellSelector| !cells.iter().any(|c| sel.matches(c));
+        for (i, f) in self.reference.figures.iter().enumerate() {
+            if unmatched(&f.cell) {
+                return Err(format!("reference.figures[{i}].cell: {:?} matches no cell of the matrix", f.cell));
+            }
+        }
+        for (i, c) in self.reference.claims.iter().enumerate() {
+            for (side, sel) in [("numerator", &c.numerator), ("denominator", &c.denominator)] {
+                if unmatched(sel) {
+                    return Err(format!("reference.claims[{i}].{side}: {sel:?} matches no cell of the matrix"));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -387,6 +402,9 @@ reference:
         let bad = EXP31.replace("rounds: [10]", "rounds: []");
         let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
         assert!(msg.contains("matrix[0].rounds") && msg.contains("short"), "{msg}");
+        let bad = EXP31.replace("server: epoll-et, mode: long}", "server: epoll-ett, mode: long}");
+        let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
+        assert!(msg.contains("reference.claims[0].numerator") && msg.contains("epoll-ett"), "{msg}");
         let bad = EXP31.replace("modes: [short, long]", "modes: [shorty]");
         let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
         assert!(msg.contains("shorty") && msg.contains("line 7"), "{msg}");

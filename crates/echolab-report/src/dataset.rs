@@ -1,0 +1,250 @@
+//! A results directory arranged by cell: the planned cells (the experiment's matrix ×
+//! repetitions, from the manifest) with the run records found for each, so that a table can
+//! ask for a cell's values of a metric and say "missing" or "failed: …" where there are none.
+
+use echolab_core::experiment::{BenchMode, Cell, CellSelector};
+use echolab_core::hist;
+use echolab_core::results::{ResultsDir, RunRecord};
+use hdrhistogram::Histogram;
+
+use crate::metrics;
+use crate::stats::Summary;
+
+/// What happened to one planned repetition of a cell.
+#[derive(Debug, Clone, Copy)]
+pub enum RepOutcome<'a> {
+    /// A record without error and with a bench report.
+    Ok(&'a RunRecord),
+    /// A record that says what went wrong.
+    Failed(&'a RunRecord),
+    /// No record (the run was cut short before it, or it is still running).
+    Missing,
+}
+
+/// One cell with its run records.
+#[derive(Debug, Clone)]
+pub struct CellData<'a> {
+    /// The cell.
+    pub cell: Cell,
+    /// `cell.id()`.
+    pub id: String,
+    /// Whether the manifest's experiment plans it (records of unplanned cells are still shown).
+    pub planned: bool,
+    /// Repetitions planned (the experiment's `repetitions`; for an unplanned cell, the highest
+    /// repetition found).
+    pub reps_planned: u64,
+    /// Its records, sorted by repetition.
+    pub runs: Vec<&'a RunRecord>,
+}
+
+/// Why a run is not usable, in one line: its `error`, or "no bench report".
+pub fn failure_reason(run: &RunRecord) -> Option<String> {
+    let reason = match (&run.error, &run.bench) {
+        (Some(e), _) => e.lines().next().unwrap_or("").trim().to_string(),
+        (None, None) => "no bench report".to_string(),
+        (None, Some(_)) => return None,
+    };
+    Some(reason)
+}
+
+impl<'a> CellData<'a> {
+    /// The outcome of repetition `rep` (1-based).
+    pub fn outcome(&self, rep: u64) -> RepOutcome<'a> {
+        match self.runs.iter().find(|r| r.repetition == rep) {
+            None => RepOutcome::Missing,
+            Some(r) if failure_reason(r).is_some() => RepOutcome::Failed(r),
+            Some(r) => RepOutcome::Ok(r),
+        }
+    }
+
+    /// Records usable for figures (no error, bench report present).
+    pub fn ok_runs(&self) -> impl Iterator<Item = &'a RunRecord> + '_ {
+        self.runs
+            .iter()
+            .copied()
+            .filter(|r| failure_reason(r).is_none())
+    }
+
+    /// Values of `metric` over the usable repetitions (see [`metrics::value`]).
+    pub fn values(&self, metric: &str) -> Vec<f64> {
+        self.ok_runs()
+            .filter_map(|r| metrics::value(r, metric))
+            .collect()
+    }
+
+    /// Summary of `metric` over the usable repetitions; `None` when no repetition has it.
+    pub fn summary(&self, metric: &str) -> Option<Summary> {
+        Summary::of(&self.values(metric))
+    }
+
+    /// Why this cell has no figures: `"missing"` when no repetition has a record, otherwise
+    /// `"failed: <first reason>"`. `None` when some repetition is usable.
+    pub fn absence(&self) -> Option<String> {
+        if self.ok_runs().next().is_some() {
+            return None;
+        }
+        Some(match self.runs.iter().find_map(|r| failure_reason(r)) {
+            Some(reason) => format!("failed: {reason}"),
+            None => "missing".to_string(),
+        })
+    }
+
+    /// Usable repetitions over planned, e.g. `"2/3"`.
+    pub fn reps_text(&self) -> String {
+        format!("{}/{}", self.ok_runs().count(), self.reps_planned)
+    }
+
+    /// The latency histograms (ns) of the usable repetitions merged into one; `Ok(None)` when
+    /// no repetition carries a histogram.
+    ///
+    /// # Errors
+    /// A histogram that does not decode, with the run it came from.
+    pub fn merged_histogram(&self) -> Result<Option<Histogram<u64>>, String> {
+        let mut merged: Option<Histogram<u64>> = None;
+        for r in self.ok_runs() {
+            let Some(text) = r
+                .bench
+                .as_ref()
+                .map(|b| b.histogram.as_str())
+                .filter(|t| !t.trim().is_empty())
+            else {
+                continue;
+            };
+            let h = hist::merge([text])
+                .map_err(|e| format!("{} repetition {}: {e}", self.id, r.repetition))?;
+            match merged.as_mut() {
+                None => merged = Some(h),
+                Some(m) => m.add(&h).map_err(|e| {
+                    format!(
+                        "{} repetition {}: cannot merge: {e:?}",
+                        self.id, r.repetition
+                    )
+                })?,
+            }
+        }
+        Ok(merged)
+    }
+
+    /// Closed loop: short or long mode, and no usable run set an open-loop target rate.
+    pub fn is_closed_loop(&self) -> bool {
+        matches!(self.cell.mode, BenchMode::Short | BenchMode::Long)
+            && self
+                .ok_runs()
+                .all(|r| r.bench.as_ref().is_none_or(|b| b.target_rate.is_none()))
+    }
+}
+
+/// Counts of planned repetitions by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Cells × repetitions planned.
+    pub planned: u64,
+    /// Usable.
+    pub ok: u64,
+    /// With a record that says it failed.
+    pub failed: u64,
+    /// Without a record.
+    pub missing: u64,
+}
+
+/// Every cell of a results directory.
+#[derive(Debug, Clone)]
+pub struct Dataset<'a> {
+    /// Planned cells in the experiment's order, then unplanned cells that have records.
+    pub cells: Vec<CellData<'a>>,
+}
+
+impl<'a> Dataset<'a> {
+    /// Arranges `results` by cell.
+    pub fn new(results: &'a ResultsDir) -> Self {
+        let reps = results.manifest.experiment.repetitions;
+        let mut cells: Vec<CellData<'a>> = results
+            .manifest
+            .experiment
+            .cells()
+            .into_iter()
+            .map(|cell| CellData {
+                id: cell.id(),
+                cell,
+                planned: true,
+                reps_planned: reps,
+                runs: Vec::new(),
+            })
+            .collect();
+        for run in &results.runs {
+            let id = run.cell.id();
+            let i = match cells.iter().position(|c| c.id == id) {
+                Some(i) => i,
+                None => {
+                    cells.push(CellData {
+                        id,
+                        cell: run.cell.clone(),
+                        planned: false,
+                        reps_planned: 0,
+                        runs: Vec::new(),
+                    });
+                    cells.len() - 1
+                }
+            };
+            cells[i].runs.push(run);
+        }
+        for c in &mut cells {
+            c.runs.sort_by_key(|r| r.repetition);
+            if !c.planned {
+                c.reps_planned = c.runs.iter().map(|r| r.repetition).max().unwrap_or(0);
+            }
+        }
+        Self { cells }
+    }
+
+    /// Cells of `mode`.
+    pub fn of_mode(&self, mode: BenchMode) -> impl Iterator<Item = &CellData<'a>> {
+        self.cells.iter().filter(move |c| c.cell.mode == mode)
+    }
+
+    /// Cells the selector matches.
+    pub fn select(&self, selector: &CellSelector) -> Vec<&CellData<'a>> {
+        self.cells
+            .iter()
+            .filter(|c| selector.matches(&c.cell))
+            .collect()
+    }
+
+    /// The cell equal to `cell` except for its mode (e.g. the long twin of a short cell).
+    /// Rounds are compared too: a short and a long cell pair up only when they did the same
+    /// number of round trips per connection.
+    pub fn twin(&self, cell: &Cell, mode: BenchMode) -> Option<&CellData<'a>> {
+        let want = Cell {
+            mode,
+            ..cell.clone()
+        };
+        self.cells.iter().find(|c| c.cell == want)
+    }
+
+    /// Distinct server names in order of first appearance.
+    pub fn servers(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in &self.cells {
+            if !out.contains(&c.cell.server) {
+                out.push(c.cell.server.clone());
+            }
+        }
+        out
+    }
+
+    /// Planned repetitions by outcome.
+    pub fn counts(&self) -> Counts {
+        let mut n = Counts::default();
+        for c in self.cells.iter().filter(|c| c.planned) {
+            for rep in 1..=c.reps_planned {
+                n.planned += 1;
+                match c.outcome(rep) {
+                    RepOutcome::Ok(_) => n.ok += 1,
+                    RepOutcome::Failed(_) => n.failed += 1,
+                    RepOutcome::Missing => n.missing += 1,
+                }
+            }
+        }
+        n
+    }
+}

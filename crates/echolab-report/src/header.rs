@@ -1,0 +1,180 @@
+//! The report's header: what the numbers are (experiment, profile, link and its calibration,
+//! machine, image, git revision, dates) and whether the directory is complete.
+
+use std::collections::BTreeSet;
+
+use echolab_core::results::{Manifest, RunStatus};
+
+use crate::dataset::Counts;
+use crate::format::{self, Table};
+
+/// Whether every planned run is there and usable.
+pub fn is_complete(manifest: &Manifest, counts: &Counts) -> bool {
+    manifest.status == RunStatus::Complete && counts.missing == 0 && counts.failed == 0
+}
+
+fn or_unknown(s: &str) -> &str {
+    if s.trim().is_empty() {
+        "unknown"
+    } else {
+        s
+    }
+}
+
+/// A string field of the profile, or "unknown".
+fn profile_field<'m>(manifest: &'m Manifest, key: &str) -> &'m str {
+    manifest
+        .profile
+        .get(key)
+        .and_then(|v| v.as_str())
+        .unwrap_or("unknown")
+}
+
+/// The header in Markdown.
+pub fn render(manifest: &Manifest, counts: &Counts) -> String {
+    let e = &manifest.experiment;
+    let env = &manifest.environment;
+    let status = format!("{:?}", manifest.status).to_lowercase();
+    let completeness = if is_complete(manifest, counts) {
+        "complete"
+    } else {
+        "**partial**"
+    };
+    let mut out = format!("# {}: {}\n\n", e.name, e.question);
+    let mut t = Table::new(["What", "Value"]);
+    t.row([
+        "Status".to_string(),
+        format!("{completeness} (run status: {status})"),
+    ]);
+    t.row([
+        "Runs".to_string(),
+        format!(
+            "{} usable of {} planned ({} cells × {} repetitions); {} failed, {} missing; manifest says {} done",
+            counts.ok,
+            counts.planned,
+            e.cells().len(),
+            e.repetitions,
+            counts.failed,
+            counts.missing,
+            manifest.runs_done
+        ),
+    ]);
+    if let Some(err) = &manifest.error {
+        t.row(["Run error".to_string(), err.clone()]);
+    }
+    t.row([
+        "Profile".to_string(),
+        format!(
+            "{} ({} topology): {}",
+            profile_field(manifest, "name"),
+            profile_field(manifest, "topology"),
+            profile_field(manifest, "description")
+        ),
+    ]);
+    let link = &manifest.link;
+    let reason = if link.reason.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", link.reason)
+    };
+    t.row([
+        "Link backend".to_string(),
+        format!("{}{reason}", or_unknown(&link.backend)),
+    ]);
+    t.row([
+        "Host backend".to_string(),
+        or_unknown(&manifest.backend).to_string(),
+    ]);
+    t.row(["Kernel".to_string(), or_unknown(&env.kernel).to_string()]);
+    t.row([
+        "CPU".to_string(),
+        format!(
+            "{} ({} logical CPUs, {:.1} GiB memory)",
+            or_unknown(&env.cpu_model),
+            env.cpus,
+            env.mem_bytes as f64 / (1u64 << 30) as f64
+        ),
+    ]);
+    t.row([
+        "Docker".to_string(),
+        or_unknown(&env.docker_version).to_string(),
+    ]);
+    t.row([
+        "Image".to_string(),
+        format!(
+            "{} (id {})",
+            or_unknown(&manifest.image.reference),
+            or_unknown(&manifest.image.id)
+        ),
+    ]);
+    t.row([
+        "Git revision".to_string(),
+        or_unknown(&env.git_rev).to_string(),
+    ]);
+    t.row([
+        "echolab version".to_string(),
+        or_unknown(&env.echolab_version).to_string(),
+    ]);
+    let finished = manifest.finished_at.as_deref().unwrap_or("not finished");
+    t.row([
+        "Date".to_string(),
+        format!("{} → {finished} (UTC)", manifest.created_at),
+    ]);
+    t.row([
+        "Command".to_string(),
+        format!("`echolab-up {}`", manifest.args.join(" ")),
+    ]);
+    t.row(["Run id".to_string(), manifest.run_id.clone()]);
+    if !e.reference.source.is_empty() {
+        let env_text = if e.reference.environment.is_empty() {
+            String::new()
+        } else {
+            format!("; measured on {}", e.reference.environment)
+        };
+        t.row([
+            "Seed".to_string(),
+            format!("{}{env_text}", e.reference.source),
+        ]);
+    }
+    out.push_str(&t.to_markdown());
+    out.push('\n');
+    out.push_str(&calibration(manifest));
+    out
+}
+
+/// The calibration: passed or not, why, and each figure measured vs expected.
+fn calibration(manifest: &Manifest) -> String {
+    let Some(cal) = &manifest.link.calibration else {
+        return "Calibration: none recorded.\n\n".into();
+    };
+    let verdict = if cal.passed { "passed" } else { "**FAILED**" };
+    let mut out = format!(
+        "Calibration {verdict}{}\n\n",
+        if cal.reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", cal.reason)
+        }
+    );
+    let keys: BTreeSet<&String> = cal.measured.keys().chain(cal.expected.keys()).collect();
+    if !keys.is_empty() {
+        let mut t = Table::new([
+            "Calibration figure",
+            "Measured",
+            "Expected",
+            "Measured/expected",
+        ]);
+        for k in keys {
+            let (m, x) = (cal.measured.get(k), cal.expected.get(k));
+            let ratio = match (m, x) {
+                (Some(m), Some(x)) if *x != 0.0 => format::times(m / x),
+                _ => "—".into(),
+            };
+            let show = |v: Option<&f64>| v.map_or_else(|| "—".into(), |v| format::num(*v));
+            t.row([k.clone(), show(m), show(x), ratio]);
+        }
+        out.push_str(&t.to_markdown());
+        out.push('\n');
+    }
+    out
+}

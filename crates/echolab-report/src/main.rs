@@ -1,0 +1,63 @@
+//! `echolab-report RESULTS_DIR [--stdout]`: (re)writes report.md, summary.csv and plots/*.svg
+//! of a results directory made by `echolab-up`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Turn an echolab results directory into report.md, summary.csv and plots/*.svg.
+#[derive(Debug, Parser)]
+#[command(
+    name = "echolab-report",
+    version,
+    after_help = "Example:\n  echolab-report results/20261130T015737Z-exp31-loopback\n  echolab-report --stdout results/20261130T015737Z-exp31-loopback | less\n\nExit status: 0 written, 2 not a (valid) results directory or bad usage, 1 I/O error."
+)]
+struct Args {
+    /// A results directory (with manifest.yaml and runs/), as written by echolab-up.
+    results_dir: PathBuf,
+    /// Print report.md to standard output instead of writing files; nothing in RESULTS_DIR is
+    /// touched.
+    #[arg(long)]
+    stdout: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = if args.stdout {
+        echolab_report::build(&args.results_dir).map(|r| {
+            print!("{}", r.markdown);
+            r.summary
+        })
+    } else {
+        echolab_report::render(&args.results_dir)
+    };
+    match result {
+        Ok(s) => {
+            if !args.stdout {
+                let c = s.counts;
+                eprintln!(
+                    "echolab-report: wrote {} files in {} ({}; {} of {} runs usable, {} failed, {} missing)",
+                    s.written.len(),
+                    s.dir.display(),
+                    if s.complete { "complete" } else { "partial" },
+                    c.ok,
+                    c.planned,
+                    c.failed,
+                    c.missing
+                );
+                for (name, verdict) in &s.claims {
+                    eprintln!("  claim {name}: {}", verdict.word());
+                }
+                if !s.littles_law_flagged.is_empty() {
+                    eprintln!("  Little's law flags: {}", s.littles_law_flagged.join(", "));
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("echolab-report: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}

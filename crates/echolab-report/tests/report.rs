@@ -1,0 +1,695 @@
+//! A results directory made by the test itself (manifest + run records with real HdrHistograms),
+//! rendered, and checked against numbers computed here by hand: the tables' figures, the
+//! claims' verdicts, the Little's-law flag, a partial directory, and a directory that is not a
+//! results directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use echolab_core::experiment::{BenchMode, Cell, Experiment};
+use echolab_core::hist::{self, LatencySummary};
+use echolab_core::results::{
+    run_file_name, CalibrationRecord, Environment, ImageInfo, LinkRecord, Manifest, ResourceSample,
+    RunRecord, RunStatus, Timings, MANIFEST_FILE, MANIFEST_SCHEMA, RUNS_DIR,
+};
+use echolab_core::stats::{BenchReport, SyscallStat};
+use echolab_report::claims::Verdict;
+
+/// A directory under the system temp dir, removed on drop (also when a test fails), unless
+/// `ECHOLAB_REPORT_KEEP` is set, to look at the report a test made.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "echolab-report-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("ECHOLAB_REPORT_KEEP").is_some() {
+            eprintln!("kept {}", self.0.display());
+            return;
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const EXPERIMENT: &str = r#"
+name: exp-test
+question: Do long connections beat short ones, and does select accept slower than epoll?
+repetitions: 3
+matrix:
+  - servers: [epoll-lt, epoll-et]
+    modes: [short, long]
+    conns: [100]
+    rounds: [10]
+  - servers: [epoll-et]
+    modes: [short, long]
+    conns: [500]
+    rounds: [10]
+  - servers: [select, epoll]
+    modes: [connect-storm]
+    conns: [100, 300]
+  - servers: [select, epoll]
+    modes: [sustain]
+    conns: [100, 200]
+    duration: 2s
+    reply_bytes: 1KiB
+bench:
+  strace: true
+reference:
+  source: seeds 000/003/004 (test copy)
+  environment: 4-core VM
+  figures:
+    - cell: {server: epoll-et, mode: long, conns: 100}
+      values: {qps: 53528}
+  claims:
+    - name: long/short gain, ET
+      metric: qps
+      numerator: {server: epoll-et, mode: long, conns: 100}
+      denominator: {server: epoll-et, mode: short, conns: 100}
+      seed_ratio: 2.15
+    - name: long/short gain, LT
+      metric: qps
+      numerator: {server: epoll-lt, mode: long, conns: 100}
+      denominator: {server: epoll-lt, mode: short, conns: 100}
+      seed_ratio: 1.48
+    - name: long/short at 500 connections, ET
+      metric: qps
+      numerator: {server: epoll-et, mode: long, conns: 500}
+      denominator: {server: epoll-et, mode: short, conns: 500}
+      seed_ratio: 1.86
+"#;
+
+/// QPS of each repetition, by cell id. Chosen so that the claims come out reproduced (ET:
+/// 54000/25000 = 2.16, interval 1.94–2.42 by Fieller), not reproduced (LT: 26500/26500 = 1.00,
+/// interval about 0.95–1.05) and inconclusive (ET at 500: 40000/31000, interval about
+/// −0.3–2.9, noisy long cell).
+fn qps_of(id: &str) -> [f64; 3] {
+    match id {
+        "epoll-lt_short_c100_r10" => [26000.0, 26500.0, 27000.0],
+        "epoll-lt_long_c100_r10" => [26400.0, 26500.0, 26600.0],
+        "epoll-et_short_c100_r10" => [24000.0, 25000.0, 26000.0],
+        "epoll-et_long_c100_r10" => [53000.0, 54000.0, 55000.0],
+        "epoll-et_short_c500_r10" => [30000.0, 31000.0, 32000.0],
+        "epoll-et_long_c500_r10" => [20000.0, 40000.0, 60000.0],
+        _ => [1000.0, 1100.0, 1200.0],
+    }
+}
+
+/// The cell whose measured QPS is half of connections / mean latency (Little's law flag).
+const CLIENT_BOUND: &str = "epoll-et_short_c500_r10";
+
+/// Seed 002's strace summaries (s33-short.sum / s33-long.sum).
+const STRACE_SHORT: &str = "% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 54.46    1.757608        1757      1000           connect
+ 45.54    1.469822        1463      1004           close
+------ ----------- ----------- --------- --------- ----------------
+100.00    3.227430                  2004           total
+";
+const STRACE_LONG: &str = "% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 45.88    0.197627        1976       100           connect
+ 54.12    0.233087        2241       104           close
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.430714                   204           total
+";
+
+/// A latency histogram (ns) with mean `mean_ns`: 90% of 1000 requests at 0.9 × mean and 10%
+/// at 1.9 × mean (0.9·0.9 + 0.1·1.9 = 1).
+fn histogram(mean_ns: f64) -> (String, LatencySummary) {
+    let mut h = hist::new_latency_histogram();
+    for i in 0..1000 {
+        let v = if i % 10 == 9 {
+            1.9 * mean_ns
+        } else {
+            0.9 * mean_ns
+        };
+        hist::record_ns(&mut h, v as u64);
+    }
+    (hist::encode(&h), LatencySummary::from_histogram(&h))
+}
+
+fn record(cell: &Cell, rep: u64) -> RunRecord {
+    let id = cell.id();
+    let i = (rep - 1) as usize;
+    let mut bench = BenchReport {
+        tool: "echo-bench".into(),
+        mode: cell.mode.name().into(),
+        engine: "event".into(),
+        conns: cell.conns,
+        rounds: cell.rounds,
+        payload_bytes: cell.payload,
+        duration_s: 1.0,
+        ..Default::default()
+    };
+    let mut samples = Vec::new();
+    let mut strace = None;
+    match cell.mode {
+        BenchMode::Short | BenchMode::Long => {
+            let qps = qps_of(&id)[i];
+            // Little's law: mean latency = conns / QPS; the client-bound cell measures half.
+            let consistent_qps = if id == CLIENT_BOUND { 2.0 * qps } else { qps };
+            let (h, summary) = histogram(cell.conns as f64 / consistent_qps * 1e9);
+            bench.qps = qps;
+            bench.requests_ok = qps as u64;
+            bench.histogram = h;
+            bench.latency_us = summary;
+            let short = cell.mode == BenchMode::Short;
+            let per_conn = cell.rounds.unwrap_or(1);
+            let n = if short {
+                cell.conns * per_conn
+            } else {
+                cell.conns
+            };
+            bench.syscalls.insert(
+                "connect".into(),
+                SyscallStat {
+                    count: n,
+                    total_ns: Some(n * 1_500_000),
+                },
+            );
+            bench.syscalls.insert(
+                "close".into(),
+                SyscallStat {
+                    count: n + 4,
+                    total_ns: Some((n + 4) * 1_400_000),
+                },
+            );
+            if cell.server == "epoll-lt" {
+                strace = Some(if short { STRACE_SHORT } else { STRACE_LONG }.to_string());
+            }
+        }
+        BenchMode::ConnectStorm => {
+            let base = match (cell.server.as_str(), cell.conns) {
+                ("select", 300) => 6.0,
+                ("select", _) => 0.10,
+                (_, 300) => 0.02,
+                _ => 0.01,
+            };
+            let t = base * [1.0, 1.0 + 1.0 / 60.0, 1.0 + 2.0 / 60.0][i];
+            bench
+                .extra
+                .insert("time_to_establish_s".into(), serde_json::json!(t));
+        }
+        BenchMode::Sustain => {
+            bench.qps = 5000.0;
+            let cpu = if cell.server == "select" { 28.0 } else { 21.0 } * cell.conns as f64 / 100.0;
+            samples = (0..4)
+                .map(|k| ResourceSample {
+                    t_s: k as f64,
+                    cpu_pct: cpu + i as f64,
+                    mem_bytes: 1 << 20,
+                    mem_pct: 0.3,
+                })
+                .collect();
+        }
+    }
+    RunRecord {
+        cell: cell.clone(),
+        repetition: rep,
+        started_at: "2026-11-30T01:57:37.000000Z".into(),
+        wall_s: 2.0,
+        bench: Some(bench),
+        server: None,
+        samples,
+        strace,
+        error: None,
+    }
+}
+
+fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64) -> Manifest {
+    let runs_planned = experiment.cells().len() as u64 * experiment.repetitions;
+    let mut cal = CalibrationRecord {
+        passed: true,
+        reason: "RTT within tolerance".into(),
+        ..Default::default()
+    };
+    cal.measured.insert("rtt_median_us".into(), 45.0);
+    cal.expected.insert("rtt_median_us".into(), 50.0);
+    Manifest {
+        schema: MANIFEST_SCHEMA.into(),
+        run_id: "20261130T015737Z-exp-test-loopback".into(),
+        status,
+        error: None,
+        created_at: "2026-11-30T01:57:37.000000Z".into(),
+        finished_at: Some("2026-11-30T02:07:37.000000Z".into()),
+        args: vec![
+            "--profile".into(),
+            "loopback".into(),
+            "--experiment".into(),
+            "exp-test".into(),
+        ],
+        backend: "docker".into(),
+        experiment,
+        profile: serde_json::json!({"name": "loopback", "topology": "loopback", "description": "one machine, 127.0.0.1"}),
+        inputs: Default::default(),
+        environment: Environment {
+            kernel: "6.1.0-test-amd64".into(),
+            cpu_model: "Test CPU @ 2.40GHz".into(),
+            cpus: 2,
+            mem_bytes: 24 << 30,
+            docker_version: "27.0.3".into(),
+            git_rev: "0123abcd-dirty".into(),
+            echolab_version: "0.1.0".into(),
+        },
+        image: ImageInfo {
+            reference: "echolab:feedface".into(),
+            id: "sha256:feedface00".into(),
+            binaries: Default::default(),
+        },
+        hosts: Default::default(),
+        link: LinkRecord {
+            backend: "none".into(),
+            reason: "loopback topology".into(),
+            installed: serde_json::Value::Null,
+            calibration: Some(cal),
+        },
+        runs_planned,
+        runs_done,
+        timings: Timings::default(),
+    }
+}
+
+/// Writes a results directory; `keep(cell_id, rep)` decides which records exist, `fail`
+/// which ones carry an error.
+fn results_dir(
+    dir: &Path,
+    status: RunStatus,
+    keep: impl Fn(&str, u64) -> bool,
+    fail: impl Fn(&str, u64) -> Option<&'static str>,
+) {
+    let experiment = Experiment::parse(EXPERIMENT, "exp-test.yaml").unwrap();
+    std::fs::create_dir_all(dir.join(RUNS_DIR)).unwrap();
+    let mut done = 0;
+    for cell in experiment.cells() {
+        for rep in 1..=experiment.repetitions {
+            if !keep(&cell.id(), rep) {
+                continue;
+            }
+            let mut r = record(&cell, rep);
+            if let Some(e) = fail(&cell.id(), rep) {
+                r.error = Some(e.into());
+                r.bench = None;
+            }
+            std::fs::write(
+                dir.join(RUNS_DIR).join(run_file_name(&cell, rep)),
+                serde_json::to_string_pretty(&r).unwrap(),
+            )
+            .unwrap();
+            done += 1;
+        }
+    }
+    let m = manifest(experiment, status, done);
+    std::fs::write(dir.join(MANIFEST_FILE), serde_yaml::to_string(&m).unwrap()).unwrap();
+}
+
+/// The body of the section whose heading starts with `## {title}`, up to the next heading.
+fn section<'m>(md: &'m str, title: &str) -> &'m str {
+    let start = md
+        .find(&format!("## {title}"))
+        .unwrap_or_else(|| panic!("no section {title:?} in:\n{md}"));
+    let rest = &md[start + 3..];
+    &rest[..rest.find("\n## ").unwrap_or(rest.len())]
+}
+
+/// The cells of the table row whose first cell is `key`, in `text`.
+fn row(text: &str, key: &str) -> Vec<String> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("| {key} |")))
+        .unwrap_or_else(|| panic!("no row {key:?} in:\n{text}"));
+    line.trim_matches('|')
+        .split(" | ")
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
+    let tmp = TempDir::new("complete");
+    results_dir(&tmp.0, RunStatus::Complete, |_, _| true, |_, _| None);
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+
+    // Header: what the numbers are.
+    for needle in [
+        "complete (run status: complete)",
+        "42 usable of 42 planned",
+        "loopback (loopback topology)",
+        "Calibration passed",
+        "| rtt_median_us | 45.0 | 50.0 | 0.90× |",
+        "6.1.0-test-amd64",
+        "sha256:feedface00",
+        "0123abcd-dirty",
+        "Test CPU @ 2.40GHz",
+        "27.0.3",
+        "2026-11-30T01:57:37.000000Z",
+        "| Link backend | none (loopback topology) |",
+    ] {
+        assert!(md.contains(needle), "header lacks {needle:?}:\n{md}");
+    }
+    assert!(summary.complete);
+    assert_eq!(summary.counts.planned, 42);
+
+    // (a) Four-quadrant matrix: medians with range, gain as a ratio of means.
+    let quad = section(
+        &md,
+        "QPS matrix, server × mode (100 connections, 10 rounds)",
+    );
+    let et = row(quad, "epoll-et");
+    assert!(
+        et[1].starts_with("25000 [24000–26000] (95% CI 22516–27484)"),
+        "{et:?}"
+    );
+    assert!(et[2].starts_with("54000 [53000–55000]"), "{et:?}");
+    assert!(et[3].starts_with("2.16× (95% CI 1.94–2.42×)"), "{et:?}");
+    let lt = row(quad, "epoll-lt");
+    assert!(lt[3].starts_with("1.00×"), "{lt:?}");
+    let gap = row(quad, "Gap epoll-et/epoll-lt");
+    // 25000 / 26500 = 0.943; 54000 / 26500 = 2.038.
+    assert!(
+        gap[1].starts_with("0.94×") && gap[2].starts_with("2.04×"),
+        "{gap:?}"
+    );
+    // The seed's figure beside it: 54000 / 53528 = 1.01.
+    assert!(
+        quad.contains(
+            "| qps (req/s) | epoll-et_long_c100_r10 | 53528 | 54000 (51516–56484) | 1.01× |"
+        ),
+        "{quad}"
+    );
+
+    // Latency ratios beside (a): P50 = 0.9 × conns / QPS per repetition, so ET long/short is
+    // mean(90e6/53000, 90e6/54000, 90e6/55000) / mean(90e6/24000, 90e6/25000, 90e6/26000)
+    // = 1667.1 / 3603.8 = 0.463, and ET/LT long is 1667.1 / 3396.3 = 0.491.
+    let lat = section(
+        &md,
+        "Latency ratios, server × mode (100 connections, 10 rounds)",
+    );
+    assert!(
+        row(lat, "epoll-et long/short")[1].starts_with("0.46× (95% CI"),
+        "{lat}"
+    );
+    assert!(
+        row(lat, "Long epoll-et/epoll-lt")[1].starts_with("0.49× (95% CI"),
+        "{lat}"
+    );
+
+    // (3) Verdicts, one of each, beside the table.
+    assert!(
+        quad.contains(
+            "long/short gain, ET: seed 2.15×, here 2.16× (95% CI 1.94–2.42×): **reproduced**"
+        ),
+        "{quad}"
+    );
+    assert!(
+        quad.contains("long/short gain, LT: seed 1.48×, here 1.00×"),
+        "{quad}"
+    );
+    assert!(quad.contains("**not reproduced**: our 95% CI 0.95–1.05× excludes the seed's ratio (our interval includes no difference)"), "{quad}");
+    let verdicts: Vec<(&str, Verdict)> = summary
+        .claims
+        .iter()
+        .map(|(n, v)| (n.as_str(), *v))
+        .collect();
+    assert_eq!(
+        verdicts,
+        vec![
+            ("long/short gain, ET", Verdict::Reproduced),
+            ("long/short gain, LT", Verdict::NotReproduced),
+            ("long/short at 500 connections, ET", Verdict::Inconclusive),
+        ]
+    );
+
+    // (b) Per repetition, with the range and the noisy flag.
+    let reps = section(&md, "QPS per repetition");
+    assert_eq!(
+        row(reps, "epoll-et_long_c500_r10"),
+        [
+            "epoll-et_long_c500_r10",
+            "20000",
+            "40000",
+            "60000",
+            "40000",
+            "40000",
+            "50.0% ⚠ noisy"
+        ]
+    );
+    assert_eq!(
+        row(reps, "epoll-lt_long_c100_r10")[4..],
+        ["26500", "200", "0.4%"]
+    );
+    assert!(
+        summary
+            .noisy
+            .iter()
+            .any(|n| n.starts_with("epoll-et_long_c500_r10 (qps CV 50.0%")),
+        "{:?}",
+        summary.noisy
+    );
+
+    // (c) Percentiles: 90% of requests at 0.9 × mean, so the median P50 of the LT short cell
+    // (26500 QPS) is 0.9 × 100 / 26500 s = 3396.2 µs; HdrHistogram reports the highest value
+    // of its bucket (3 significant digits), 3398 µs, within 0.1%.
+    let pct = section(&md, "Latency percentiles per cell");
+    let lt_short = row(pct, "epoll-lt_short_c100_r10");
+    assert!(lt_short[2].starts_with("3398 [3334–3463]"), "{lt_short:?}");
+    let p50: f64 = lt_short[2].split(' ').next().unwrap().parse().unwrap();
+    assert!((p50 / 3396.2 - 1.0).abs() < 0.001, "{p50}");
+    // P99 is in the 10% at 1.9 × mean: 7170 µs; merged P99.9 is the slowest repetition's.
+    assert!(lt_short[4].starts_with("7172 ["), "{lt_short:?}");
+    assert!(lt_short[5].ends_with("/ 7311"), "{lt_short:?}");
+
+    // (d) The scan of epoll-et over 100 and 500 connections, inconclusive claim beside it.
+    let scan = section(&md, "Connection scan, epoll-et (10 rounds)");
+    let at500 = row(scan, "500");
+    assert!(
+        at500[1].starts_with("31000 [30000–32000]") && at500[2].starts_with("40000 [20000–60000]"),
+        "{at500:?}"
+    );
+    assert!(at500[3].starts_with("1.29×"), "{at500:?}");
+    assert!(scan.contains("long/short at 500 connections, ET: seed 1.86×, here 1.29× (95% CI -0.31–2.91×): **inconclusive**: our 95% CI"), "{scan}");
+
+    // (e) Syscalls: echo-bench's counts and the strace cross-check, seed 002's figures.
+    let sys = section(
+        &md,
+        "Client system calls, short vs long (epoll-lt, 100 connections)",
+    );
+    let close = row(sys, "close() calls");
+    assert!(
+        close[1].starts_with("1004")
+            && close[2].starts_with("104")
+            && close[3].starts_with("-89.6%"),
+        "{close:?}"
+    );
+    let strace_close_time = row(sys, "close() total time (s), strace");
+    assert!(
+        strace_close_time[1].starts_with("1.47") && strace_close_time[3].starts_with("-84.1%"),
+        "{strace_close_time:?}"
+    );
+    let strace_total = row(sys, "total time of the above, strace (s)");
+    assert!(
+        strace_total[1].starts_with("3.23")
+            && strace_total[2].starts_with("0.431")
+            && strace_total[3].starts_with("-86.7%"),
+        "{strace_total:?}"
+    );
+
+    // (f) Connect storm and sustain, per connection count, select vs epoll.
+    let storm = section(&md, "Connect storm");
+    let at300 = row(storm, "300");
+    assert!(
+        at300[1].starts_with("6.10 [6.00–6.20]") && at300[3].starts_with("0.0203 [0.0200–0.0207]"),
+        "{at300:?}"
+    );
+    // Every repetition of select is 300× epoll's (6.0 vs 0.02, same spread): a ratio of means.
+    assert!(at300[5].starts_with("300.00× (95% CI"), "{at300:?}");
+    let sustain = section(&md, "Sustain");
+    let at200 = row(sustain, "200");
+    // select: 56 + rep − 1 → 56, 57, 58; epoll: 42, 43, 44.
+    assert!(
+        at200[1].starts_with("57.0 [56.0–58.0]") && at200[4].starts_with("43.0 [42.0–44.0]"),
+        "{at200:?}"
+    );
+
+    // (4) Little's law: only the client-bound cell is flagged, by −50%.
+    let ll = section(&md, "Consistency: Little's law");
+    let bad = row(ll, CLIENT_BOUND);
+    assert!(
+        bad[4].starts_with("0.500 [0.500–0.500]") && bad[5].contains("R1 -50.0%"),
+        "{bad:?}"
+    );
+    assert_eq!(row(ll, "epoll-et_long_c100_r10")[5], "ok");
+    assert_eq!(summary.littles_law_flagged, vec![CLIENT_BOUND.to_string()]);
+
+    // (5) Plots with labelled axes.
+    let plots = tmp.0.join("plots");
+    let qps_svg = std::fs::read_to_string(plots.join("qps_vs_conns.svg")).unwrap();
+    assert!(
+        qps_svg.contains("connections (log scale)") && qps_svg.contains("QPS (requests/s)"),
+        "axis labels missing"
+    );
+    assert!(
+        qps_svg.contains("epoll-et short") && qps_svg.contains("epoll-et long"),
+        "legend missing"
+    );
+    let lat = std::fs::read_to_string(plots.join("latency_epoll-et_long_c100_r10.svg")).unwrap();
+    assert!(
+        lat.contains("percentile (log scale of 1/(1−q))")
+            && lat.contains("latency (µs, log scale)")
+            && lat.contains("99%")
+    );
+    let storm_svg = std::fs::read_to_string(plots.join("connect_storm.svg")).unwrap();
+    assert!(
+        storm_svg.contains("time to establish all (s)")
+            && storm_svg.contains("connections (log scale)")
+    );
+    assert!(plots.join("sustain_cpu.svg").is_file());
+    assert!(md.contains("![QPS vs connections](plots/qps_vs_conns.svg)"));
+
+    // summary.csv: a header and one row per run, numbers in full.
+    let csv = std::fs::read_to_string(tmp.0.join("summary.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 42);
+    assert!(lines[0].starts_with("run_file,status,cell_id,server,mode,conns"));
+    assert!(csv.contains("epoll-et_long_c100_r10_rep2.json,ok,epoll-et_long_c100_r10,epoll-et,long,100,10,,12,,2,"), "{csv}");
+}
+
+#[test]
+fn a_partial_directory_marks_missing_and_failed_cells() {
+    let tmp = TempDir::new("partial");
+    // LT long: repetition 1 failed, 2 and 3 never ran; select storm at 300: nothing at all.
+    results_dir(
+        &tmp.0,
+        RunStatus::Interrupted,
+        |id, rep| !(id == "epoll-lt_long_c100_r10" && rep > 1) && id != "select_connect-storm_c300",
+        |id, _| (id == "epoll-lt_long_c100_r10").then_some("server did not start: address in use"),
+    );
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    assert!(!summary.complete);
+    assert_eq!(
+        (
+            summary.counts.planned,
+            summary.counts.ok,
+            summary.counts.failed,
+            summary.counts.missing
+        ),
+        (42, 36, 1, 5)
+    );
+    assert!(md.contains("**partial** (run status: interrupted)"), "{md}");
+
+    let quad = section(&md, "QPS matrix");
+    let lt = row(quad, "epoll-lt");
+    assert_eq!(lt[2], "failed: server did not start: address in use");
+    assert!(
+        lt[3].starts_with("— (failed: server did not start"),
+        "{lt:?}"
+    );
+    assert!(quad.contains("long/short gain, LT: seed 1.48×, here —: **not checked**: epoll-lt_long_c100_r10: failed: server did not start"), "{quad}");
+
+    let reps = section(&md, "QPS per repetition");
+    assert_eq!(
+        row(reps, "epoll-lt_long_c100_r10")[1..4],
+        [
+            "failed: server did not start: address in use",
+            "missing",
+            "missing"
+        ]
+    );
+
+    let storm = row(section(&md, "Connect storm"), "300");
+    assert_eq!(storm[1], "missing");
+
+    let holes = section(&md, "Missing and failed runs");
+    assert!(
+        holes.contains("- select_connect-storm_c300 R2: missing")
+            && holes.contains("- epoll-lt_long_c100_r10 R1: failed"),
+        "{holes}"
+    );
+
+    let csv = std::fs::read_to_string(tmp.0.join("summary.csv")).unwrap();
+    assert!(
+        csv.contains("select_connect-storm_c300_rep1.json,missing,"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("epoll-lt_long_c100_r10_rep1.json,failed,"),
+        "{csv}"
+    );
+}
+
+#[test]
+fn a_directory_that_is_not_a_results_directory_fails_clearly() {
+    let tmp = TempDir::new("empty");
+    let err = echolab_report::render(&tmp.0).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(
+        err.to_string()
+            .contains("is not an echolab results directory (no manifest.yaml)"),
+        "{err}"
+    );
+    assert!(!tmp.0.join("report.md").exists(), "nothing is written");
+
+    let bin = env!("CARGO_BIN_EXE_echolab-report");
+    let out = Command::new(bin).arg(&tmp.0).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "one line, no backtrace: {stderr}"
+    );
+    assert!(
+        stderr.starts_with("echolab-report: ") && stderr.contains(&tmp.0.display().to_string()),
+        "{stderr}"
+    );
+
+    let missing = tmp.0.join("does-not-exist");
+    let out = Command::new(bin).arg(&missing).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+
+    // A broken manifest names the file.
+    std::fs::write(tmp.0.join(MANIFEST_FILE), "schema: [unclosed").unwrap();
+    let out = Command::new(bin).arg(&tmp.0).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("manifest.yaml"));
+
+    let help = Command::new(bin).arg("--help").output().unwrap();
+    assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("Example:"));
+}
+
+#[test]
+fn stdout_mode_prints_the_report_and_writes_nothing() {
+    let tmp = TempDir::new("stdout");
+    results_dir(&tmp.0, RunStatus::Complete, |_, _| true, |_, _| None);
+    let out = Command::new(env!("CARGO_BIN_EXE_echolab-report"))
+        .arg("--stdout")
+        .arg(&tmp.0)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("# exp-test: "));
+    assert!(
+        !tmp.0.join("report.md").exists()
+            && !tmp.0.join("summary.csv").exists()
+            && !tmp.0.join("plots").exists()
+    );
+}

@@ -21,3 +21,4 @@ pub fn utc_now_rfc3339() -> String {
 }
 
 pub mod protocol;
+pub mod profile;

@@ -1,1 +1,18 @@
+//! echolab's link impairment.
+//!
+//! A link host routes between the client network and the server network and impairs both
+//! directions (DESIGN.md "Topologies"), with one of two backends:
+//! - [`kernel`]: a netem root qdisc per direction, installed, read back and removed over
+//!   rtnetlink ([`nl`]), plus [`kernel::probe`] for whether the kernel has sch_netem;
+//! - [`wire`]: for kernels without sch_netem, a userspace process that carries packets through
+//!   TUN devices and applies delay, jitter, loss, rate and a bounded queue itself.
+//!
+//! [`calibrate`] measures RTT and goodput across the link and compares them with the profile
+//! (`echolab_core::profile`). [`testbed`] builds throwaway client/link/server network namespaces
+//! for tests and measurements.
 
+pub mod calibrate;
+pub mod kernel;
+pub mod nl;
+pub mod testbed;
+pub mod wire;

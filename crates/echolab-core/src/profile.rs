@@ -1,0 +1,428 @@
+//! Link profiles (`netem/*.yaml`): the network condition a run is made under, and what
+//! calibration must measure for the condition to count as in effect.
+//!
+//! A profile names a topology (`loopback` or `link`), gives one [`LinkSpec`] per direction
+//! (uplink = client to server, downlink = server to client; DESIGN.md "Topologies") and the
+//! [`Expected`] calibration figures with their tolerances. Unknown keys are an error, and every
+//! error names the file, the field and the bad value (serde_yaml adds the field path, line and
+//! column; [`Profile::validate`] adds the checks that span fields).
+//!
+//! ```yaml
+//! name: crossnet
+//! description: a cross-network path
+//! source: why these numbers
+//! topology: link
+//! uplink:   { delay: 10ms, jitter: 1ms, distribution: normal, rate: 50mbit, limit: 500 }
+//! downlink: { delay: 10ms, jitter: 1ms, distribution: normal, rate: 50mbit, limit: 500 }
+//! expected:
+//!   rtt: { value: 20.1ms, minus: 1.5ms, plus: 2ms }
+//!   goodput: { value: 47.07mbit, tolerance: 6% }
+//! ```
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::{BitRate, Dur, Percent};
+
+/// Packet size used to turn a rate × delay product into a packet count: a full Ethernet
+/// payload (RFC 894 MTU of 1500 bytes).
+pub const MTU_BYTES: u64 = 1500;
+
+/// netem's default queue limit in packets (tc-netem(8), "limit").
+pub const NETEM_DEFAULT_LIMIT: u32 = 1000;
+
+/// How hosts are connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Topology {
+    /// Client and server share one network namespace and talk over 127.0.0.1; no link.
+    Loopback,
+    /// Client network, link host, server network; the link host impairs both directions.
+    Link,
+}
+
+/// The shape of the random jitter added to each packet's delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JitterDistribution {
+    /// Normal with standard deviation `jitter`, cut at ±4 σ as by iproute2's `normal.dist`
+    /// table (iproute2 netem/normal.c).
+    #[default]
+    Normal,
+    /// Uniform in `[delay - jitter, delay + jitter)`, netem's behaviour without a table
+    /// (tc-netem(8)).
+    Uniform,
+}
+
+/// The impairment of one direction of a link.
+///
+/// Times are one-way. The rate models serialization: a packet of `n` bytes occupies the link
+/// for `(n + overhead) × 8 / rate` seconds, after which it travels for `delay` (± jitter).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Added one-way delay (`"10ms"`); default 0.
+    #[serde(default)]
+    pub delay: Dur,
+    /// Random variation of the delay (`"1ms"`): σ for `normal`, half-width for `uniform`.
+    #[serde(default)]
+    pub jitter: Dur,
+    /// Shape of the jitter; default `normal`.
+    #[serde(default)]
+    pub distribution: JitterDistribution,
+    /// Independent (Bernoulli) packet loss (`"0.1%"`); default 0%.
+    #[serde(default)]
+    pub loss: Percent,
+    /// Link rate in bits per second (`"100mbit"`); absent means not rate-limited.
+    #[serde(default)]
+    pub rate: Option<BitRate>,
+    /// Bytes added to each IP packet when computing serialization time, e.g. 38 for Ethernet
+    /// (14 header + 4 FCS + 8 preamble + 12 inter-frame gap, IEEE 802.3). Default 0.
+    #[serde(default)]
+    pub overhead: u32,
+    /// Most packets held by the link at once (queued and in flight), as netem's `limit`.
+    /// Default: [`LinkSpec::default_limit`].
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Let jitter reorder packets (a later packet may overtake an earlier one). Default false:
+    /// a packet never leaves before the one that arrived before it.
+    #[serde(default)]
+    pub reorder: bool,
+}
+
+impl LinkSpec {
+    /// True when this spec changes nothing (no delay, jitter, loss or rate).
+    pub fn is_identity(&self) -> bool {
+        self.delay.0.is_zero()
+            && self.jitter.0.is_zero()
+            && self.loss.0 == 0.0
+            && self.rate.is_none()
+    }
+
+    /// Worst-case one-way delay the spec adds on purpose: delay plus four jitter widths (the
+    /// normal table's cut-off).
+    pub fn max_added_delay(&self) -> Duration {
+        self.delay.0 + self.jitter.0 * 4
+    }
+
+    /// Packets of [`MTU_BYTES`] that the link holds in flight at full rate: rate × (delay +
+    /// 4 × jitter) / packet size, rounded up. 0 when there is no rate.
+    pub fn bdp_packets(&self) -> u64 {
+        let Some(rate) = self.rate else { return 0 };
+        let bits = rate.0 as f64 * self.max_added_delay().as_secs_f64();
+        (bits / (8.0 * MTU_BYTES as f64)).ceil() as u64
+    }
+
+    /// The limit used when the profile gives none: netem's 1000, or twice the bandwidth-delay
+    /// product in packets when that is larger, so that the limit never drops packets that a
+    /// saturated link holds in flight (netem's fixed default does at high rate × delay).
+    pub fn default_limit(&self) -> u32 {
+        let twice_bdp = self.bdp_packets().saturating_mul(2).min(u32::MAX as u64) as u32;
+        NETEM_DEFAULT_LIMIT.max(twice_bdp)
+    }
+
+    /// The limit in force: the profile's, or [`LinkSpec::default_limit`].
+    pub fn effective_limit(&self) -> u32 {
+        self.limit.unwrap_or_else(|| self.default_limit())
+    }
+
+    /// Checks that span fields; `field` is the spec's path in the profile (e.g. `"uplink"`).
+    ///
+    /// # Errors
+    /// A limit of 0 or below the bandwidth-delay product, or jitter without delay to vary.
+    pub fn validate(&self, field: &str) -> Result<(), String> {
+        if let Some(limit) = self.limit {
+            if limit == 0 {
+                return Err(format!("{field}.limit: 0 holds no packet; give at least 1"));
+            }
+            let bdp = self.bdp_packets();
+            if u64::from(limit) < bdp {
+                return Err(format!(
+                    "{field}.limit: {limit} packets is below rate x delay = {bdp} packets of {MTU_BYTES} bytes; \
+                     the link would drop packets it holds in flight"
+                ));
+            }
+        }
+        if !self.jitter.0.is_zero() && self.jitter.0 > self.delay.0 {
+            return Err(format!(
+                "{field}.jitter: {} is larger than delay {}; a delay cannot go below zero",
+                self.jitter, self.delay
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An expected RTT with an asymmetric tolerance: the measured median must lie in
+/// `[value - minus, value + plus]`. Asymmetric because host overhead only ever adds delay,
+/// while anything below the sum of the one-way delays means the link is not in effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RttExpectation {
+    /// The predicted median RTT.
+    pub value: Dur,
+    /// How far below `value` the median may be.
+    pub minus: Dur,
+    /// How far above `value` the median may be.
+    pub plus: Dur,
+}
+
+impl RttExpectation {
+    /// The accepted range `(low, high)`.
+    pub fn range(&self) -> (Duration, Duration) {
+        (
+            self.value.0.saturating_sub(self.minus.0),
+            self.value.0 + self.plus.0,
+        )
+    }
+}
+
+/// An expected goodput (application bytes per second, in bits per second) per direction, with
+/// a symmetric relative tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoodputExpectation {
+    /// The predicted goodput of one bulk TCP transfer, e.g. rate × MSS / (MTU + overhead).
+    pub value: BitRate,
+    /// Accepted relative deviation, e.g. `"3%"`.
+    pub tolerance: Percent,
+}
+
+impl GoodputExpectation {
+    /// The accepted range `(low, high)` in bits per second.
+    pub fn range(&self) -> (f64, f64) {
+        let v = self.value.0 as f64;
+        let t = self.tolerance.0 / 100.0;
+        (v * (1.0 - t), v * (1.0 + t))
+    }
+}
+
+/// What calibration must measure for the profile to be in effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    /// Median RTT of small TCP round trips.
+    pub rtt: RttExpectation,
+    /// Goodput of a bulk transfer, each direction; absent when the link sets no rate.
+    #[serde(default)]
+    pub goodput: Option<GoodputExpectation>,
+}
+
+/// One `netem/*.yaml` file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name, the file's stem by convention (`lan100`).
+    pub name: String,
+    /// One line for humans.
+    pub description: String,
+    /// Where the values come from (seed document, measurement, standard).
+    pub source: String,
+    /// How hosts are connected.
+    pub topology: Topology,
+    /// Client-to-server impairment; required for `link`, absent for `loopback`.
+    #[serde(default)]
+    pub uplink: Option<LinkSpec>,
+    /// Server-to-client impairment; required for `link`, absent for `loopback`.
+    #[serde(default)]
+    pub downlink: Option<LinkSpec>,
+    /// Calibration targets.
+    pub expected: Expected,
+}
+
+/// A profile that could not be read, with the file it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileError {
+    /// The file (or `"<string>"`).
+    pub origin: String,
+    /// What was wrong, naming the field and the value.
+    pub message: String,
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "profile {}: {}", self.origin, self.message)
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+impl Profile {
+    /// Reads and validates a profile file.
+    ///
+    /// # Errors
+    /// The file cannot be read, is not valid YAML for a profile, or fails [`Profile::validate`].
+    pub fn load(path: &Path) -> Result<Self, ProfileError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
+            origin: origin.clone(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Self::from_yaml(&text, &origin)
+    }
+
+    /// Parses and validates profile text; `origin` names it in errors.
+    ///
+    /// # Errors
+    /// Unknown keys, bad units (the message names the field path and value), or
+    /// [`Profile::validate`] failures.
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Self, ProfileError> {
+        let fail = |message: String| ProfileError {
+            origin: origin.to_string(),
+            message,
+        };
+        let profile: Profile = serde_yaml::from_str(text).map_err(|e| fail(e.to_string()))?;
+        profile.validate().map_err(fail)?;
+        Ok(profile)
+    }
+
+    /// Checks that span fields: a `link` has both directions and a `loopback` neither; each
+    /// [`LinkSpec::validate`]; a goodput expectation needs a rate on both directions.
+    ///
+    /// # Errors
+    /// A message naming the field and the value.
+    pub fn validate(&self) -> Result<(), String> {
+        match self.topology {
+            Topology::Loopback => {
+                if self.uplink.is_some() || self.downlink.is_some() {
+                    return Err(
+                        "topology: loopback has no link, so uplink/downlink must be absent".into(),
+                    );
+                }
+                if self.expected.goodput.is_some() {
+                    return Err(
+                        "expected.goodput: loopback sets no rate, so no goodput can be expected"
+                            .into(),
+                    );
+                }
+            }
+            Topology::Link => {
+                let (Some(up), Some(down)) = (&self.uplink, &self.downlink) else {
+                    return Err("topology: link needs both uplink and downlink".into());
+                };
+                up.validate("uplink")?;
+                down.validate("downlink")?;
+                if self.expected.goodput.is_some() && (up.rate.is_none() || down.rate.is_none()) {
+                    return Err("expected.goodput: needs a rate on both uplink and downlink".into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sum of the one-way delays of both directions: the RTT the link adds before host overhead
+    /// and serialization (DESIGN.md: RTT = base + uplink delay + downlink delay).
+    pub fn added_rtt(&self) -> Duration {
+        let d = |s: &Option<LinkSpec>| s.as_ref().map(|s| s.delay.0).unwrap_or_default();
+        d(&self.uplink) + d(&self.downlink)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CROSSNET: &str = "
+name: t
+description: d
+source: s
+topology: link
+uplink: { delay: 10ms, jitter: 1ms, rate: 50mbit, limit: 500 }
+downlink: { delay: 10ms, jitter: 1ms, distribution: uniform, loss: 0.5%, limit: 500 }
+expected:
+  rtt: { value: 20.1ms, minus: 1.5ms, plus: 2ms }
+";
+
+    fn err(text: &str) -> String {
+        Profile::from_yaml(text, "x.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_link_profile_parses() {
+        let p = Profile::from_yaml(CROSSNET, "x.yaml").unwrap();
+        let up = p.uplink.as_ref().unwrap();
+        assert_eq!(up.delay.0, Duration::from_millis(10));
+        assert_eq!(up.distribution, JitterDistribution::Normal);
+        assert_eq!(up.rate.unwrap().0, 50_000_000);
+        let down = p.downlink.as_ref().unwrap();
+        assert_eq!(down.distribution, JitterDistribution::Uniform);
+        assert_eq!(down.loss.0, 0.5);
+        assert_eq!(p.added_rtt(), Duration::from_millis(20));
+        let (lo, hi) = p.expected.rtt.range();
+        assert_eq!(
+            (lo, hi),
+            (Duration::from_micros(18_600), Duration::from_micros(22_100))
+        );
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key() {
+        let e = err(&CROSSNET.replace("jitter: 1ms, rate", "jiter: 1ms, rate"));
+        assert!(
+            e.contains("x.yaml") && e.contains("uplink") && e.contains("jiter"),
+            "{e}"
+        );
+        let e = err(&format!("{CROSSNET}colour: blue\n"));
+        assert!(e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn bad_units_name_the_field_and_value() {
+        let e = err(&CROSSNET.replace(
+            "delay: 10ms, jitter: 1ms, rate",
+            "delay: 10 parsecs, jitter: 1ms, rate",
+        ));
+        assert!(
+            e.contains("uplink.delay") && e.contains("10 parsecs"),
+            "{e}"
+        );
+        let e = err(&CROSSNET.replace("rate: 50mbit", "rate: 50 furlongs"));
+        assert!(
+            e.contains("uplink.rate") && e.contains("50 furlongs"),
+            "{e}"
+        );
+        let e = err(&CROSSNET.replace("loss: 0.5%", "loss: 0.5"));
+        assert!(e.contains("downlink.loss") && e.contains("0.5"), "{e}");
+        let e = err(&CROSSNET.replace("distribution: uniform", "distribution: pareto"));
+        assert!(
+            e.contains("downlink.distribution") && e.contains("pareto"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cross_field_checks_name_the_field() {
+        let e = err(&CROSSNET.replace("rate: 50mbit, limit: 500", "rate: 50mbit, limit: 10"));
+        assert!(
+            e.contains("uplink.limit") && e.contains("10 packets"),
+            "{e}"
+        );
+        let e = err(&CROSSNET.replace(
+            "delay: 10ms, jitter: 1ms, rate",
+            "delay: 1ms, jitter: 2ms, rate",
+        ));
+        assert!(e.contains("uplink.jitter"), "{e}");
+        let e = err(&CROSSNET.replace("topology: link", "topology: loopback"));
+        assert!(e.contains("loopback"), "{e}");
+        let e = err(&format!(
+            "{CROSSNET}  goodput: {{ value: 47mbit, tolerance: 5% }}\n"
+        ));
+        assert!(e.contains("expected.goodput"), "{e}");
+    }
+
+    #[test]
+    fn default_limit_covers_twice_the_bdp() {
+        let spec = LinkSpec {
+            delay: Dur(Duration::from_millis(100)),
+            rate: Some(BitRate(1_000_000_000)),
+            ..LinkSpec::default()
+        };
+        // 1 Gbit/s × 100 ms = 12.5 MB = 8334 packets of 1500 bytes.
+        assert_eq!(spec.bdp_packets(), 8334);
+        assert_eq!(spec.effective_limit(), 16_668);
+        assert_eq!(LinkSpec::default().effective_limit(), NETEM_DEFAULT_LIMIT);
+    }
+}

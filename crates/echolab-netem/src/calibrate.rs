@@ -1,0 +1,476 @@
+//! Calibration: measure RTT and goodput across the link from the client side and compare them
+//! with the profile's [`Expected`] figures.
+//!
+//! Protocol with [`serve`] (`echolab-netem calib-server`), over TCP, one connection per
+//! measurement; the client's first byte picks the mode:
+//! - `E`: echo. The client sends [`PROBE_BYTES`]-byte probes one at a time (TCP_NODELAY) and
+//!   times each round trip.
+//! - `U`: upload. The client streams for the warm-up plus the measured time, then shuts down
+//!   its write side; the server answers with the goodput it measured as receiver (16 bytes:
+//!   bytes and nanoseconds after the warm-up, little-endian `u64`s).
+//! - `D`: download. The client sends the duration (`u64` ms, little-endian); the server streams
+//!   that long and closes; the client measures as receiver.
+//!
+//! Goodput is measured by the receiver, from the end of a warm-up (TCP slow start) to the last
+//! byte, so it is the rate the link delivers, not what the sender's buffers absorbed.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use echolab_core::profile::{Profile, Topology};
+use echolab_core::units::format_duration;
+use serde::Serialize;
+
+/// Size of one RTT probe, bytes: small, so serialization barely adds to the RTT.
+pub const PROBE_BYTES: usize = 16;
+/// Bytes per write in a bulk transfer.
+const CHUNK: usize = 64 * 1024;
+/// How long to wait for any one step before calling the link broken.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Calibration settings.
+#[derive(Debug, Clone)]
+pub struct CalibrationPlan {
+    /// RTT probes (at least 20).
+    pub probes: usize,
+    /// Bulk transfer time counted towards goodput.
+    pub measure: Duration,
+    /// Bulk transfer time discarded first (slow start).
+    pub warmup: Duration,
+}
+
+impl Default for CalibrationPlan {
+    /// 40 probes; 0.3 s warm-up and 1 s measured transfer per direction.
+    fn default() -> Self {
+        Self {
+            probes: 40,
+            measure: Duration::from_secs(1),
+            warmup: Duration::from_millis(300),
+        }
+    }
+}
+
+/// A receiver's measurement: bytes and time after the warm-up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Received {
+    /// Bytes received after the warm-up.
+    pub bytes: u64,
+    /// From the end of the warm-up to the last byte.
+    pub elapsed: Duration,
+}
+
+impl Received {
+    /// Bits per second; 0 when nothing arrived after the warm-up.
+    pub fn bits_per_s(&self) -> f64 {
+        if self.elapsed.is_zero() {
+            return 0.0;
+        }
+        self.bytes as f64 * 8.0 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Reads `stream` to its end, counting bytes that arrive after `warmup` from the first byte.
+fn receive_and_measure(stream: &mut TcpStream, warmup: Duration) -> io::Result<Received> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut first: Option<Instant> = None;
+    let mut counted = 0u64;
+    let mut last = None;
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        let now = Instant::now();
+        let start = *first.get_or_insert(now);
+        if now.duration_since(start) >= warmup {
+            counted += n as u64;
+            last = Some(now);
+        }
+    }
+    let begin = first.map(|f| f + warmup);
+    let elapsed = match (begin, last) {
+        (Some(b), Some(l)) => l.saturating_duration_since(b),
+        _ => Duration::ZERO,
+    };
+    Ok(Received {
+        bytes: counted,
+        elapsed,
+    })
+}
+
+fn send_for(stream: &mut TcpStream, total: Duration) -> io::Result<()> {
+    let chunk = vec![0x5au8; CHUNK];
+    let end = Instant::now() + total;
+    while Instant::now() < end {
+        stream.write_all(&chunk)?;
+    }
+    stream.shutdown(std::net::Shutdown::Write)
+}
+
+fn handle(mut stream: TcpStream) -> io::Result<()> {
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let mut mode = [0u8; 1];
+    stream.read_exact(&mut mode)?;
+    match mode[0] {
+        b'E' => {
+            stream.set_nodelay(true)?;
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = stream.read(&mut buf)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                stream.write_all(&buf[..n])?;
+            }
+        }
+        b'U' => {
+            let mut warm = [0u8; 8];
+            stream.read_exact(&mut warm)?;
+            let r =
+                receive_and_measure(&mut stream, Duration::from_millis(u64::from_le_bytes(warm)))?;
+            let mut reply = r.bytes.to_le_bytes().to_vec();
+            reply.extend_from_slice(&(r.elapsed.as_nanos() as u64).to_le_bytes());
+            stream.write_all(&reply)
+        }
+        b'D' => {
+            let mut ms = [0u8; 8];
+            stream.read_exact(&mut ms)?;
+            let total = Duration::from_millis(u64::from_le_bytes(ms).min(60_000));
+            send_for(&mut stream, total)
+        }
+        other => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unknown calibration mode byte {other:#04x}"),
+        )),
+    }
+}
+
+/// Serves calibration clients on `listener` until the process ends, one thread per
+/// connection. Transfers are bounded by the client's request (at most 60 s each).
+pub fn serve(listener: TcpListener) -> ! {
+    loop {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                std::thread::spawn(move || {
+                    if let Err(e) = handle(stream) {
+                        eprintln!("echolab-netem calib-server: {peer}: {e}");
+                    }
+                });
+            }
+            Err(e) => eprintln!("echolab-netem calib-server: accept: {e}"),
+        }
+    }
+}
+
+fn connect(target: SocketAddr, mode: u8) -> io::Result<TcpStream> {
+    let mut s = TcpStream::connect_timeout(&target, IO_TIMEOUT)?;
+    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    s.set_write_timeout(Some(IO_TIMEOUT))?;
+    s.write_all(&[mode])?;
+    Ok(s)
+}
+
+/// Times `probes` round trips of [`PROBE_BYTES`] on one connection; returns each RTT.
+///
+/// # Errors
+/// The connection failed or the server answered short.
+pub fn measure_rtts(target: SocketAddr, probes: usize) -> io::Result<Vec<Duration>> {
+    let mut s = connect(target, b'E')?;
+    s.set_nodelay(true)?;
+    let probe = [0xa5u8; PROBE_BYTES];
+    let mut back = [0u8; PROBE_BYTES];
+    let mut rtts = Vec::with_capacity(probes);
+    for _ in 0..probes {
+        let t0 = Instant::now();
+        s.write_all(&probe)?;
+        s.read_exact(&mut back)?;
+        rtts.push(t0.elapsed());
+    }
+    Ok(rtts)
+}
+
+/// Bulk upload (client to server); the server measures.
+///
+/// # Errors
+/// The connection failed or the server's answer was short.
+pub fn measure_upload(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
+    let mut s = connect(target, b'U')?;
+    s.write_all(&(plan.warmup.as_millis() as u64).to_le_bytes())?;
+    send_for(&mut s, plan.warmup + plan.measure)?;
+    let mut reply = [0u8; 16];
+    s.read_exact(&mut reply)?;
+    let bytes = u64::from_le_bytes(reply[..8].try_into().expect("8 bytes"));
+    let ns = u64::from_le_bytes(reply[8..].try_into().expect("8 bytes"));
+    Ok(Received {
+        bytes,
+        elapsed: Duration::from_nanos(ns),
+    })
+}
+
+/// Bulk download (server to client); the client measures.
+///
+/// # Errors
+/// The connection failed.
+pub fn measure_download(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
+    let mut s = connect(target, b'D')?;
+    s.write_all(&((plan.warmup + plan.measure).as_millis() as u64).to_le_bytes())?;
+    receive_and_measure(&mut s, plan.warmup)
+}
+
+/// One comparison of a measurement with the profile.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// What was compared: `rtt_median`, `goodput_uplink`, `goodput_downlink`.
+    pub name: String,
+    /// The measured value, in `unit`.
+    pub measured: f64,
+    /// Lowest accepted value.
+    pub low: f64,
+    /// Highest accepted value.
+    pub high: f64,
+    /// `"us"` or `"mbit/s"`.
+    pub unit: String,
+    /// Within the range.
+    pub pass: bool,
+    /// Why it passed or failed, in words.
+    pub reason: String,
+}
+
+/// What `echolab-netem calibrate --json` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibrationReport {
+    /// Profile name.
+    pub profile: String,
+    /// The calibration peer.
+    pub target: String,
+    /// RTT probes sent.
+    pub probes: usize,
+    /// Smallest RTT, µs.
+    pub rtt_min_us: f64,
+    /// Median RTT, µs.
+    pub rtt_median_us: f64,
+    /// Upload goodput after warm-up, Mbit/s (absent when not measured).
+    pub goodput_uplink_mbit: Option<f64>,
+    /// Download goodput after warm-up, Mbit/s.
+    pub goodput_downlink_mbit: Option<f64>,
+    /// Each comparison.
+    pub checks: Vec<Check>,
+    /// True only when every check passed.
+    pub pass: bool,
+    /// One line: the verdict and the first failure's reason.
+    pub reason: String,
+}
+
+fn median(sorted: &[Duration]) -> Duration {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2
+    }
+}
+
+fn rtt_check(profile: &Profile, median_rtt: Duration) -> Check {
+    let (low, high) = profile.expected.rtt.range();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let m = us(median_rtt);
+    let (pass, reason) = if median_rtt < low {
+        let why = if profile.topology == Topology::Link {
+            format!(
+                "median RTT {} is below {} (expected {} - {}): the link's delay ({} added RTT) is not in effect",
+                format_duration(median_rtt),
+                format_duration(low),
+                profile.expected.rtt.value,
+                profile.expected.rtt.minus,
+                format_duration(profile.added_rtt())
+            )
+        } else {
+            format!(
+                "median RTT {} is below {}",
+                format_duration(median_rtt),
+                format_duration(low)
+            )
+        };
+        (false, why)
+    } else if median_rtt > high {
+        (false, format!("median RTT {} is above {}: more base delay than the profile allows (loaded host, extra hops?)", format_duration(median_rtt), format_duration(high)))
+    } else if profile.topology == Topology::Loopback {
+        (
+            true,
+            format!(
+                "median RTT {} within {}..{}; loopback: no impairment expected",
+                format_duration(median_rtt),
+                format_duration(low),
+                format_duration(high)
+            ),
+        )
+    } else {
+        (
+            true,
+            format!(
+                "median RTT {} within {}..{}",
+                format_duration(median_rtt),
+                format_duration(low),
+                format_duration(high)
+            ),
+        )
+    };
+    Check {
+        name: "rtt_median".into(),
+        measured: m,
+        low: us(low),
+        high: us(high),
+        unit: "us".into(),
+        pass,
+        reason,
+    }
+}
+
+fn goodput_check(profile: &Profile, direction: &str, measured_bps: f64) -> Option<Check> {
+    let g = profile.expected.goodput.as_ref()?;
+    let (low, high) = g.range();
+    let mbit = |b: f64| b / 1e6;
+    let (pass, reason) = if measured_bps > high {
+        (
+            false,
+            format!(
+                "{direction} goodput {:.2} Mbit/s is above {:.2}: the rate limit is not in effect",
+                mbit(measured_bps),
+                mbit(high)
+            ),
+        )
+    } else if measured_bps < low {
+        (false, format!("{direction} goodput {:.2} Mbit/s is below {:.2} (loss, a small queue, or a host too slow for the rate)", mbit(measured_bps), mbit(low)))
+    } else {
+        (
+            true,
+            format!(
+                "{direction} goodput {:.2} Mbit/s within {:.2}..{:.2}",
+                mbit(measured_bps),
+                mbit(low),
+                mbit(high)
+            ),
+        )
+    };
+    Some(Check {
+        name: format!("goodput_{direction}"),
+        measured: mbit(measured_bps),
+        low: mbit(low),
+        high: mbit(high),
+        unit: "mbit/s".into(),
+        pass,
+        reason,
+    })
+}
+
+/// Measures RTT and (when the profile expects one, or `always_goodput`) goodput in both
+/// directions against a calibration peer at `target`, and compares them with `profile`.
+///
+/// # Errors
+/// The peer cannot be reached or a transfer fails; a link that does not carry traffic is an
+/// error, never a pass.
+pub fn calibrate(
+    profile: &Profile,
+    target: SocketAddr,
+    plan: &CalibrationPlan,
+    always_goodput: bool,
+) -> io::Result<CalibrationReport> {
+    let mut rtts = measure_rtts(target, plan.probes.max(20))?;
+    rtts.sort();
+    let (min, med) = (rtts[0], median(&rtts));
+    let mut checks = vec![rtt_check(profile, med)];
+    let (mut up_mbit, mut down_mbit) = (None, None);
+    if profile.expected.goodput.is_some() || always_goodput {
+        let up = measure_upload(target, plan)?.bits_per_s();
+        let down = measure_download(target, plan)?.bits_per_s();
+        up_mbit = Some(up / 1e6);
+        down_mbit = Some(down / 1e6);
+        checks.extend(goodput_check(profile, "uplink", up));
+        checks.extend(goodput_check(profile, "downlink", down));
+    }
+    let pass = checks.iter().all(|c| c.pass);
+    let reason = match checks.iter().find(|c| !c.pass) {
+        Some(c) => format!("FAIL: {}", c.reason),
+        None if profile.topology == Topology::Loopback => {
+            "PASS: loopback, no impairment expected".into()
+        }
+        None => format!(
+            "PASS: {}",
+            checks
+                .iter()
+                .map(|c| c.reason.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    };
+    Ok(CalibrationReport {
+        profile: profile.name.clone(),
+        target: target.to_string(),
+        probes: rtts.len(),
+        rtt_min_us: min.as_secs_f64() * 1e6,
+        rtt_median_us: med.as_secs_f64() * 1e6,
+        goodput_uplink_mbit: up_mbit,
+        goodput_downlink_mbit: down_mbit,
+        checks,
+        pass,
+        reason,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(extra: &str) -> Profile {
+        let text = format!(
+            "name: t\ndescription: d\nsource: s\ntopology: link\nuplink: {{ delay: 10ms, rate: 50mbit }}\n\
+             downlink: {{ delay: 10ms, rate: 50mbit }}\nexpected:\n  rtt: {{ value: 20.1ms, minus: 1ms, plus: 2ms }}\n{extra}"
+        );
+        Profile::from_yaml(&text, "t.yaml").unwrap()
+    }
+
+    #[test]
+    fn rtt_below_the_delays_is_reported_as_not_in_effect() {
+        let c = rtt_check(&profile(""), Duration::from_micros(60));
+        assert!(!c.pass);
+        assert!(c.reason.contains("not in effect"), "{}", c.reason);
+        assert!(rtt_check(&profile(""), Duration::from_micros(20_500)).pass);
+        assert!(!rtt_check(&profile(""), Duration::from_millis(25)).pass);
+    }
+
+    #[test]
+    fn goodput_above_the_rate_is_reported_as_not_in_effect() {
+        let p = profile("  goodput: { value: 47mbit, tolerance: 5% }\n");
+        let c = goodput_check(&p, "uplink", 900e6).unwrap();
+        assert!(
+            !c.pass && c.reason.contains("not in effect"),
+            "{}",
+            c.reason
+        );
+        assert!(goodput_check(&p, "uplink", 46e6).unwrap().pass);
+        assert!(!goodput_check(&p, "uplink", 30e6).unwrap().pass);
+        assert!(
+            goodput_check(&profile(""), "uplink", 1.0).is_none(),
+            "no expectation, no check"
+        );
+    }
+
+    #[test]
+    fn loopback_peer_round_trip() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || serve(listener));
+        let rtts = measure_rtts(addr, 20).unwrap();
+        assert_eq!(rtts.len(), 20);
+        let plan = CalibrationPlan {
+            probes: 20,
+            measure: Duration::from_millis(200),
+            warmup: Duration::from_millis(50),
+        };
+        let up = measure_upload(addr, &plan).unwrap();
+        let down = measure_download(addr, &plan).unwrap();
+        assert!(up.bytes > 0 && down.bytes > 0, "{up:?} {down:?}");
+    }
+}

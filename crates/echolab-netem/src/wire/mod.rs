@@ -1,0 +1,246 @@
+//! The userspace wire: link impairment without sch_netem, as a process on the link host.
+//!
+//! [`plumbing`] routes what arrives on each side into a TUN device per direction, [`pump`]
+//! carries each direction through its [`shaper::Shaper`], and [`Wire`] ties them together,
+//! reports [`stats::WireStats`] and removes its rules when it stops.
+
+pub mod plumbing;
+pub mod pump;
+pub mod rng;
+pub mod shaper;
+pub mod stats;
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use echolab_core::profile::LinkSpec;
+
+use crate::nl::Socket;
+use plumbing::Rule;
+use pump::{Pump, StopSignal};
+use stats::{DirectionCounters, WireStats};
+
+/// Where the wire sits and what it applies.
+#[derive(Debug, Clone)]
+pub struct WireConfig {
+    /// Profile name, for the stats.
+    pub profile: String,
+    /// Client-to-server spec.
+    pub uplink: LinkSpec,
+    /// Server-to-client spec.
+    pub downlink: LinkSpec,
+    /// Device facing the client network.
+    pub client_side: String,
+    /// Device facing the server network.
+    pub server_side: String,
+    /// TUN device names (uplink, downlink).
+    pub tun_names: (String, String),
+    /// Routing tables for the two directions (uplink, downlink).
+    pub tables: (u32, u32),
+    /// Priority of the first policy rule; the second uses the next number.
+    pub rule_priority: u32,
+    /// Seed of the loss and jitter generator.
+    pub seed: u64,
+}
+
+/// A running wire. Stop it with [`Wire::stop`]; dropping it also stops it and removes its
+/// rules.
+pub struct Wire {
+    config: WireConfig,
+    stop: Arc<StopSignal>,
+    threads: Vec<JoinHandle<std::io::Result<()>>>,
+    counters: [Arc<Mutex<DirectionCounters>>; 2],
+    limits: [usize; 2],
+    rules: Vec<Rule>,
+    started: Instant,
+}
+
+/// Why the wire could not start or failed while running.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// A device, TUN or netlink request failed.
+    #[error("{0}")]
+    Setup(String),
+    /// A direction's thread failed.
+    #[error("{0}")]
+    Run(String),
+}
+
+fn setup_err(e: impl std::fmt::Display) -> WireError {
+    WireError::Setup(e.to_string())
+}
+
+impl Wire {
+    /// Creates the TUNs, checks the sysctls, installs routes and rules, and starts both
+    /// directions. When it returns, packets arriving on either side go through the wire.
+    ///
+    /// # Errors
+    /// A missing device, no `/dev/net/tun` or NET_ADMIN, a sysctl that is wrong and cannot be
+    /// set (named), or a refused netlink request. Rules already installed are removed.
+    pub fn start(config: WireConfig) -> Result<Self, WireError> {
+        for dev in [&config.client_side, &config.server_side] {
+            plumbing::index_of(dev).map_err(setup_err)?;
+        }
+        let (up_name, down_name) = (&config.tun_names.0, &config.tun_names.1);
+        let tun_up = plumbing::open_tun(up_name).map_err(setup_err)?;
+        let tun_down = plumbing::open_tun(down_name).map_err(setup_err)?;
+        plumbing::ensure_forwarding_sysctls(&[up_name, down_name]).map_err(WireError::Setup)?;
+        let mut sock = Socket::open().map_err(setup_err)?;
+        let specs = [
+            (up_name, config.tables.0, &config.uplink),
+            (down_name, config.tables.1, &config.downlink),
+        ];
+        for (name, table, spec) in specs {
+            let idx = plumbing::index_of(name).map_err(setup_err)?;
+            plumbing::link_up(&mut sock, idx, name, spec.effective_limit().max(1000))
+                .map_err(setup_err)?;
+            plumbing::default_route_via(&mut sock, idx, table, name).map_err(setup_err)?;
+        }
+        let stop = StopSignal::new().map_err(setup_err)?;
+        let counters = [
+            Arc::new(Mutex::new(DirectionCounters::default())),
+            Arc::new(Mutex::new(DirectionCounters::default())),
+        ];
+        let up = Pump {
+            name: "uplink",
+            tun: tun_up,
+            shaper: shaper::Shaper::new(&config.uplink, config.seed),
+            counters: counters[0].clone(),
+        };
+        let down = Pump {
+            name: "downlink",
+            tun: tun_down,
+            shaper: shaper::Shaper::new(&config.downlink, config.seed.wrapping_add(1)),
+            counters: counters[1].clone(),
+        };
+        let limits = [up.shaper.limit(), down.shaper.limit()];
+        let mut wire = Self {
+            config: config.clone(),
+            stop: stop.clone(),
+            threads: Vec::new(),
+            counters,
+            limits,
+            rules: Vec::new(),
+            started: Instant::now(),
+        };
+        for pump in [up, down] {
+            let stop = stop.clone();
+            let name = pump.name;
+            let handle = std::thread::Builder::new()
+                .name(format!("wire-{name}"))
+                .spawn(move || pump.run(stop))
+                .map_err(setup_err)?;
+            wire.threads.push(handle);
+        }
+        // Rules last: until they exist, traffic is forwarded unimpaired, never black-holed.
+        let rules = [
+            Rule {
+                iif: config.client_side.clone(),
+                table: config.tables.0,
+                priority: config.rule_priority,
+            },
+            Rule {
+                iif: config.server_side.clone(),
+                table: config.tables.1,
+                priority: config.rule_priority + 1,
+            },
+        ];
+        for rule in rules {
+            plumbing::add_rule(&mut sock, &rule).map_err(setup_err)?;
+            wire.rules.push(rule);
+        }
+        wire.started = Instant::now();
+        Ok(wire)
+    }
+
+    /// One line for the log: which device goes through which TUN.
+    pub fn describe(&self) -> String {
+        let c = &self.config;
+        format!(
+            "uplink {} -> {} -> {}, downlink {} -> {} -> {}, seed {}",
+            c.client_side,
+            c.tun_names.0,
+            c.server_side,
+            c.server_side,
+            c.tun_names.1,
+            c.client_side,
+            c.seed
+        )
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self, is_final: bool) -> WireStats {
+        // Clone under the lock and encode outside it, so a report never stalls a direction.
+        let snap = |i: usize| {
+            let copy = self.counters[i]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            copy.to_stats(self.limits[i])
+        };
+        WireStats {
+            tool: "echolab-netem wire".into(),
+            profile: self.config.profile.clone(),
+            seed: self.config.seed,
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            is_final,
+            uplink: snap(0),
+            downlink: snap(1),
+        }
+    }
+
+    /// The first direction that has stopped on its own, with its error.
+    pub fn failed(&mut self) -> Option<WireError> {
+        let i = self.threads.iter().position(|t| t.is_finished())?;
+        let t = self.threads.remove(i);
+        Some(match t.join() {
+            Ok(Ok(())) => WireError::Run("a direction stopped without being asked".into()),
+            Ok(Err(e)) => WireError::Run(e.to_string()),
+            Err(_) => WireError::Run("a direction panicked".into()),
+        })
+    }
+
+    /// Removes the rules (traffic then flows unimpaired), stops both directions and returns
+    /// the final stats.
+    ///
+    /// # Errors
+    /// A direction had failed, or a rule could not be removed.
+    pub fn stop(mut self) -> Result<WireStats, WireError> {
+        let (teardown, run) = self.shutdown();
+        let stats = self.stats(true);
+        teardown.and(run).map(|()| stats)
+    }
+
+    fn shutdown(&mut self) -> (Result<(), WireError>, Result<(), WireError>) {
+        let mut teardown = Ok(());
+        if !self.rules.is_empty() {
+            match Socket::open() {
+                Ok(mut sock) => {
+                    for rule in self.rules.drain(..) {
+                        if let Err(e) = plumbing::delete_rule(&mut sock, &rule) {
+                            teardown = Err(setup_err(e));
+                        }
+                    }
+                }
+                Err(e) => teardown = Err(setup_err(e)),
+            }
+        }
+        self.stop.raise();
+        let mut run = Ok(());
+        for t in self.threads.drain(..) {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => run = Err(WireError::Run(e.to_string())),
+                Err(_) => run = Err(WireError::Run("a direction panicked".into())),
+            }
+        }
+        (teardown, run)
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}

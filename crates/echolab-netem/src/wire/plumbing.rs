@@ -1,0 +1,276 @@
+//! The wire's place in the link host's routing: two TUN devices (one per direction), a default
+//! route into each from its own table, and policy rules that send what arrives on each side
+//! into its TUN. Packets the wire writes back enter the kernel on the TUN and are forwarded by
+//! the main table. All through rtnetlink and `/dev/net/tun`, so only NET_ADMIN is needed.
+//!
+//! ```text
+//! client --> [client-side] --rule iif client-side: table UP--> elab-up --wire--> elab-up --main--> [server-side] --> server
+//! server --> [server-side] --rule iif server-side: table DOWN-> elab-dn --wire--> elab-dn --main--> [client-side] --> client
+//! ```
+//! IPv4 only: IPv6 packets are forwarded unimpaired (the launcher's networks are IPv4).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::nl::{
+    self, Message, NlError, Socket, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE,
+    NLM_F_REQUEST,
+};
+
+const RTM_NEWLINK: u16 = 16;
+const RTM_NEWROUTE: u16 = 24;
+const RTM_NEWRULE: u16 = 32;
+const RTM_DELRULE: u16 = 33;
+const RTA_OIF: u16 = 4;
+const IFLA_TXQLEN: u16 = 13;
+const RTA_TABLE: u16 = 15;
+const FRA_IIFNAME: u16 = 3;
+const FRA_PRIORITY: u16 = 6;
+const FRA_TABLE: u16 = 15;
+const FR_ACT_TO_TBL: u8 = 1;
+const RTPROT_STATIC: u8 = 4;
+const RT_SCOPE_LINK: u8 = 253;
+const RTN_UNICAST: u8 = 1;
+/// `TUNSETIFF` = `_IOW('T', 202, int)` (linux/if_tun.h).
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const IFF_TUN: libc::c_short = 0x0001;
+const IFF_NO_PI: libc::c_short = 0x1000;
+
+/// Opens a TUN device named `name` (layer 3, no packet-info header), non-blocking.
+///
+/// # Errors
+/// `/dev/net/tun` missing or not permitted (needs NET_ADMIN), or the name is invalid.
+pub fn open_tun(name: &str) -> io::Result<OwnedFd> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("TUN name {name:?} must have 1 to 15 bytes"),
+        ));
+    }
+    // SAFETY: open(2) of a constant NUL-terminated path; the result is checked.
+    let raw = unsafe {
+        libc::open(
+            c"/dev/net/tun".as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if raw < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot open /dev/net/tun (the link host needs it and NET_ADMIN): {e}"),
+        ));
+    }
+    // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: ifreq is plain old data; zero is a valid value for every field.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_flags = IFF_TUN | IFF_NO_PI;
+    // SAFETY: TUNSETIFF reads and writes a `struct ifreq`, which `ifr` is, for the call's duration.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut ifr as *mut libc::ifreq) } < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot create TUN device {name:?}: {e}"),
+        ));
+    }
+    Ok(fd)
+}
+
+fn ifinfomsg_up(ifindex: u32) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[4..8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+    b[8..12].copy_from_slice(&(libc::IFF_UP as u32).to_ne_bytes()); // ifi_flags
+    b[12..16].copy_from_slice(&(libc::IFF_UP as u32).to_ne_bytes()); // ifi_change
+    b
+}
+
+/// `ip link set dev IF up txqueuelen N`. The TUN's transmit queue is where the kernel holds
+/// packets until the wire reads them; it is set to at least the wire's own limit so that drops
+/// happen, and are counted, in the wire rather than silently in the kernel.
+pub fn link_up(
+    sock: &mut Socket,
+    ifindex: u32,
+    name: &str,
+    txqueuelen: u32,
+) -> Result<(), NlError> {
+    let seq = sock.next_seq();
+    let mut msg = Message::new(
+        RTM_NEWLINK,
+        NLM_F_REQUEST | NLM_F_ACK,
+        seq,
+        &ifinfomsg_up(ifindex),
+    );
+    msg.attr_u32(IFLA_TXQLEN, txqueuelen);
+    sock.request(&msg, &format!("set {name} up"))
+}
+
+/// `ip route replace default dev IF table T`.
+pub fn default_route_via(
+    sock: &mut Socket,
+    ifindex: u32,
+    table: u32,
+    name: &str,
+) -> Result<(), NlError> {
+    let seq = sock.next_seq();
+    // rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
+    let rtmsg = [
+        libc::AF_INET as u8,
+        0,
+        0,
+        0,
+        0,
+        RTPROT_STATIC,
+        RT_SCOPE_LINK,
+        RTN_UNICAST,
+        0,
+        0,
+        0,
+        0,
+    ];
+    let mut msg = Message::new(
+        RTM_NEWROUTE,
+        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
+        seq,
+        &rtmsg,
+    );
+    msg.attr_u32(RTA_TABLE, table).attr_u32(RTA_OIF, ifindex);
+    sock.request(
+        &msg,
+        &format!("add default route via {name} in table {table}"),
+    )
+}
+
+/// A policy rule `ip rule add iif IIF lookup TABLE priority PRIO`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Incoming interface name.
+    pub iif: String,
+    /// Routing table.
+    pub table: u32,
+    /// Rule priority (lower is earlier; the main table's rule is 32766).
+    pub priority: u32,
+}
+
+fn rule_message(rule: &Rule, msg_type: u16, flags: u16, seq: u32) -> Message {
+    // fib_rule_hdr: family, dst_len, src_len, tos, table, res1, res2, action, flags.
+    let hdr = [
+        libc::AF_INET as u8,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        FR_ACT_TO_TBL,
+        0,
+        0,
+        0,
+        0,
+    ];
+    let mut msg = Message::new(msg_type, flags, seq, &hdr);
+    msg.attr_str(FRA_IIFNAME, &rule.iif)
+        .attr_u32(FRA_PRIORITY, rule.priority)
+        .attr_u32(FRA_TABLE, rule.table);
+    msg
+}
+
+/// Adds `rule`; an identical existing rule counts as success, so setup can be repeated.
+pub fn add_rule(sock: &mut Socket, rule: &Rule) -> Result<(), NlError> {
+    let seq = sock.next_seq();
+    let msg = rule_message(
+        rule,
+        RTM_NEWRULE,
+        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        seq,
+    );
+    match sock.request(
+        &msg,
+        &format!("add rule iif {} lookup {}", rule.iif, rule.table),
+    ) {
+        Err(e) if e.errno == libc::EEXIST => Ok(()),
+        r => r,
+    }
+}
+
+/// Deletes `rule`; a missing rule counts as success.
+pub fn delete_rule(sock: &mut Socket, rule: &Rule) -> Result<(), NlError> {
+    let seq = sock.next_seq();
+    let msg = rule_message(rule, RTM_DELRULE, NLM_F_REQUEST | NLM_F_ACK, seq);
+    match sock.request(
+        &msg,
+        &format!("delete rule iif {} lookup {}", rule.iif, rule.table),
+    ) {
+        Err(e) if e.errno == libc::ENOENT => Ok(()),
+        r => r,
+    }
+}
+
+/// Makes sure `/proc/sys/<path>` reads `want`, writing it when it does not. `name` is the
+/// sysctl's dotted name for the message.
+///
+/// # Errors
+/// The value differs and cannot be written (inside containers `/proc/sys` is read-only): the
+/// message names the sysctl and says to set it when the host is created.
+pub fn ensure_sysctl(name: &str, want: &str, acceptable: &[&str]) -> Result<(), String> {
+    let path = format!("/proc/sys/{}", name.replace('.', "/"));
+    let now = std::fs::read_to_string(&path)
+        .map_err(|e| format!("sysctl {name}: cannot read {path}: {e}"))?;
+    let now = now.trim();
+    if now == want || acceptable.contains(&now) {
+        return Ok(());
+    }
+    std::fs::write(&path, want).map_err(|e| {
+        format!(
+            "sysctl {name} is {now} and the wire needs {want}, but it cannot be set here ({e}); \
+             set it when the link host is created, e.g. `docker run --sysctl {name}={want}`"
+        )
+    })
+}
+
+/// The sysctls the wire needs: forwarding on, and reverse-path filtering not strict on the
+/// TUN devices (packets come back on a TUN with sources that route via the veth; loose
+/// mode 2 is fine). The effective rp_filter of a device is the larger of `all` and the device's
+/// own value (ip-sysctl.rst), which a new TUN inherits from `default`.
+///
+/// # Errors
+/// The first sysctl that is wrong and cannot be set, named.
+pub fn ensure_forwarding_sysctls(tuns: &[&str]) -> Result<(), String> {
+    ensure_sysctl("net.ipv4.ip_forward", "1", &[])?;
+    ensure_sysctl("net.ipv4.conf.all.rp_filter", "0", &["2"])?;
+    for tun in tuns {
+        ensure_sysctl(&format!("net.ipv4.conf.{tun}.rp_filter"), "0", &["2"]).map_err(|e| {
+            format!("{e} (a new device inherits net.ipv4.conf.default.rp_filter: set that to 0 at creation)")
+        })?;
+    }
+    Ok(())
+}
+
+/// Index of a device, with the error naming it.
+pub fn index_of(name: &str) -> io::Result<u32> {
+    nl::ifindex(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_message_carries_iif_priority_and_table() {
+        let rule = Rule {
+            iif: "eth1".into(),
+            table: 2701,
+            priority: 100,
+        };
+        let m = rule_message(&rule, RTM_NEWRULE, NLM_F_REQUEST, 9);
+        let body = &m.bytes()[16 + 12..];
+        let got: Vec<(u16, Vec<u8>)> = nl::attrs(body).map(|(k, v)| (k, v.to_vec())).collect();
+        assert_eq!(got[0], (FRA_IIFNAME, b"eth1\0".to_vec()));
+        assert_eq!(got[1], (FRA_PRIORITY, 100u32.to_ne_bytes().to_vec()));
+        assert_eq!(got[2], (FRA_TABLE, 2701u32.to_ne_bytes().to_vec()));
+        assert_eq!(m.bytes()[16 + 7], FR_ACT_TO_TBL);
+    }
+}

@@ -1,0 +1,239 @@
+//! The link model of one direction, without I/O: given a packet's arrival time and size, decide
+//! whether it is lost, dropped for lack of queue space, or when it leaves.
+//!
+//! Model (the physical order, and netem's result in steady state): a packet waits until the
+//! link is free, occupies it for its serialization time `(size + overhead) × 8 / rate`, then
+//! propagates for `delay + jitter`. Jitter is drawn from the spec's distribution; unless the
+//! spec allows reordering, a packet never leaves before its predecessor (its release time is
+//! raised to the predecessor's, as netem does when a rate is set). Loss is Bernoulli at
+//! arrival, like netem's default loss model. The limit bounds the packets held (waiting and in
+//! flight), as netem's `limit` does.
+
+use std::time::Duration;
+
+use echolab_core::profile::{JitterDistribution, LinkSpec};
+
+use super::rng::Rng;
+
+/// What happens to an arriving packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Leaves at this time (ns on the caller's clock).
+    Release(u64),
+    /// Lost on the link (Bernoulli loss).
+    Lost,
+    /// Dropped because `limit` packets are already held.
+    QueueFull,
+}
+
+/// Scheduling state of one direction.
+#[derive(Debug, Clone)]
+pub struct Shaper {
+    delay_ns: i64,
+    jitter_ns: i64,
+    distribution: JitterDistribution,
+    loss_probability: f64,
+    /// Nanoseconds per byte on the wire, 0 when the rate is unlimited.
+    ns_per_byte: f64,
+    overhead: u64,
+    limit: usize,
+    reorder: bool,
+    link_free_at: u64,
+    last_release: u64,
+    /// Fractional nanoseconds of serialization carried over, so rounding does not drift the rate.
+    serialization_carry: f64,
+    rng: Rng,
+}
+
+/// Cut-off of the normal jitter in standard deviations, as iproute2's `normal.dist` table
+/// (its extreme entries are ±4 σ).
+const NORMAL_CUTOFF_SIGMA: f64 = 4.0;
+
+impl Shaper {
+    /// A shaper for `spec`, drawing loss and jitter from a generator seeded with `seed`.
+    pub fn new(spec: &LinkSpec, seed: u64) -> Self {
+        let ns_per_byte = spec.rate.map(|r| 8e9 / r.0 as f64).unwrap_or(0.0);
+        Self {
+            delay_ns: spec.delay.0.as_nanos() as i64,
+            jitter_ns: spec.jitter.0.as_nanos() as i64,
+            distribution: spec.distribution,
+            loss_probability: spec.loss.0 / 100.0,
+            ns_per_byte,
+            overhead: spec.overhead as u64,
+            limit: spec.effective_limit() as usize,
+            reorder: spec.reorder,
+            link_free_at: 0,
+            last_release: 0,
+            serialization_carry: 0.0,
+            rng: Rng::new(seed),
+        }
+    }
+
+    /// The queue limit in packets.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn jitter_sample(&mut self) -> i64 {
+        if self.jitter_ns == 0 {
+            return 0;
+        }
+        let j = self.jitter_ns as f64;
+        let x = match self.distribution {
+            JitterDistribution::Uniform => (self.rng.next_f64() * 2.0 - 1.0) * j,
+            JitterDistribution::Normal => {
+                self.rng
+                    .next_normal()
+                    .clamp(-NORMAL_CUTOFF_SIGMA, NORMAL_CUTOFF_SIGMA)
+                    * j
+            }
+        };
+        x.round() as i64
+    }
+
+    /// Decides the fate of a packet of `bytes` arriving at `now_ns` while `held` packets are in
+    /// the direction's queue.
+    pub fn admit(&mut self, now_ns: u64, bytes: usize, held: usize) -> Verdict {
+        if self.loss_probability > 0.0 && self.rng.next_f64() < self.loss_probability {
+            return Verdict::Lost;
+        }
+        if held >= self.limit {
+            return Verdict::QueueFull;
+        }
+        let mut departs = now_ns;
+        if self.ns_per_byte > 0.0 {
+            let exact =
+                (bytes as u64 + self.overhead) as f64 * self.ns_per_byte + self.serialization_carry;
+            let whole = exact.floor();
+            self.serialization_carry = exact - whole;
+            self.link_free_at = self.link_free_at.max(now_ns) + whole as u64;
+            departs = self.link_free_at;
+        }
+        let propagation = (self.delay_ns + self.jitter_sample()).max(0) as u64;
+        let mut release = departs + propagation;
+        if !self.reorder {
+            release = release.max(self.last_release);
+        }
+        self.last_release = self.last_release.max(release);
+        Verdict::Release(release)
+    }
+
+    /// The delay the spec adds to an isolated packet of `bytes` without jitter: serialization
+    /// plus delay. For reports and tests.
+    pub fn nominal_delay(&self, bytes: usize) -> Duration {
+        let ser = (bytes as u64 + self.overhead) as f64 * self.ns_per_byte;
+        Duration::from_nanos(self.delay_ns as u64 + ser.round() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use echolab_core::units::{BitRate, Dur, Percent};
+
+    fn spec() -> LinkSpec {
+        LinkSpec {
+            delay: Dur(Duration::from_millis(10)),
+            limit: Some(100),
+            ..LinkSpec::default()
+        }
+    }
+
+    #[test]
+    fn plain_delay_is_exact() {
+        let mut s = Shaper::new(&spec(), 1);
+        assert_eq!(s.admit(1_000, 100, 0), Verdict::Release(10_001_000));
+    }
+
+    #[test]
+    fn rate_serializes_back_to_back_packets() {
+        let mut sp = spec();
+        sp.delay = Dur(Duration::ZERO);
+        sp.rate = Some(BitRate(100_000_000));
+        sp.overhead = 38;
+        let mut s = Shaper::new(&sp, 1);
+        // 1500 + 38 bytes at 100 Mbit/s = 123.04 us each; 1000 packets arriving at once.
+        let mut last = 0;
+        for _ in 0..1000 {
+            if let Verdict::Release(t) = s.admit(0, 1500, 0) {
+                last = t;
+            }
+        }
+        assert_eq!(
+            last, 123_040_000,
+            "no drift from rounding over 1000 packets"
+        );
+        // An idle link sends at once.
+        assert_eq!(
+            s.admit(1_000_000_000, 1500, 0),
+            Verdict::Release(1_000_123_040)
+        );
+    }
+
+    #[test]
+    fn jitter_does_not_reorder_unless_asked() {
+        let mut sp = spec();
+        sp.jitter = Dur(Duration::from_millis(5));
+        let mut s = Shaper::new(&sp, 7);
+        let mut prev = 0;
+        for i in 0..10_000u64 {
+            let Verdict::Release(t) = s.admit(i * 10_000, 100, 0) else {
+                panic!()
+            };
+            assert!(t >= prev, "packet {i} overtook its predecessor");
+            prev = t;
+        }
+        sp.reorder = true;
+        let mut s = Shaper::new(&sp, 7);
+        let releases: Vec<u64> = (0..1000u64)
+            .map(|i| match s.admit(i * 10_000, 100, 0) {
+                Verdict::Release(t) => t,
+                v => panic!("{v:?}"),
+            })
+            .collect();
+        assert!(
+            releases.windows(2).any(|w| w[1] < w[0]),
+            "with reorder allowed, 5 ms jitter at 10 us spacing reorders"
+        );
+    }
+
+    #[test]
+    fn normal_jitter_has_the_asked_sigma() {
+        let mut sp = spec();
+        sp.jitter = Dur(Duration::from_millis(1));
+        sp.reorder = true;
+        let mut s = Shaper::new(&sp, 3);
+        let n = 20_000;
+        let samples: Vec<f64> = (0..n)
+            .map(|_| match s.admit(0, 100, 0) {
+                Verdict::Release(t) => t as f64 - 10e6,
+                v => panic!("{v:?}"),
+            })
+            .collect();
+        let mean = samples.iter().sum::<f64>() / n as f64;
+        let sd = (samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+        assert!(mean.abs() < 30e3, "mean offset {mean} ns");
+        assert!((sd - 1e6).abs() < 0.03e6, "sigma {sd} ns");
+        assert!(
+            samples.iter().all(|x| x.abs() <= 4e6 + 1.0),
+            "cut at 4 sigma"
+        );
+    }
+
+    #[test]
+    fn loss_and_limit_drop() {
+        let mut sp = spec();
+        sp.loss = Percent(10.0);
+        let mut s = Shaper::new(&sp, 11);
+        let lost = (0..100_000)
+            .filter(|_| s.admit(0, 100, 0) == Verdict::Lost)
+            .count();
+        assert!(
+            (9_000..11_000).contains(&lost),
+            "{lost} of 100000 lost at 10%"
+        );
+        let mut s = Shaper::new(&spec(), 1);
+        assert_eq!(s.admit(0, 100, 100), Verdict::QueueFull);
+        assert!(matches!(s.admit(0, 100, 99), Verdict::Release(_)));
+    }
+}

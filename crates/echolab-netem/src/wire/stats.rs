@@ -1,0 +1,99 @@
+//! The wire's counters, per direction, and their JSON form.
+
+use echolab_core::hist::{self, LatencySummary};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Live counters of one direction, updated by its thread.
+#[derive(Debug, Clone)]
+pub struct DirectionCounters {
+    /// Packets written back (carried).
+    pub packets: u64,
+    /// Bytes of those packets (IP packets, without overhead).
+    pub bytes: u64,
+    /// Packets dropped by the loss model.
+    pub drops_loss: u64,
+    /// Packets dropped because the queue held `limit` packets.
+    pub drops_queue: u64,
+    /// Packets the kernel refused to take back (write errors).
+    pub drops_write: u64,
+    /// Most packets held at once.
+    pub peak_queue: u64,
+    /// Release error: time of the write minus the scheduled release time, ns.
+    pub release_error: Histogram<u64>,
+}
+
+impl Default for DirectionCounters {
+    fn default() -> Self {
+        Self {
+            packets: 0,
+            bytes: 0,
+            drops_loss: 0,
+            drops_queue: 0,
+            drops_write: 0,
+            peak_queue: 0,
+            release_error: hist::new_latency_histogram(),
+        }
+    }
+}
+
+/// JSON form of one direction's counters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionStats {
+    /// Packets carried.
+    pub packets: u64,
+    /// Bytes carried.
+    pub bytes: u64,
+    /// Lost by the loss model.
+    pub drops_loss: u64,
+    /// Dropped at the queue limit.
+    pub drops_queue: u64,
+    /// Refused by the kernel on write-back.
+    pub drops_write: u64,
+    /// Most packets held at once.
+    pub peak_queue: u64,
+    /// The queue limit, packets.
+    pub limit: u64,
+    /// Release error (write time minus scheduled time), µs: how late the wire is on its own
+    /// schedule; the delay it adds is the profile's plus this.
+    pub release_error_us: LatencySummary,
+    /// The release-error histogram (ns, HdrHistogram V2 base64), for merging.
+    pub release_error_histogram: String,
+}
+
+impl DirectionCounters {
+    /// The JSON form, with the direction's queue `limit`.
+    pub fn to_stats(&self, limit: usize) -> DirectionStats {
+        DirectionStats {
+            packets: self.packets,
+            bytes: self.bytes,
+            drops_loss: self.drops_loss,
+            drops_queue: self.drops_queue,
+            drops_write: self.drops_write,
+            peak_queue: self.peak_queue,
+            limit: limit as u64,
+            release_error_us: LatencySummary::from_histogram(&self.release_error),
+            release_error_histogram: hist::encode(&self.release_error),
+        }
+    }
+}
+
+/// What `echolab-netem wire` prints on SIGUSR1, every `--stats-interval`, and on exit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireStats {
+    /// Always `"echolab-netem wire"`.
+    pub tool: String,
+    /// Profile name.
+    pub profile: String,
+    /// Seed of the loss and jitter generator (uplink uses it, downlink uses it + 1).
+    pub seed: u64,
+    /// Seconds since the wire started carrying packets.
+    pub uptime_s: f64,
+    /// True for the report printed on exit.
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    /// Client to server.
+    pub uplink: DirectionStats,
+    /// Server to client.
+    pub downlink: DirectionStats,
+}

@@ -1,0 +1,307 @@
+//! The userspace wire and calibration, live, in client/link/server network namespaces (root
+//! and iproute2 needed). Every namespace and process is removed by Drop guards.
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use echolab_netem::testbed::{
+    ChildGuard, Testbed, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
+};
+use echolab_netem::wire::stats::WireStats;
+
+const BIN: &str = env!("CARGO_BIN_EXE_echolab-netem");
+/// Generous: two cores shared with other builds and tests.
+const DEADLINE: Duration = Duration::from_secs(60);
+const CALIB_PORT: u16 = 7070;
+
+fn profile_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../netem")
+}
+
+fn start_wire(tb: &Testbed, profile: &str) -> ChildGuard {
+    let mut cmd = tb.command(&tb.lnk, BIN.as_ref());
+    cmd.args(["--profile-dir"]).arg(profile_dir()).args([
+        "wire",
+        "--profile",
+        profile,
+        "--client-side",
+        LINK_CLIENT_SIDE,
+        "--server-side",
+        LINK_SERVER_SIDE,
+        "--seed",
+        "4",
+    ]);
+    let mut wire = ChildGuard::spawn(cmd).expect("spawn wire");
+    wire.wait_for_stderr("echolab-netem wire ready", DEADLINE)
+        .expect("wire readiness");
+    wire
+}
+
+fn start_calib_server(tb: &Testbed) -> ChildGuard {
+    let mut cmd = tb.command(&tb.srv, BIN.as_ref());
+    cmd.args(["calib-server", "--port", &CALIB_PORT.to_string()]);
+    let mut server = ChildGuard::spawn(cmd).expect("spawn calib-server");
+    server
+        .wait_for_stderr("calib-server listening on", DEADLINE)
+        .expect("calib-server readiness");
+    server
+}
+
+fn calibrate(tb: &Testbed, profile: &str) -> serde_json::Value {
+    let mut cmd = tb.command(&tb.cli, BIN.as_ref());
+    cmd.arg("--profile-dir").arg(profile_dir()).args([
+        "calibrate",
+        "--json",
+        "--profile",
+        profile,
+        "--target",
+        &format!("{SERVER_ADDR}:{CALIB_PORT}"),
+    ]);
+    let out = Testbed::output_within(cmd, DEADLINE).expect("calibrate finishes");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("calibrate {profile}: {stdout}");
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "calibrate JSON ({e}): {stdout} / {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report}"))
+}
+
+#[test]
+fn wire_under_crossnet_gives_rtt_within_tolerance() {
+    let tb = Testbed::new().expect("namespaces");
+    let _server = start_calib_server(&tb);
+    let mut wire = start_wire(&tb, "crossnet");
+    let report = calibrate(&tb, "crossnet");
+    let rtt = check(&report, "rtt_median");
+    assert_eq!(rtt["pass"], true, "{rtt}");
+    let stats = wire.terminate(DEADLINE).expect("wire exits on SIGTERM");
+    assert!(stats.status.success(), "wire exit: {:?}", stats.status);
+    let last: WireStats = serde_json::from_str(
+        String::from_utf8_lossy(&stats.stdout)
+            .lines()
+            .last()
+            .expect("final stats"),
+    )
+    .unwrap();
+    assert!(
+        last.is_final && last.uplink.packets >= 40 && last.downlink.packets >= 40,
+        "{last:?}"
+    );
+}
+
+#[test]
+fn wire_without_the_link_in_effect_fails_calibration() {
+    // No wire: the same namespaces forward unimpaired, and crossnet must not pass.
+    let tb = Testbed::new().expect("namespaces");
+    let _server = start_calib_server(&tb);
+    let report = calibrate(&tb, "crossnet");
+    assert_eq!(report["pass"], false, "{report}");
+    let rtt = check(&report, "rtt_median");
+    assert!(
+        rtt["reason"].as_str().unwrap().contains("not in effect"),
+        "{rtt}"
+    );
+}
+
+#[test]
+fn lan100_gives_goodput_within_tolerance() {
+    let tb = Testbed::new().expect("namespaces");
+    let _server = start_calib_server(&tb);
+    let _wire = start_wire(&tb, "lan100");
+    let report = calibrate(&tb, "lan100");
+    for dir in ["goodput_uplink", "goodput_downlink"] {
+        let c = check(&report, dir);
+        assert_eq!(c["pass"], true, "{c}");
+    }
+}
+
+/// Asks the wire for stats (SIGUSR1) and reads them.
+fn wire_stats(wire: &mut ChildGuard) -> WireStats {
+    wire.signal(libc::SIGUSR1);
+    let line = wire.next_stdout_line(DEADLINE).expect("stats line");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("stats JSON ({e}): {line}"))
+}
+
+#[test]
+fn ten_percent_loss_gives_ten_percent_over_3000_probes() {
+    let tb = Testbed::new().expect("namespaces");
+    let dir = tempdir();
+    let profile = dir.join("loss10.yaml");
+    std::fs::write(
+        &profile,
+        "name: loss10\ndescription: 10% uplink loss\nsource: test\ntopology: link\n\
+         uplink: { loss: 10%, limit: 5000 }\ndownlink: { limit: 5000 }\n\
+         expected:\n  rtt: { value: 0s, minus: 0s, plus: 1s }\n",
+    )
+    .unwrap();
+    let mut wire = start_wire(&tb, profile.to_str().unwrap());
+    let receiver = tb
+        .in_netns(&tb.srv, || UdpSocket::bind((SERVER_ADDR, 9000)))
+        .unwrap()
+        .unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let sender = tb
+        .in_netns(&tb.cli, || UdpSocket::bind("0.0.0.0:0"))
+        .unwrap()
+        .unwrap();
+    const PROBES: u64 = 3000;
+    const WINDOW: u64 = 200;
+    // Markers carry a tag no probe has; they are lost like probes and resent until one arrives.
+    const MARKER: u64 = 1 << 63;
+    let mut received = 0u64;
+    let mut buf = [0u8; 64];
+    for window in 0..PROBES / WINDOW {
+        // A window at a time, so no queue outside the wire (veth backlog, TUN queue) overflows.
+        for i in 0..WINDOW {
+            sender
+                .send_to(&(window * WINDOW + i).to_le_bytes(), (SERVER_ADDR, 9000))
+                .unwrap();
+        }
+        // The wire keeps order, so once this window's marker arrives every earlier probe that
+        // survived has arrived too.
+        let end = Instant::now() + DEADLINE;
+        'window: loop {
+            assert!(
+                Instant::now() < end,
+                "window {window}: no marker arrived; {received} probes so far"
+            );
+            sender
+                .send_to(&(MARKER | window).to_le_bytes(), (SERVER_ADDR, 9000))
+                .unwrap();
+            while let Ok(n) = receiver.recv(&mut buf) {
+                let v = u64::from_le_bytes(buf[..n.min(8)].try_into().unwrap());
+                if v == MARKER | window {
+                    break 'window;
+                }
+                if v & MARKER == 0 {
+                    received += 1;
+                }
+            }
+        }
+    }
+    let s = wire_stats(&mut wire);
+    assert_eq!(s.uplink.drops_queue, 0, "{s:?}");
+    let loss = (PROBES - received) as f64 / PROBES as f64 * 100.0;
+    println!(
+        "loss {loss:.2}% over {PROBES} probes (wire counted {} lost, markers included)",
+        s.uplink.drops_loss
+    );
+    assert!(
+        (7.0..=13.0).contains(&loss),
+        "loss {loss}% outside 10 +- 3%"
+    );
+}
+
+/// A scratch directory, removed on drop (also when the test panics).
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> TempDir {
+    let d = std::env::temp_dir().join(format!(
+        "echolab-netem-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    TempDir(d)
+}
+
+#[test]
+fn bad_profiles_give_named_errors_and_exit_2() {
+    let dir = tempdir();
+    let cases = [
+        (
+            "uplink: { delay: 10 parsecs }",
+            "uplink.delay",
+            "10 parsecs",
+        ),
+        ("uplink: { delay: 1ms, jiter: 1ms }", "jiter", "uplink"),
+        (
+            "uplink: { rate: 100 furlongs }",
+            "uplink.rate",
+            "100 furlongs",
+        ),
+        ("uplink: { loss: 10 }", "uplink.loss", "10"),
+        (
+            "uplink: { rate: 1gbit, delay: 100ms, limit: 10 }",
+            "uplink.limit",
+            "10 packets",
+        ),
+    ];
+    for (i, (uplink, field, value)) in cases.iter().enumerate() {
+        let path = dir.join(format!("bad{i}.yaml"));
+        std::fs::write(
+            &path,
+            format!("name: bad\ndescription: d\nsource: s\ntopology: link\n{uplink}\ndownlink: {{}}\nexpected:\n  rtt: {{ value: 0s, minus: 0s, plus: 1s }}\n"),
+        )
+        .unwrap();
+        let out = Command::new(BIN)
+            .args([
+                "wire",
+                "--profile",
+                path.to_str().unwrap(),
+                "--client-side",
+                "x",
+                "--server-side",
+                "y",
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{uplink}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(
+            err.contains(field) && err.contains(value) && err.contains(path.to_str().unwrap()),
+            "{uplink}: {err}"
+        );
+    }
+}
+
+#[test]
+fn wire_names_the_missing_sysctl_when_proc_sys_is_read_only() {
+    let tb = Testbed::new().expect("namespaces");
+    tb.sysctl(&tb.lnk, "net.ipv4.ip_forward", "0").unwrap();
+    // As in a container: /proc/sys read-only in the wire's own mount namespace.
+    let script = format!(
+        "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && exec {BIN} wire --profile {} --client-side {LINK_CLIENT_SIDE} --server-side {LINK_SERVER_SIDE}",
+        profile_dir().join("crossnet.yaml").display()
+    );
+    let mut cmd = Command::new("ip");
+    cmd.args([
+        "netns", "exec", &tb.lnk, "unshare", "--mount", "sh", "-c", &script,
+    ]);
+    let out = Testbed::output_within(cmd, DEADLINE).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("net.ipv4.ip_forward") && err.contains("--sysctl"),
+        "{err}"
+    );
+}

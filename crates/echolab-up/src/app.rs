@@ -1,0 +1,427 @@
+//! One `echolab-up` call, start to end: resolve the inputs, pick the backend, write the
+//! results directory while running, and tear down on every path (success, error, Ctrl-C,
+//! SIGTERM) before the process exits.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::anyhow;
+use echolab_core::experiment::{Cell, Experiment};
+use echolab_core::profile::{Profile, Topology};
+use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
+
+use crate::calibrate::{calibrate_rtt, failure_message};
+use crate::catalog::{find_root, load_experiment, load_profile};
+use crate::cli::{Args, BackendChoice};
+use crate::docker;
+use crate::hosts::Hosts;
+use crate::image::sha256_hex;
+use crate::local::LocalHosts;
+use crate::plan::{self, PlannedRun};
+use crate::results_dir::ResultsWriter;
+use crate::runner::{progress_bar, run_all, RunError};
+
+/// Exit status for bad input (usage, unknown names, invalid files).
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Everything resolved before any host exists.
+struct Inputs {
+    root: PathBuf,
+    profile_path: PathBuf,
+    profile: Profile,
+    experiment_path: PathBuf,
+    experiment: Experiment,
+    runs: Vec<PlannedRun>,
+    bin_dir: PathBuf,
+    out: PathBuf,
+}
+
+fn resolve(args: &Args) -> Result<Inputs, String> {
+    let root = find_root();
+    let (profile_path, profile) = load_profile(&root, &args.profile).map_err(|e| e.to_string())?;
+    let (experiment_path, experiment) =
+        load_experiment(&root, &args.experiment).map_err(|e| e.to_string())?;
+    let experiment = plan::with_repetitions(experiment, args.reps)?;
+    let runs = plan::runs(&experiment);
+    let bin_dir = args.bin_dir.clone().unwrap_or_else(|| {
+        let target =
+            std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+        target.join("release")
+    });
+    let out = args.out.clone().unwrap_or_else(|| root.join("results"));
+    Ok(Inputs {
+        root,
+        profile_path,
+        profile,
+        experiment_path,
+        experiment,
+        runs,
+        bin_dir,
+        out,
+    })
+}
+
+fn file_digest(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|b| format!("sha256:{}", sha256_hex(&b)))
+        .unwrap_or_default()
+}
+
+/// What ended the run.
+enum Ending {
+    /// All runs done; how many had errors.
+    Done(u64),
+    /// Stopped by an error.
+    Failed(anyhow::Error),
+    /// Stopped by a signal.
+    Interrupted(&'static str),
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM; returns the signal's name.
+async fn shutdown_signal() -> &'static str {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return "SIGINT";
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+/// Runs the whole call; returns the process exit code.
+pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
+    if args.down {
+        return down().await;
+    }
+    let inputs = match resolve(&args) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("echolab-up: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let engine = match args.backend {
+        BackendChoice::Local => None,
+        BackendChoice::Docker | BackendChoice::Auto => match docker::engine::connect().await {
+            Ok(e) => Some(e),
+            Err(reason) if args.backend == BackendChoice::Auto => {
+                eprintln!(
+                    "echolab-up: {reason}; using the local backend (processes on this machine)"
+                );
+                None
+            }
+            Err(reason) => {
+                eprintln!("echolab-up: {reason}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    if engine.is_none() && inputs.profile.topology != Topology::Loopback {
+        eprintln!(
+            "echolab-up: profile {} needs a link between separate hosts, which only the Docker backend provides; start a Docker engine or use --profile loopback",
+            inputs.profile.name
+        );
+        return ExitCode::FAILURE;
+    }
+    let created = echolab_core::utc_now_rfc3339();
+    let run_id = plan::new_run_id(&created);
+    let mut profile_json = serde_json::to_value(&inputs.profile).unwrap_or_default();
+    profile_json["path"] = serde_json::json!(inputs.profile_path.display().to_string());
+    let mut recorded_inputs = BTreeMap::new();
+    recorded_inputs.insert(
+        "profile".to_string(),
+        inputs.profile_path.display().to_string(),
+    );
+    recorded_inputs.insert(
+        "profile_digest".to_string(),
+        file_digest(&inputs.profile_path),
+    );
+    recorded_inputs.insert(
+        "experiment".to_string(),
+        inputs.experiment_path.display().to_string(),
+    );
+    recorded_inputs.insert(
+        "experiment_digest".to_string(),
+        file_digest(&inputs.experiment_path),
+    );
+    recorded_inputs.insert("bin_dir".to_string(), inputs.bin_dir.display().to_string());
+    let backend = if engine.is_some() { "docker" } else { "local" };
+    let mut manifest = plan::new_manifest(
+        &run_id,
+        argv,
+        backend,
+        inputs.experiment.clone(),
+        profile_json,
+        recorded_inputs,
+        inputs.runs.len() as u64,
+    );
+    manifest.created_at = created;
+    manifest.environment = crate::environment::capture(&inputs.root);
+    if let Some(e) = &engine {
+        manifest.environment.docker_version = format!("{} (API {})", e.version, e.api_version);
+    }
+    let mut out = match ResultsWriter::create(&inputs.out, manifest, &inputs.profile.name) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("echolab-up: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!(
+        "echolab-up: run {run_id}: {} runs of {} on {} ({backend}); results in {}",
+        inputs.runs.len(),
+        inputs.experiment.name,
+        inputs.profile.name,
+        out.dir.display()
+    );
+
+    let ending = {
+        let work = async {
+            match &engine {
+                Some(engine) => run_docker(engine, &args, &inputs, &run_id, &mut out).await,
+                None => run_local(&inputs, &mut out).await,
+            }
+        };
+        tokio::select! {
+            r = work => match r { Ok(n) => Ending::Done(n), Err(e) => Ending::Failed(e) },
+            sig = shutdown_signal() => Ending::Interrupted(sig),
+        }
+    };
+
+    let teardown = Instant::now();
+    let mut teardown_error = None;
+    if let Some(engine) = &engine {
+        if args.keep {
+            eprintln!("echolab-up: --keep: run {run_id}'s containers stay up; `echolab-up --down` removes them");
+        } else if let Err(e) = docker::cleanup::remove_labelled(&engine.docker, Some(&run_id)).await
+        {
+            teardown_error = Some(format!("teardown: {e:#}"));
+        }
+    }
+    let _ = out.phase("teardown", teardown.elapsed().as_secs_f64());
+
+    let (status, error, code) = match ending {
+        Ending::Done(0) => (RunStatus::Complete, None, ExitCode::SUCCESS),
+        Ending::Done(n) => (
+            RunStatus::Complete,
+            Some(format!(
+                "{n} of {} runs had errors; see their records",
+                inputs.runs.len()
+            )),
+            ExitCode::FAILURE,
+        ),
+        Ending::Failed(e) => (RunStatus::Failed, Some(format!("{e:#}")), ExitCode::FAILURE),
+        Ending::Interrupted(sig) => (
+            RunStatus::Interrupted,
+            Some(format!("interrupted by {sig}")),
+            ExitCode::from(EXIT_INTERRUPTED),
+        ),
+    };
+    let error = match (error, &teardown_error) {
+        (Some(e), Some(t)) => Some(format!("{e}; {t}")),
+        (None, Some(t)) => Some(t.clone()),
+        (e, None) => e,
+    };
+    let code = if teardown_error.is_some() {
+        ExitCode::FAILURE
+    } else {
+        code
+    };
+    if let Err(e) = out.finish(status, error.clone()) {
+        eprintln!("echolab-up: {e:#}");
+    }
+    crate::report::render(&out.dir);
+    if let Some(e) = &error {
+        eprintln!("echolab-up: {e}");
+    }
+    eprintln!(
+        "echolab-up: {} ({} of {} runs written): {}",
+        status_word(status),
+        out.manifest.runs_done,
+        out.manifest.runs_planned,
+        out.dir.display()
+    );
+    code
+}
+
+fn status_word(s: RunStatus) -> &'static str {
+    match s {
+        RunStatus::Running => "running",
+        RunStatus::Complete => "complete",
+        RunStatus::Failed => "failed",
+        RunStatus::Interrupted => "interrupted",
+    }
+}
+
+async fn down() -> ExitCode {
+    let engine = match docker::engine::connect().await {
+        Ok(e) => e,
+        Err(reason) => {
+            eprintln!("echolab-up: {reason}; nothing to remove");
+            return ExitCode::SUCCESS;
+        }
+    };
+    match docker::cleanup::remove_labelled(&engine.docker, None).await {
+        Ok(r) => {
+            eprintln!(
+                "echolab-up: removed {} containers and {} networks of earlier runs",
+                r.containers.len(),
+                r.networks.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("echolab-up: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Calibrates (unless `done` carries a calibration already made, with its seconds), stops
+/// on a failed calibration, then runs every planned run. Shared by both backends.
+async fn calibrate_and_run<H: Hosts>(
+    hosts: &mut H,
+    inputs: &Inputs,
+    out: &mut ResultsWriter,
+    done: Option<(CalibrationRecord, f64)>,
+    skip: &dyn Fn(&Cell) -> Result<(), String>,
+) -> anyhow::Result<u64> {
+    let (calibration, seconds) = match done {
+        Some(d) => d,
+        None => {
+            let t = Instant::now();
+            let c = calibrate_rtt(hosts, &inputs.profile).await?;
+            (c, t.elapsed().as_secs_f64())
+        }
+    };
+    out.manifest.link.calibration = Some(calibration.clone());
+    out.phase("calibration", seconds)?;
+    if !calibration.passed {
+        return Err(anyhow!(
+            "{}",
+            failure_message(&inputs.profile.name, &calibration)
+        ));
+    }
+    let t = Instant::now();
+    let bar = progress_bar(inputs.runs.len() as u64);
+    let result = run_all(hosts, &inputs.experiment, &inputs.runs, out, &bar, skip).await;
+    bar.finish_and_clear();
+    out.phase("cells", t.elapsed().as_secs_f64())?;
+    result.map_err(|e| match e {
+        RunError::Results(e) => e,
+        other => anyhow!("{other}"),
+    })
+}
+
+async fn run_local(inputs: &Inputs, out: &mut ResultsWriter) -> anyhow::Result<u64> {
+    let t = Instant::now();
+    let mut hosts = LocalHosts::new(&inputs.bin_dir)?;
+    out.manifest.hosts.insert(
+        "server".into(),
+        serde_json::json!({ "process": inputs.bin_dir.join("echo-server").display().to_string(), "network": "this machine's loopback", "sysctls": "this machine's", "ulimits": "inherited" }),
+    );
+    out.manifest.hosts.insert(
+        "client".into(),
+        serde_json::json!({ "process": inputs.bin_dir.join("echo-bench").display().to_string(), "network": "this machine's loopback" }),
+    );
+    out.manifest.link = LinkRecord { backend: "none".into(), reason: "loopback profile on the local backend: client and server are processes on this machine, over 127.0.0.1".into(), ..Default::default() };
+    for name in ["echo-server", "echo-bench"] {
+        out.manifest.image.binaries.insert(
+            name.into(),
+            file_digest(&inputs.bin_dir.join(name))
+                .trim_start_matches("sha256:")
+                .to_string(),
+        );
+    }
+    out.manifest.image.reference = "local processes".into();
+    out.phase("topology_up", t.elapsed().as_secs_f64())?;
+    calibrate_and_run(&mut hosts, inputs, out, None, &|_| Ok(())).await
+}
+
+async fn run_docker(
+    engine: &docker::engine::Engine,
+    args: &Args,
+    inputs: &Inputs,
+    run_id: &str,
+    out: &mut ResultsWriter,
+) -> anyhow::Result<u64> {
+    let d = &engine.docker;
+    let t = Instant::now();
+    out.manifest.image = docker::image::ensure(d, &inputs.bin_dir, args.image.as_deref()).await?;
+    out.phase("image", t.elapsed().as_secs_f64())?;
+    let image = out.manifest.image.id.clone();
+
+    let t = Instant::now();
+    let wants_uring = inputs
+        .runs
+        .iter()
+        .any(|(c, _)| c.server == docker::uring::URING_MODEL);
+    let uring = if wants_uring {
+        Some(docker::uring::probe(d, run_id, &image, args.allow_uring_unconfined).await?)
+    } else {
+        None
+    };
+    let security = uring
+        .as_ref()
+        .map(|u| u.server_security.clone())
+        .unwrap_or_default();
+    let denied = uring.as_ref().and_then(|u| u.denied.clone());
+    let skip = move |c: &Cell| match &denied {
+        Some(reason) if c.server == docker::uring::URING_MODEL => Err(reason.clone()),
+        _ => Ok(()),
+    };
+    let uring_record = uring.as_ref().map(|u| u.record());
+    match inputs.profile.topology {
+        Topology::Loopback => {
+            let (mut hosts, records) =
+                docker::topology::up_loopback(d, run_id, &image, &security).await?;
+            out.manifest.hosts = records;
+            if let Some(u) = uring_record {
+                out.manifest.hosts.insert("io_uring".into(), u);
+            }
+            out.manifest.link = LinkRecord {
+                backend: "none".into(),
+                reason: "loopback topology: the client shares the server's network namespace and targets 127.0.0.1".into(),
+                ..Default::default()
+            };
+            out.phase("topology_up", t.elapsed().as_secs_f64())?;
+            calibrate_and_run(&mut hosts, inputs, out, None, &skip).await
+        }
+        Topology::Link => {
+            let mut up = docker::link::up(
+                d,
+                run_id,
+                &image,
+                &security,
+                &inputs.profile,
+                &inputs.profile_path,
+            )
+            .await?;
+            out.manifest.hosts = up.records.clone();
+            if let Some(u) = uring_record {
+                out.manifest.hosts.insert("io_uring".into(), u);
+            }
+            out.manifest.link = up.link.clone();
+            out.phase("topology_up", t.elapsed().as_secs_f64())?;
+            let t = Instant::now();
+            let calibration = up.calibrate(d).await?;
+            let elapsed = t.elapsed().as_secs_f64();
+            calibrate_and_run(
+                &mut up.hosts,
+                inputs,
+                out,
+                Some((calibration, elapsed)),
+                &skip,
+            )
+            .await
+        }
+    }
+}

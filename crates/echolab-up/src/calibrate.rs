@@ -1,0 +1,175 @@
+//! Calibration: before the first cell of a profile, measure the path the cells will use and
+//! compare it with the profile's `expected` figures (echolab_core::profile::Expected). A
+//! failed calibration stops the run.
+//!
+//! RTT is measured the way the profile defines it, as the median of small TCP round trips:
+//! one long connection doing [`RTT_ROUNDS`] request/echo round trips with the lab's own
+//! echo-server (epoll-et) and echo-bench (`--mode long`), on the same hosts and path as the
+//! cells. Goodput (link profiles with a rate) comes from the link tool's calibration.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context as _;
+use echolab_core::profile::Profile;
+use echolab_core::results::CalibrationRecord;
+
+use crate::commands::{parse_bench_report, parse_final_stats};
+use crate::hosts::Hosts;
+
+/// Round trips of the RTT probe: enough for a stable median (the median of 2000 samples moves
+/// by well under 1% between runs on an idle path) and well under a second on loopback; 40 s
+/// at a 20 ms RTT is avoided by [`rtt_rounds`].
+pub const RTT_ROUNDS: u64 = 2000;
+
+/// Round trips for a profile: [`RTT_ROUNDS`], capped so that the probe lasts about 5 s at the
+/// expected RTT (at least 100 round trips).
+pub fn rtt_rounds(profile: &Profile) -> u64 {
+    let rtt_s = profile.expected.rtt.value.0.as_secs_f64();
+    if rtt_s <= 0.0 {
+        return RTT_ROUNDS;
+    }
+    ((5.0 / rtt_s) as u64).clamp(100, RTT_ROUNDS)
+}
+
+/// Compares a measured median RTT (µs) with the profile; fills `expected` and `passed`.
+pub fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationRecord) {
+    let (lo, hi) = profile.expected.rtt.range();
+    let (lo_us, hi_us) = (lo.as_secs_f64() * 1e6, hi.as_secs_f64() * 1e6);
+    record.expected.insert(
+        "rtt_median_us".into(),
+        profile.expected.rtt.value.0.as_secs_f64() * 1e6,
+    );
+    record.expected.insert("rtt_median_low_us".into(), lo_us);
+    record.expected.insert("rtt_median_high_us".into(), hi_us);
+    let ok = (lo_us..=hi_us).contains(&median_us);
+    let verdict = format!("RTT median {median_us:.1} us, expected {lo_us:.1}..{hi_us:.1} us");
+    record.passed = ok;
+    record.reason = if ok {
+        format!("ok: {verdict}")
+    } else {
+        format!("failed: {verdict}")
+    };
+}
+
+/// Measures the RTT between the hosts with echo-server/echo-bench and judges it.
+///
+/// # Errors
+/// The probe server or client failed (not a calibration miss, which is `passed: false`).
+pub async fn calibrate_rtt<H: Hosts>(
+    hosts: &mut H,
+    profile: &Profile,
+) -> anyhow::Result<CalibrationRecord> {
+    let bind = hosts.server_bind();
+    let server_args: Vec<String> = [
+        "--model",
+        "epoll-et",
+        "--bind",
+        &bind.to_string(),
+        "--port",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (server, ready) = hosts
+        .start_server(&server_args)
+        .await
+        .context("calibration server")?;
+    let target = hosts.target(&ready);
+    let rounds = rtt_rounds(profile);
+    let bench_args: Vec<String> = [
+        target.ip().to_string(),
+        target.port().to_string(),
+        "1".into(),
+        rounds.to_string(),
+        "--mode".into(),
+        "long".into(),
+        "--json".into(),
+    ]
+    .to_vec();
+    let bench = hosts.run_bench(&bench_args, &server).await;
+    let stopped = hosts.stop_server(server).await;
+    let (out, _) = bench.context("calibration client")?;
+    let report = parse_bench_report(&out.stdout)
+        .map_err(|e| anyhow::anyhow!("calibration client ({}): {e}", out.describe()))?;
+    let stats = stopped.ok().and_then(|o| parse_final_stats(&o.stdout).ok());
+    let mut measured = BTreeMap::new();
+    measured.insert("rtt_min_us".into(), report.latency_us.min);
+    measured.insert("rtt_median_us".into(), report.latency_us.p50);
+    measured.insert("rtt_p99_us".into(), report.latency_us.p99);
+    measured.insert("round_trips".into(), report.requests_ok as f64);
+    measured.insert("failures".into(), report.requests_failed as f64);
+    if let Some(s) = stats {
+        measured.insert("server_bytes_in".into(), s.totals.bytes_in as f64);
+    }
+    let mut record = CalibrationRecord {
+        measured,
+        ..Default::default()
+    };
+    judge_rtt(profile, report.latency_us.p50, &mut record);
+    if report.requests_failed > 0 && record.passed {
+        record.passed = false;
+        record.reason = format!(
+            "failed: {} of {rounds} probe round trips failed",
+            report.requests_failed
+        );
+    }
+    Ok(record)
+}
+
+/// The one-line message of a failed calibration: measured and expected figures.
+pub fn failure_message(profile: &str, record: &CalibrationRecord) -> String {
+    let fmt = |m: &BTreeMap<String, f64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k}={v:.1}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!(
+        "calibration of profile {profile} {}; measured: {}; expected: {}",
+        record.reason,
+        fmt(&record.measured),
+        fmt(&record.expected)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(rtt: &str) -> Profile {
+        Profile::from_yaml(
+            &format!("name: l\ndescription: d\nsource: s\ntopology: loopback\nexpected:\n  rtt: {{ value: {rtt}, minus: 10us, plus: 90us }}\n"),
+            "l.yaml",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn rtt_is_judged_against_the_asymmetric_range() {
+        let p = profile("20us");
+        let mut r = CalibrationRecord::default();
+        judge_rtt(&p, 35.0, &mut r);
+        assert!(r.passed, "{}", r.reason);
+        judge_rtt(&p, 111.0, &mut r);
+        assert!(
+            !r.passed && r.reason.contains("111.0") && r.reason.contains("10.0..110.0"),
+            "{}",
+            r.reason
+        );
+        judge_rtt(&p, 9.0, &mut r);
+        assert!(!r.passed);
+        r.measured.insert("rtt_median_us".into(), 9.0);
+        let msg = failure_message("loopback", &r);
+        assert!(
+            msg.contains("measured: rtt_median_us=9.0") && msg.contains("rtt_median_low_us=10.0"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn probe_length_follows_the_expected_rtt() {
+        assert_eq!(rtt_rounds(&profile("20us")), RTT_ROUNDS);
+        assert_eq!(rtt_rounds(&profile("20ms")), 250);
+    }
+}

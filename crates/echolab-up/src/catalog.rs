@@ -1,0 +1,180 @@
+//! Where profiles and experiments live, and how a `--profile`/`--experiment` argument becomes a
+//! file: a bare NAME is `netem/NAME.yaml` or `experiments/NAME.yaml` under the echolab root; an
+//! argument with a `/` or a `.yaml`/`.yml` ending is a path.
+
+use std::path::{Path, PathBuf};
+
+use echolab_core::experiment::Experiment;
+use echolab_core::profile::Profile;
+
+/// Directory of link profiles under the root.
+pub const PROFILES_DIR: &str = "netem";
+/// Directory of experiments under the root.
+pub const EXPERIMENTS_DIR: &str = "experiments";
+
+/// An input that could not be resolved or read; the message is one line for the user.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CatalogError(pub String);
+
+/// The echolab checkout whose `netem/` and `experiments/` are used.
+///
+/// Found as: `$ECHOLAB_ROOT`; else the nearest ancestor of the working directory that has an
+/// `experiments/` or `netem/` directory; else the workspace this binary was built from.
+pub fn find_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("ECHOLAB_ROOT") {
+        return PathBuf::from(root);
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        for dir in cwd.ancestors() {
+            if dir.join(EXPERIMENTS_DIR).is_dir() || dir.join(PROFILES_DIR).is_dir() {
+                return dir.to_path_buf();
+            }
+        }
+    }
+    build_workspace_root()
+}
+
+/// The workspace root this crate was compiled in (crates/echolab-up/../..).
+pub fn build_workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .components()
+        .collect()
+}
+
+/// The stems of the `*.yaml` files in `dir`, sorted; empty if the directory is missing.
+pub fn available(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    names
+}
+
+fn looks_like_path(arg: &str) -> bool {
+    arg.contains('/') || arg.ends_with(".yaml") || arg.ends_with(".yml")
+}
+
+/// Turns a NAME or PATH argument into an existing file.
+///
+/// # Errors
+/// A missing path, or an unknown name with the list of available ones (`kind` is "profile" or
+/// "experiment").
+pub fn resolve(kind: &str, arg: &str, dir: &Path) -> Result<PathBuf, CatalogError> {
+    if looks_like_path(arg) {
+        let p = PathBuf::from(arg);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(CatalogError(format!("{kind} file {arg} does not exist")))
+        };
+    }
+    for ext in ["yaml", "yml"] {
+        let p = dir.join(format!("{arg}.{ext}"));
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    let names = available(dir);
+    let list = if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    };
+    Err(CatalogError(format!(
+        "unknown {kind} '{arg}'; available in {}: {list}",
+        dir.display()
+    )))
+}
+
+/// Resolves and loads a profile.
+///
+/// # Errors
+/// [`resolve`]'s, or the profile's parse error (file, field, line and column).
+pub fn load_profile(root: &Path, arg: &str) -> Result<(PathBuf, Profile), CatalogError> {
+    let path = resolve("profile", arg, &root.join(PROFILES_DIR))?;
+    let profile = Profile::load(&path).map_err(|e| CatalogError(e.to_string()))?;
+    Ok((path, profile))
+}
+
+/// Resolves and loads an experiment.
+///
+/// # Errors
+/// [`resolve`]'s, or the experiment's parse error (file, field, line and column).
+pub fn load_experiment(root: &Path, arg: &str) -> Result<(PathBuf, Experiment), CatalogError> {
+    let path = resolve("experiment", arg, &root.join(EXPERIMENTS_DIR))?;
+    let experiment =
+        Experiment::load(&path).map_err(|e| CatalogError(format!("experiment {e}")))?;
+    Ok((path, experiment))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_root(tag: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("echolab-up-catalog-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join(EXPERIMENTS_DIR)).unwrap();
+        std::fs::create_dir_all(d.join(PROFILES_DIR)).unwrap();
+        d
+    }
+
+    #[test]
+    fn unknown_names_list_the_available_ones() {
+        let root = temp_root("unknown");
+        std::fs::write(root.join("experiments/b.yaml"), "x").unwrap();
+        std::fs::write(root.join("experiments/a.yaml"), "x").unwrap();
+        std::fs::write(root.join("experiments/notes.txt"), "x").unwrap();
+        let e = load_experiment(&root, "exp99").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown experiment 'exp99'") && e.ends_with(": a, b"),
+            "{e}"
+        );
+        let e = load_profile(&root, "mars").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown profile 'mars'") && e.ends_with(": none"),
+            "{e}"
+        );
+        let e = load_profile(&root, "/nonexistent/p.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nonexistent/p.yaml does not exist"), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn invalid_yaml_names_file_line_and_column() {
+        let root = temp_root("yaml");
+        let bad = "name: x\nquestion: q\nrepetitions: [1\nmatrix: []\n";
+        std::fs::write(root.join("experiments/bad.yaml"), bad).unwrap();
+        let e = load_experiment(&root, "bad").unwrap_err().to_string();
+        assert!(
+            e.contains("bad.yaml") && e.contains("line") && e.contains("column"),
+            "{e}"
+        );
+        std::fs::write(root.join("netem/bad.yaml"), "name: p\ntopology: [\n").unwrap();
+        let e = load_profile(&root, "bad").unwrap_err().to_string();
+        assert!(
+            e.contains("netem/bad.yaml") && e.contains("line") && e.contains("column"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_project_experiments_load() {
+        let root = build_workspace_root();
+        for name in available(&root.join(EXPERIMENTS_DIR)) {
+            load_experiment(&root, &name).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The command line of `echolab-up`.
+
+use std::path::PathBuf;
+
+use clap::{CommandFactory as _, FromArgMatches as _, Parser};
+
+use crate::catalog::{available, find_root, EXPERIMENTS_DIR, PROFILES_DIR};
+
+/// Default profile.
+pub const DEFAULT_PROFILE: &str = "loopback";
+/// Default experiment.
+pub const DEFAULT_EXPERIMENT: &str = "exp31";
+
+/// Which hosts to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendChoice {
+    /// Docker when an engine is reachable, else local processes (loopback only).
+    Auto,
+    /// Docker only; fail when no engine is reachable.
+    Docker,
+    /// Local processes only (loopback profile).
+    Local,
+}
+
+/// Run a seed experiment in containers under a network profile, verify the link, collect
+/// everything, clean up.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "echolab-up", version)]
+pub struct Args {
+    /// Link profile: a name from netem/ or a path to a profile file.
+    #[arg(long, default_value = DEFAULT_PROFILE, value_name = "NAME|PATH")]
+    pub profile: String,
+    /// Experiment: a name from experiments/ or a path to an experiment file.
+    #[arg(long, default_value = DEFAULT_EXPERIMENT, value_name = "NAME|PATH")]
+    pub experiment: String,
+    /// Directory under which the run's results directory is made (default: <root>/results).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Repetitions of every cell, instead of the experiment's.
+    #[arg(long, value_name = "N")]
+    pub reps: Option<u64>,
+    /// A prebuilt lab image (e.g. the Nix-built one after `docker load`) instead of building
+    /// one from the workspace binaries.
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+    /// Leave the run's containers and networks up afterwards (remove them with --down).
+    #[arg(long)]
+    pub keep: bool,
+    /// Remove every container and network left by earlier runs (label echolab.run), then exit.
+    #[arg(long)]
+    pub down: bool,
+    /// Where the echo-server, echo-bench, echolab-netem and echolab-up binaries are
+    /// (default: <root>/target/release).
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// Which hosts to use.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// If io_uring is denied by Docker's default seccomp profile, run the server host with
+    /// seccomp=unconfined instead of skipping the uring cells.
+    #[arg(long)]
+    pub allow_uring_unconfined: bool,
+}
+
+fn listing() -> String {
+    let root = find_root();
+    let list = |dir: &str| {
+        let names = available(&root.join(dir));
+        if names.is_empty() {
+            "(none found)".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    format!(
+        "Profiles ({}): {}\nExperiments ({}): {}\n\nExample:\n  echolab-up --profile crossnet --experiment exp31",
+        root.join(PROFILES_DIR).display(),
+        list(PROFILES_DIR),
+        root.join(EXPERIMENTS_DIR).display(),
+        list(EXPERIMENTS_DIR)
+    )
+}
+
+/// Parses `argv`, with the available profiles and experiments in `--help`.
+///
+/// # Errors
+/// clap's error (usage, or `--help`/`--version`, which are "errors" that print to stdout).
+pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Args, clap::Error> {
+    let matches = Args::command()
+        .after_help(listing())
+        .try_get_matches_from(argv)?;
+    Args::from_arg_matches(&matches)
+}
+
+/// clap's error on one line, without the usage block.
+pub fn one_line(e: &clap::Error) -> String {
+    e.render()
+        .to_string()
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim_start_matches("error: ")
+        .to_string()
+}

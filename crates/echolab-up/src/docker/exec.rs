@@ -1,0 +1,160 @@
+//! Commands run inside a host container (`docker exec`), collected whole or streamed.
+
+use std::time::Duration;
+
+use anyhow::anyhow;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::Docker;
+use futures_util::StreamExt as _;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::engine::failed;
+use crate::hosts::ProcOutput;
+
+/// A started exec whose output is being collected.
+pub struct Streaming {
+    /// Exec id.
+    pub exec_id: String,
+    /// Fires with the first stderr line that starts with the readiness prefix given to
+    /// [`start`] (never, when the program exits first: the sender is then dropped).
+    pub ready: oneshot::Receiver<String>,
+    /// Ends with (stdout, stderr) when the process's output closes.
+    pub output: JoinHandle<(String, String)>,
+}
+
+/// Starts `cmd` in `container` with stdout and stderr attached, watching stderr for a line
+/// starting with `ready_prefix`.
+///
+/// # Errors
+/// The exec could not be created or started; the message names the container and command.
+pub async fn start(
+    docker: &Docker,
+    container: &str,
+    cmd: &[String],
+    ready_prefix: &str,
+) -> anyhow::Result<Streaming> {
+    let ready_prefix = ready_prefix.to_string();
+    let what = format!("in container {container} ({})", cmd.join(" "));
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                cmd: Some(cmd.to_vec()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| failed("create exec", &what, e))?;
+    let started = docker
+        .start_exec(&created.id, None)
+        .await
+        .map_err(|e| failed("start exec", &what, e))?;
+    let StartExecResults::Attached { mut output, .. } = started else {
+        return Err(anyhow!(
+            "docker: start exec {what}: engine detached the exec"
+        ));
+    };
+    let (tx, ready) = oneshot::channel();
+    let output = tokio::spawn(async move {
+        let (mut out, mut err) = (Vec::<u8>::new(), Vec::<u8>::new());
+        let mut tx = Some(tx);
+        let mut scanned = 0;
+        while let Some(Ok(chunk)) = output.next().await {
+            match chunk {
+                LogOutput::StdOut { message } => out.extend_from_slice(&message),
+                LogOutput::StdErr { message } => {
+                    err.extend_from_slice(&message);
+                    // Look at complete lines only: a line may arrive in several chunks.
+                    while let Some(nl) = err[scanned..].iter().position(|b| *b == b'\n') {
+                        let line =
+                            String::from_utf8_lossy(&err[scanned..scanned + nl]).into_owned();
+                        scanned += nl + 1;
+                        if line.starts_with(&ready_prefix) {
+                            if let Some(tx) = tx.take() {
+                                let _ = tx.send(line);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        (
+            String::from_utf8_lossy(&out).into_owned(),
+            String::from_utf8_lossy(&err).into_owned(),
+        )
+    });
+    Ok(Streaming {
+        exec_id: created.id,
+        ready,
+        output,
+    })
+}
+
+/// The exit code of a finished exec.
+///
+/// # Errors
+/// The engine could not be asked.
+pub async fn exit_code(docker: &Docker, exec_id: &str) -> anyhow::Result<Option<i64>> {
+    let info = docker
+        .inspect_exec(exec_id)
+        .await
+        .map_err(|e| failed("inspect exec", exec_id, e))?;
+    Ok(info.exit_code)
+}
+
+/// Waits for a streaming exec's output to close (at most `deadline`) and returns it with the
+/// exit code.
+///
+/// # Errors
+/// The deadline passed (the process is still running) or the engine failed.
+pub async fn finish(
+    docker: &Docker,
+    s: Streaming,
+    deadline: Duration,
+) -> anyhow::Result<ProcOutput> {
+    let (stdout, stderr) = tokio::time::timeout(deadline, s.output)
+        .await
+        .map_err(|_| anyhow!("still running after {deadline:?}"))?
+        .map_err(|e| anyhow!("output reader failed: {e}"))?;
+    // The output closes a moment before the engine records the exit code; poll until it has.
+    let mut code = None;
+    let poll_until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < poll_until {
+        let info = docker
+            .inspect_exec(&s.exec_id)
+            .await
+            .map_err(|e| failed("inspect exec", &s.exec_id, e))?;
+        if info.running != Some(true) {
+            code = info.exit_code;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(ProcOutput {
+        exit_code: code,
+        stdout,
+        stderr,
+    })
+}
+
+/// Runs `cmd` in `container` to completion (at most `deadline`).
+///
+/// # Errors
+/// As [`start`] and [`finish`].
+pub async fn run(
+    docker: &Docker,
+    container: &str,
+    cmd: &[String],
+    deadline: Duration,
+) -> anyhow::Result<ProcOutput> {
+    // No line starts with a NUL: nothing is waited for.
+    let s = start(docker, container, cmd, "\0").await?;
+    finish(docker, s, deadline)
+        .await
+        .map_err(|e| anyhow!("{} in container {container}: {e:#}", cmd.join(" ")))
+}

@@ -1,0 +1,610 @@
+//! The link topology (DESIGN.md "Topologies"): a client network and a server network, and a
+//! link host on both that routes between them and impairs each direction.
+//!
+//! The networks are bridges without IP masquerade, so nothing from them is NATed out of the
+//! machine. They are not Docker "internal" networks: for those the engine installs filter
+//! rules that drop any bridged packet whose destination lies outside the bridge's subnet,
+//! which is every packet that the client sends to the server through the link.
+//!
+//! ```text
+//! client host --[client net]-- link host --[server net]-- server host
+//! ```
+//!
+//! - Link host: NET_ADMIN and /dev/net/tun only (never privileged), ip_forward=1 and
+//!   rp_filter=0 (forwarded packets re-enter from the wire's TUN devices, which strict
+//!   reverse-path filtering would drop). `echolab-netem probe` decides the backend: kernel
+//!   netem (`echolab-netem apply`, read back) where the kernel has sch_netem, else the
+//!   userspace wire (`echolab-netem wire`, running until teardown).
+//! - Client and server hosts: no added capability. Their route to the other network via the
+//!   link is set by a short-lived helper container that joins their network namespace with
+//!   NET_ADMIN and runs `echolab-up __route add`.
+//! - Calibration: `echolab-netem calib-server` in the server host, `echolab-netem calibrate`
+//!   from the client host, across the link; it checks RTT and goodput against the profile.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context as _};
+use bollard::models::NetworkCreateRequest;
+use bollard::query_parameters::{
+    LogsOptions, RemoveContainerOptions, UploadToContainerOptions, WaitContainerOptions,
+};
+use bollard::Docker;
+use echolab_core::profile::Profile;
+use echolab_core::results::{CalibrationRecord, LinkRecord};
+use futures_util::StreamExt as _;
+use serde_json::json;
+
+use super::engine::failed;
+use super::exec;
+use super::topology::{create_host, endpoint_sysctls, DockerHosts, HostSpec};
+use super::{labels, object_name};
+use crate::hosts::{ProcOutput, READY_DEADLINE, STOP_DEADLINE};
+use crate::image::IMAGE_BIN_DIR;
+
+/// Where the profile file is put in the link and client hosts.
+pub const PROFILE_IN_HOST: &str = "/etc/echolab/profile.yaml";
+/// Deadline of one calibration (40 RTT probes and two 1.3 s bulk transfers at most take
+/// seconds; generous for a loaded 2-core machine).
+pub const CALIBRATION_DEADLINE: Duration = Duration::from_secs(120);
+
+const WIRE_READY: &str = "echolab-netem wire ready: ";
+const CALIB_READY: &str = "echolab-netem calib-server listening on ";
+
+fn bin(name: &str) -> String {
+    format!("{IMAGE_BIN_DIR}/{name}")
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// The link topology once up.
+pub struct LinkUp {
+    /// Client and server hosts.
+    pub hosts: DockerHosts,
+    /// Host settings for the manifest.
+    pub records: BTreeMap<String, serde_json::Value>,
+    /// The installed link.
+    pub link: LinkRecord,
+    server_ip: IpAddr,
+    server: String,
+    client: String,
+    /// The running wire, kept so that its output is collected until teardown.
+    _wire: Option<exec::Streaming>,
+}
+
+async fn create_network(
+    docker: &Docker,
+    run_id: &str,
+    role: &str,
+) -> anyhow::Result<(String, String)> {
+    let name = object_name(run_id, role);
+    let req = NetworkCreateRequest {
+        name: name.clone(),
+        driver: Some("bridge".into()),
+        internal: Some(false),
+        options: Some(
+            [(
+                "com.docker.network.bridge.enable_ip_masquerade".to_string(),
+                "false".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        ),
+        labels: Some(labels(run_id, role)),
+        ..Default::default()
+    };
+    docker
+        .create_network(req)
+        .await
+        .map_err(|e| failed("create network", &name, e))?;
+    let info = docker
+        .inspect_network(&name, None)
+        .await
+        .map_err(|e| failed("inspect network", &name, e))?;
+    let subnet = info
+        .ipam
+        .and_then(|i| i.config)
+        .and_then(|c| {
+            c.into_iter()
+                .find_map(|c| c.subnet.filter(|s| s.contains('.')))
+        })
+        .ok_or_else(|| anyhow!("docker: network {name} has no IPv4 subnet"))?;
+    Ok((name, subnet))
+}
+
+async fn ip_on(docker: &Docker, container: &str, network: &str) -> anyhow::Result<IpAddr> {
+    let info = docker
+        .inspect_container(container, None)
+        .await
+        .map_err(|e| failed("inspect container", container, e))?;
+    info.network_settings
+        .and_then(|n| n.networks)
+        .and_then(|n| n.get(network).and_then(|e| e.ip_address.clone()))
+        .and_then(|ip| ip.parse().ok())
+        .ok_or_else(|| anyhow!("docker: container {container} has no address on network {network}"))
+}
+
+/// Runs a one-shot helper container to completion and removes it.
+async fn run_helper(
+    docker: &Docker,
+    run_id: &str,
+    image: &str,
+    spec: &mut HostSpec,
+) -> anyhow::Result<ProcOutput> {
+    let id = create_host(docker, run_id, image, spec).await?;
+    let name = object_name(run_id, &spec.role);
+    let waited = tokio::time::timeout(
+        STOP_DEADLINE,
+        docker
+            .wait_container(&id, None::<WaitContainerOptions>)
+            .next(),
+    )
+    .await;
+    let exit_code = match waited {
+        Ok(Some(Ok(r))) => Some(r.status_code),
+        Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => Some(code),
+        Ok(Some(Err(e))) => return Err(failed("wait for container", &name, e)),
+        Ok(None) => None,
+        Err(_) => {
+            return Err(anyhow!(
+                "docker: container {name} did not finish within {STOP_DEADLINE:?}"
+            ))
+        }
+    };
+    let mut logs = docker.logs(
+        &id,
+        Some(LogsOptions {
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        }),
+    );
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    while let Some(Ok(chunk)) = logs.next().await {
+        match chunk {
+            bollard::container::LogOutput::StdOut { message } => {
+                stdout.push_str(&String::from_utf8_lossy(&message))
+            }
+            bollard::container::LogOutput::StdErr { message } => {
+                stderr.push_str(&String::from_utf8_lossy(&message))
+            }
+            _ => {}
+        }
+    }
+    docker
+        .remove_container(
+            &id,
+            Some(RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            }),
+        )
+        .await
+        .map_err(|e| failed("remove container", &name, e))?;
+    Ok(ProcOutput {
+        exit_code,
+        stdout,
+        stderr,
+    })
+}
+
+async fn add_route(
+    docker: &Docker,
+    run_id: &str,
+    image: &str,
+    role: &str,
+    target: &str,
+    dst: &str,
+    via: IpAddr,
+) -> anyhow::Result<serde_json::Value> {
+    let mut spec = HostSpec {
+        role: format!("route-{role}"),
+        network_mode: format!("container:{target}"),
+        cap_add: vec!["NET_ADMIN".into()],
+        cmd: Some(vec![
+            bin("echolab-up"),
+            "__route".into(),
+            "add".into(),
+            dst.into(),
+            via.to_string(),
+        ]),
+        ..Default::default()
+    };
+    let out = run_helper(docker, run_id, image, &mut spec).await?;
+    if out.exit_code != Some(0) {
+        return Err(anyhow!(
+            "route {dst} via {via} in the {role} host: {}",
+            out.describe()
+        ));
+    }
+    Ok(
+        json!({ "route": format!("{dst} via {via}"), "set_by": spec.record(&object_name(run_id, &spec.role), "removed after use") }),
+    )
+}
+
+async fn upload_profile(
+    docker: &Docker,
+    container: &str,
+    profile_path: &Path,
+) -> anyhow::Result<()> {
+    let data = std::fs::read(profile_path)
+        .with_context(|| format!("cannot read {}", profile_path.display()))?;
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, kind, mode, content) in [
+        ("etc/", tar::EntryType::Directory, 0o755, &[][..]),
+        ("etc/echolab/", tar::EntryType::Directory, 0o755, &[][..]),
+        (
+            "etc/echolab/profile.yaml",
+            tar::EntryType::Regular,
+            0o644,
+            &data[..],
+        ),
+    ] {
+        let mut h = tar::Header::new_ustar();
+        h.set_path(path)?;
+        h.set_entry_type(kind);
+        h.set_mode(mode);
+        h.set_size(content.len() as u64);
+        h.set_cksum();
+        b.append(&h, content)?;
+    }
+    let body = bollard::body_full(bytes::Bytes::from(b.into_inner()?));
+    let opts = UploadToContainerOptions {
+        path: "/".into(),
+        ..Default::default()
+    };
+    docker
+        .upload_to_container(container, Some(opts), body)
+        .await
+        .map_err(|e| failed("copy profile into container", container, e))
+}
+
+async fn device_with(docker: &Docker, container: &str, ip: IpAddr) -> anyhow::Result<String> {
+    let out = exec::run(
+        docker,
+        container,
+        &[bin("echolab-up"), "__ifname".into(), ip.to_string()],
+        STOP_DEADLINE,
+    )
+    .await?;
+    let dev = out.stdout.trim().to_string();
+    if out.exit_code != Some(0) || dev.is_empty() {
+        return Err(anyhow!(
+            "finding the link host's device with {ip}: {}",
+            out.describe()
+        ));
+    }
+    Ok(dev)
+}
+
+/// Brings up networks, hosts, routes and the link, and reads the link back.
+///
+/// # Errors
+/// Any step, naming the object; what exists carries the run label for teardown.
+pub async fn up(
+    docker: &Docker,
+    run_id: &str,
+    image: &str,
+    server_security: &[String],
+    profile: &Profile,
+    profile_path: &Path,
+) -> anyhow::Result<LinkUp> {
+    let (client_net, client_subnet) = create_network(docker, run_id, "client-net").await?;
+    let (server_net, server_subnet) = create_network(docker, run_id, "server-net").await?;
+    let link_sysctls = [
+        ("net.ipv4.ip_forward", "1"),
+        ("net.ipv4.conf.all.rp_filter", "0"),
+        ("net.ipv4.conf.default.rp_filter", "0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let mut link_spec = HostSpec {
+        role: "link".into(),
+        network_mode: client_net.clone(),
+        extra_networks: vec![(client_net.clone(), None), (server_net.clone(), None)],
+        cap_add: vec!["NET_ADMIN".into()],
+        devices: vec!["/dev/net/tun".into()],
+        sysctls: link_sysctls,
+        ..Default::default()
+    };
+    let mut server_spec = HostSpec {
+        role: "server".into(),
+        network_mode: server_net.clone(),
+        extra_networks: vec![(server_net.clone(), None)],
+        sysctls: endpoint_sysctls(),
+        security_opt: server_security.to_vec(),
+        ..Default::default()
+    };
+    let mut client_spec = HostSpec {
+        role: "client".into(),
+        network_mode: client_net.clone(),
+        extra_networks: vec![(client_net.clone(), None)],
+        sysctls: endpoint_sysctls(),
+        ..Default::default()
+    };
+    let link = create_host(docker, run_id, image, &mut link_spec).await?;
+    let server = create_host(docker, run_id, image, &mut server_spec).await?;
+    let client = create_host(docker, run_id, image, &mut client_spec).await?;
+    let link_client_ip = ip_on(docker, &link, &client_net).await?;
+    let link_server_ip = ip_on(docker, &link, &server_net).await?;
+    let server_ip = ip_on(docker, &server, &server_net).await?;
+    let client_ip = ip_on(docker, &client, &client_net).await?;
+    let client_route = add_route(
+        docker,
+        run_id,
+        image,
+        "client",
+        &client,
+        &server_subnet,
+        link_client_ip,
+    )
+    .await?;
+    let server_route = add_route(
+        docker,
+        run_id,
+        image,
+        "server",
+        &server,
+        &client_subnet,
+        link_server_ip,
+    )
+    .await?;
+    upload_profile(docker, &link, profile_path).await?;
+    upload_profile(docker, &client, profile_path).await?;
+    let client_side = device_with(docker, &link, link_client_ip).await?;
+    let server_side = device_with(docker, &link, link_server_ip).await?;
+
+    let probe_out = exec::run(
+        docker,
+        &link,
+        &[bin("echolab-netem"), "probe".into()],
+        STOP_DEADLINE,
+    )
+    .await?;
+    let probe: serde_json::Value = serde_json::from_str(probe_out.stdout.trim()).map_err(|e| {
+        anyhow!(
+            "echolab-netem probe in the link host printed no JSON ({e}; {})",
+            probe_out.describe()
+        )
+    })?;
+    let has_netem = probe
+        .get("has_netem")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let probe_reason = probe
+        .get("reason")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let (backend, installed, wire) = if has_netem {
+        let cmd = strings(&[
+            &bin("echolab-netem"),
+            "apply",
+            "--profile",
+            PROFILE_IN_HOST,
+            "--uplink-dev",
+            &server_side,
+            "--downlink-dev",
+            &client_side,
+        ]);
+        let out = exec::run(docker, &link, &cmd, STOP_DEADLINE).await?;
+        if out.exit_code != Some(0) {
+            return Err(anyhow!(
+                "echolab-netem apply in the link host: {}",
+                out.describe()
+            ));
+        }
+        let installed =
+            serde_json::from_str(out.stdout.trim()).unwrap_or_else(|_| json!(out.stdout.trim()));
+        ("kernel-netem", installed, None)
+    } else {
+        let cmd = strings(&[
+            &bin("echolab-netem"),
+            "wire",
+            "--profile",
+            PROFILE_IN_HOST,
+            "--client-side",
+            &client_side,
+            "--server-side",
+            &server_side,
+        ]);
+        let mut s = exec::start(docker, &link, &cmd, WIRE_READY).await?;
+        let line = match tokio::time::timeout(READY_DEADLINE, &mut s.ready).await {
+            Ok(Ok(line)) => line,
+            Ok(Err(_)) => {
+                let out = exec::finish(docker, s, STOP_DEADLINE).await?;
+                return Err(anyhow!(
+                    "echolab-netem wire in the link host exited before it was ready ({})",
+                    out.describe()
+                ));
+            }
+            Err(_) => {
+                return Err(anyhow!(
+                    "echolab-netem wire in the link host was not ready within {READY_DEADLINE:?}"
+                ))
+            }
+        };
+        (
+            "userspace-wire",
+            json!({ "ready": line.trim_start_matches(WIRE_READY) }),
+            Some(s),
+        )
+    };
+    let mut records = BTreeMap::new();
+    let mut link_rec = link_spec.record(&object_name(run_id, "link"), &link);
+    link_rec["addresses"] = json!({ "client_net": link_client_ip.to_string(), "server_net": link_server_ip.to_string() });
+    link_rec["devices_by_side"] = json!({ "client": client_side, "server": server_side });
+    records.insert("link".to_string(), link_rec);
+    let mut server_rec = server_spec.record(&object_name(run_id, "server"), &server);
+    server_rec["address"] = json!(server_ip.to_string());
+    server_rec["routes"] = json!([server_route]);
+    records.insert("server".to_string(), server_rec);
+    let mut client_rec = client_spec.record(&object_name(run_id, "client"), &client);
+    client_rec["address"] = json!(client_ip.to_string());
+    client_rec["routes"] = json!([client_route]);
+    records.insert("client".to_string(), client_rec);
+    records.insert(
+        "networks".to_string(),
+        json!({ client_net: client_subnet, server_net: server_subnet }),
+    );
+    let reason = if has_netem {
+        format!("the kernel has sch_netem ({probe_reason})")
+    } else {
+        format!("the kernel has no sch_netem ({probe_reason}); the userspace wire carries the link")
+    };
+    let link_record = LinkRecord {
+        backend: backend.into(),
+        reason,
+        installed: json!({ "probe": probe, "installed": installed, "profile": profile.name }),
+        calibration: None,
+    };
+    Ok(LinkUp {
+        hosts: DockerHosts::behind_link(docker, server.clone(), client.clone(), server_ip),
+        records,
+        link: link_record,
+        server_ip,
+        server,
+        client,
+        _wire: wire,
+    })
+}
+
+/// The calibration record of an `echolab-netem calibrate --json` report.
+pub fn record_of(report: &serde_json::Value) -> CalibrationRecord {
+    let mut r = CalibrationRecord::default();
+    let num = |k: &str| report.get(k).and_then(|v| v.as_f64());
+    for k in [
+        "rtt_min_us",
+        "rtt_median_us",
+        "goodput_uplink_mbit",
+        "goodput_downlink_mbit",
+    ] {
+        if let Some(v) = num(k) {
+            r.measured.insert(k.to_string(), v);
+        }
+    }
+    for c in report
+        .get("checks")
+        .and_then(|c| c.as_array())
+        .into_iter()
+        .flatten()
+    {
+        let name = c.get("name").and_then(|v| v.as_str()).unwrap_or("check");
+        let unit = c
+            .get("unit")
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .replace('/', "_per_");
+        for bound in ["low", "high"] {
+            if let Some(v) = c.get(bound).and_then(|v| v.as_f64()) {
+                r.expected.insert(format!("{name}_{bound}_{unit}"), v);
+            }
+        }
+    }
+    r.passed = report
+        .get("pass")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    r.reason = report
+        .get("reason")
+        .and_then(|v| v.as_str())
+        .unwrap_or("no verdict in the calibration report")
+        .to_string();
+    r
+}
+
+impl LinkUp {
+    /// Calibrates across the link with echolab-netem (calib-server in the server host,
+    /// calibrate in the client host).
+    ///
+    /// # Errors
+    /// The tools could not run or printed no report (a miss is `passed: false`).
+    pub async fn calibrate(&self, docker: &Docker) -> anyhow::Result<CalibrationRecord> {
+        let cmd = strings(&[
+            &bin("echolab-netem"),
+            "calib-server",
+            "--port",
+            "0",
+            "--bind",
+            "0.0.0.0",
+        ]);
+        let mut s = exec::start(docker, &self.server, &cmd, CALIB_READY).await?;
+        let line = match tokio::time::timeout(READY_DEADLINE, &mut s.ready).await {
+            Ok(Ok(line)) => line,
+            _ => {
+                let _ = exec::run(
+                    docker,
+                    &self.server,
+                    &strings(&[&bin("echolab-up"), "__signal", "echolab-netem", "KILL"]),
+                    STOP_DEADLINE,
+                )
+                .await;
+                return Err(anyhow!(
+                    "echolab-netem calib-server in the server host did not get ready"
+                ));
+            }
+        };
+        let port = line
+            .trim_start_matches(CALIB_READY)
+            .split_whitespace()
+            .next()
+            .and_then(|a| a.parse::<SocketAddr>().ok())
+            .map(|a| a.port())
+            .ok_or_else(|| anyhow!("calib-server readiness line has no address: {line}"))?;
+        let target = SocketAddr::new(self.server_ip, port).to_string();
+        let cmd = strings(&[
+            &bin("echolab-netem"),
+            "calibrate",
+            "--target",
+            &target,
+            "--profile",
+            PROFILE_IN_HOST,
+            "--json",
+        ]);
+        let out = exec::run(docker, &self.client, &cmd, CALIBRATION_DEADLINE).await;
+        let _ = exec::run(
+            docker,
+            &self.server,
+            &strings(&[&bin("echolab-up"), "__signal", "echolab-netem", "KILL"]),
+            STOP_DEADLINE,
+        )
+        .await;
+        let _ = exec::finish(docker, s, STOP_DEADLINE).await;
+        let out = out?;
+        let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).map_err(|e| {
+            anyhow!(
+                "echolab-netem calibrate printed no JSON report ({e}; {})",
+                out.describe()
+            )
+        })?;
+        Ok(record_of(&report))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_netem_report_becomes_a_calibration_record() {
+        let report = json!({
+            "profile": "crossnet", "target": "10.0.0.2:7070", "probes": 40,
+            "rtt_min_us": 19800.0, "rtt_median_us": 20900.0,
+            "goodput_uplink_mbit": 46.5, "goodput_downlink_mbit": 47.0,
+            "checks": [{"name": "rtt_median", "measured": 20900.0, "low": 18600.0, "high": 22100.0, "unit": "us", "pass": true, "reason": "ok"}],
+            "pass": true, "reason": "all checks passed"
+        });
+        let r = record_of(&report);
+        assert!(r.passed);
+        assert_eq!(r.measured["rtt_median_us"], 20900.0);
+        assert_eq!(r.expected["rtt_median_low_us"], 18600.0);
+        let failed =
+            record_of(&json!({"pass": false, "reason": "rtt_median 5000 us below 18600 us"}));
+        assert!(!failed.passed && failed.reason.contains("below"));
+    }
+}

@@ -1,0 +1,41 @@
+//! The Docker backend (DESIGN.md "Backends"): hosts are containers made through the Docker
+//! API (bollard), every object labelled `echolab.run=<run id>` so that teardown, Ctrl-C and
+//! `--down` find it.
+//!
+//! - [`engine`]: connecting (API version negotiated down to the engine's, e.g. 1.41 for
+//!   Docker 20.10) and the error wording (what failed, on which object).
+//! - [`image`]: the lab image: load the deterministic archive, or take `--image`.
+//! - [`exec`]: running a command in a host and collecting or streaming its output.
+//! - [`stats`]: CPU and memory samples of a container from the engine's stats stream.
+//! - [`topology`]: the hosts and networks of a profile, and the `Hosts` implementation.
+//! - [`cleanup`]: removing a run's objects, or every echolab object (`--down`).
+//! - [`uring`]: whether io_uring works under the containers' seccomp profile.
+
+pub mod cleanup;
+pub mod engine;
+pub mod exec;
+pub mod image;
+pub mod link;
+pub mod stats;
+pub mod topology;
+pub mod uring;
+
+/// The label every object of a run carries, with the run id as value.
+pub const RUN_LABEL: &str = "echolab.run";
+/// The label naming an object's role (`server`, `client`, `link`, `route-helper`, ...).
+pub const ROLE_LABEL: &str = "echolab.role";
+
+/// The labels of an object of `run_id` in `role`.
+pub fn labels(run_id: &str, role: &str) -> std::collections::HashMap<String, String> {
+    [
+        (RUN_LABEL.to_string(), run_id.to_string()),
+        (ROLE_LABEL.to_string(), role.to_string()),
+    ]
+    .into_iter()
+    .collect()
+}
+
+/// The name of an object of `run_id` in `role`: `echolab-<run id>-<role>`.
+pub fn object_name(run_id: &str, role: &str) -> String {
+    format!("echolab-{run_id}-{role}")
+}

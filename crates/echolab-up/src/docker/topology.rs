@@ -1,0 +1,443 @@
+//! The hosts and networks of a profile (DESIGN.md "Topologies"), and the [`Hosts`]
+//! implementation on them.
+//!
+//! Hosts are long-lived containers of the lab image running its hold process (the launcher's
+//! `__hold`, which only waits and reaps); every program of a cell is a `docker exec` in them.
+//! Exec rather than a container per cell: a cell then costs two execs instead of creating,
+//! starting and removing containers (and, behind a link, re-routing their namespaces), and
+//! the namespaces, sysctls and routes are set up once and recorded once.
+//!
+//! - loopback: the server host has its own network namespace with only `lo` (network mode
+//!   `none`); the client host joins it (`container:<server>`) and targets 127.0.0.1.
+//!
+//! Every host gets only what it needs: no capabilities beyond Docker's defaults on client and
+//! server, never `--privileged`; a nofile ulimit of 65536; and per-namespace sysctls on the
+//! namespace owners (a container that joins another's namespace cannot set them).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use anyhow::anyhow;
+use bollard::models::{
+    ContainerCreateBody, DeviceMapping, EndpointSettings, HostConfig, NetworkingConfig,
+    ResourcesUlimits,
+};
+use bollard::query_parameters::CreateContainerOptionsBuilder;
+use bollard::Docker;
+use echolab_core::results::ResourceSample;
+use serde_json::json;
+
+use super::engine::failed;
+use super::exec;
+use super::stats::Sampler;
+use super::{labels, object_name};
+use crate::commands::{parse_readiness, Readiness, READY_PREFIX};
+use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADLINE};
+use crate::image::IMAGE_BIN_DIR;
+
+/// Open files per process in every host: the seeds raise it to 65535 before their scans
+/// (seed 003, "ulimit -n 65535") so that descriptors are never the bottleneck.
+pub const NOFILE: i64 = 65536;
+
+/// Per-namespace sysctls of client and server namespaces: a listen backlog cap that does not
+/// cut echo-server's `--backlog 4096`, the widest usual ephemeral port range for connection
+/// scans, and reuse of TIME_WAIT ports for new outgoing connections (short-connection
+/// cells open tens of thousands of them); ip-sysctl.txt in the kernel documentation.
+pub fn endpoint_sysctls() -> HashMap<String, String> {
+    [
+        ("net.core.somaxconn", "4096"),
+        ("net.ipv4.ip_local_port_range", "1024 65000"),
+        ("net.ipv4.tcp_tw_reuse", "1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// How one host container is made.
+#[derive(Debug, Clone, Default)]
+pub struct HostSpec {
+    /// `server`, `client`, `link`, ...
+    pub role: String,
+    /// Docker network mode (`none`, `container:<id>`, a network name).
+    pub network_mode: String,
+    /// Extra networks to attach before start, with fixed addresses where given.
+    pub extra_networks: Vec<(String, Option<String>)>,
+    /// Capabilities added to Docker's default set.
+    pub cap_add: Vec<String>,
+    /// Devices mapped in.
+    pub devices: Vec<String>,
+    /// Namespaced sysctls.
+    pub sysctls: HashMap<String, String>,
+    /// `--security-opt` values (seccomp).
+    pub security_opt: Vec<String>,
+    /// Command (None: the image's hold process).
+    pub cmd: Option<Vec<String>>,
+    /// The nofile limit applied; [`create_host`] sets it ([`NOFILE`], or lower when the
+    /// engine cannot grant that, with `nofile_note` saying why).
+    pub nofile: Option<i64>,
+    /// Why `nofile` is below [`NOFILE`], if it is.
+    pub nofile_note: Option<String>,
+}
+
+impl HostSpec {
+    /// The settings as recorded in the manifest's `hosts`.
+    pub fn record(&self, name: &str, id: &str) -> serde_json::Value {
+        let sysctls: BTreeMap<_, _> = self.sysctls.iter().collect();
+        json!({
+            "container": name,
+            "id": id,
+            "network_mode": self.network_mode,
+            "networks": self.extra_networks.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            "cap_add": self.cap_add,
+            "devices": self.devices,
+            "privileged": false,
+            "sysctls": sysctls,
+            "ulimits": { "nofile": self.nofile.unwrap_or(NOFILE), "requested_nofile": NOFILE, "note": self.nofile_note },
+            "seccomp": if self.security_opt.is_empty() { "docker default".to_string() } else { self.security_opt.join(",") },
+            "command": self.cmd.clone().unwrap_or_else(|| vec![format!("{IMAGE_BIN_DIR}/echolab-up"), "__hold".into()]),
+        })
+    }
+}
+
+/// The nofile limit this engine could grant, with the note why, once it refused [`NOFILE`].
+static NOFILE_CAP: std::sync::Mutex<Option<(i64, String)>> = std::sync::Mutex::new(None);
+
+/// The launcher's own hard RLIMIT_NOFILE (getrlimit(2)): on a machine whose engine runs under
+/// the same cap (a container runtime cannot raise a limit above its own hard limit without
+/// CAP_SYS_RESOURCE), the most a host container can get.
+fn own_hard_nofile() -> Option<i64> {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .ok()
+        .map(|(_, hard)| hard.min(i64::MAX as u64) as i64)
+}
+
+/// Creates and starts a host container of `run_id`; returns its id and records the nofile
+/// limit it got in `spec`. When the engine cannot set [`NOFILE`] ("error setting rlimit"),
+/// the container is made again with this process's hard limit, and `spec.nofile_note` says
+/// so. A container that was created but failed to start keeps its label, so teardown
+/// removes it.
+///
+/// # Errors
+/// The create or start call failed, naming the container.
+pub async fn create_host(
+    docker: &Docker,
+    run_id: &str,
+    image: &str,
+    spec: &mut HostSpec,
+) -> anyhow::Result<String> {
+    // Once the engine refused NOFILE in this process, later hosts start at the cap directly
+    // instead of failing and being made twice.
+    if let Some((cap, note)) = NOFILE_CAP.lock().ok().and_then(|c| c.clone()) {
+        spec.nofile = Some(cap);
+        spec.nofile_note = Some(note);
+        return create_host_once(docker, run_id, image, spec).await;
+    }
+    spec.nofile = Some(NOFILE);
+    match create_host_once(docker, run_id, image, spec).await {
+        Err(e) if e.to_string().contains("rlimit") => {
+            let Some(cap) = own_hard_nofile().filter(|c| *c < NOFILE) else {
+                return Err(e);
+            };
+            let name = object_name(run_id, &spec.role);
+            docker
+                .remove_container(
+                    &name,
+                    Some(bollard::query_parameters::RemoveContainerOptions {
+                        force: true,
+                        ..Default::default()
+                    }),
+                )
+                .await
+                .map_err(|e| failed("remove container", &name, e))?;
+            let note = format!("the engine could not set nofile {NOFILE} ({e}); using this machine's hard limit {cap}");
+            if let Ok(mut c) = NOFILE_CAP.lock() {
+                *c = Some((cap, note.clone()));
+            }
+            spec.nofile = Some(cap);
+            spec.nofile_note = Some(note);
+            create_host_once(docker, run_id, image, spec).await
+        }
+        other => other,
+    }
+}
+
+async fn create_host_once(
+    docker: &Docker,
+    run_id: &str,
+    image: &str,
+    spec: &HostSpec,
+) -> anyhow::Result<String> {
+    let name = object_name(run_id, &spec.role);
+    let nofile = spec.nofile.unwrap_or(NOFILE);
+    let host_config = HostConfig {
+        network_mode: Some(spec.network_mode.clone()),
+        cap_add: (!spec.cap_add.is_empty()).then(|| spec.cap_add.clone()),
+        devices: (!spec.devices.is_empty()).then(|| {
+            spec.devices
+                .iter()
+                .map(|d| DeviceMapping {
+                    path_on_host: Some(d.clone()),
+                    path_in_container: Some(d.clone()),
+                    cgroup_permissions: Some("rwm".into()),
+                })
+                .collect()
+        }),
+        sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone()),
+        ulimits: Some(vec![ResourcesUlimits {
+            name: Some("nofile".into()),
+            soft: Some(nofile),
+            hard: Some(nofile),
+        }]),
+        security_opt: (!spec.security_opt.is_empty()).then(|| spec.security_opt.clone()),
+        privileged: Some(false),
+        ..Default::default()
+    };
+    let body = ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: spec.cmd.clone(),
+        labels: Some(labels(run_id, &spec.role)),
+        host_config: Some(host_config),
+        networking_config: spec
+            .extra_networks
+            .first()
+            .filter(|_| !spec.network_mode.starts_with("container:"))
+            .map(|(net, ip)| NetworkingConfig {
+                endpoints_config: Some([(net.clone(), endpoint(ip))].into_iter().collect()),
+            }),
+        ..Default::default()
+    };
+    let created = docker
+        .create_container(
+            Some(CreateContainerOptionsBuilder::default().name(&name).build()),
+            body,
+        )
+        .await
+        .map_err(|e| failed("create container", &name, e))?;
+    for (net, ip) in spec.extra_networks.iter().skip(1) {
+        let req = bollard::models::NetworkConnectRequest {
+            container: created.id.clone(),
+            endpoint_config: Some(endpoint(ip)),
+        };
+        docker
+            .connect_network(net, req)
+            .await
+            .map_err(|e| failed("connect network", &format!("{net} to {name}"), e))?;
+    }
+    docker
+        .start_container(&created.id, None)
+        .await
+        .map_err(|e| failed("start container", &name, e))?;
+    Ok(created.id)
+}
+
+fn endpoint(ip: &Option<String>) -> EndpointSettings {
+    EndpointSettings {
+        ipam_config: ip.as_ref().map(|a| bollard::models::EndpointIpamConfig {
+            ipv4_address: Some(a.clone()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The hosts of a run on Docker.
+pub struct DockerHosts {
+    docker: Docker,
+    server: String,
+    client: String,
+    /// Where the client reaches the server (127.0.0.1 for loopback, the server's address on
+    /// its network behind a link).
+    server_addr: IpAddr,
+    bind: IpAddr,
+}
+
+/// A running echo-server exec.
+pub struct DockerServer {
+    stream: exec::Streaming,
+    pid: u32,
+}
+
+/// Brings up the loopback topology; returns the hosts and their recorded settings.
+///
+/// # Errors
+/// A container could not be made; what is made carries the run's label for teardown.
+pub async fn up_loopback(
+    docker: &Docker,
+    run_id: &str,
+    image: &str,
+    server_security: &[String],
+) -> anyhow::Result<(DockerHosts, BTreeMap<String, serde_json::Value>)> {
+    let mut server_spec = HostSpec {
+        role: "server".into(),
+        network_mode: "none".into(),
+        sysctls: endpoint_sysctls(),
+        security_opt: server_security.to_vec(),
+        ..Default::default()
+    };
+    let server = create_host(docker, run_id, image, &mut server_spec).await?;
+    let mut client_spec = HostSpec {
+        role: "client".into(),
+        network_mode: format!("container:{server}"),
+        ..Default::default()
+    };
+    let client = create_host(docker, run_id, image, &mut client_spec).await?;
+    let mut record = BTreeMap::new();
+    record.insert(
+        "server".into(),
+        server_spec.record(&object_name(run_id, "server"), &server),
+    );
+    let mut client_rec = client_spec.record(&object_name(run_id, "client"), &client);
+    client_rec["sysctls"] = json!("shared with the server's network namespace");
+    record.insert("client".into(), client_rec);
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    Ok((
+        DockerHosts {
+            docker: docker.clone(),
+            server,
+            client,
+            server_addr: loopback,
+            bind: loopback,
+        },
+        record,
+    ))
+}
+
+impl DockerHosts {
+    /// Hosts behind a link: the server listens on all addresses and is reached at `server_addr`.
+    pub fn behind_link(
+        docker: &Docker,
+        server: String,
+        client: String,
+        server_addr: IpAddr,
+    ) -> Self {
+        Self {
+            docker: docker.clone(),
+            server,
+            client,
+            server_addr,
+            bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        }
+    }
+
+    /// The server host's container id.
+    pub fn server_container(&self) -> &str {
+        &self.server
+    }
+
+    /// The client host's container id.
+    pub fn client_container(&self) -> &str {
+        &self.client
+    }
+
+    /// Runs a program in the client host (calibration tools).
+    ///
+    /// # Errors
+    /// As [`exec::run`].
+    pub async fn run_in_client(&self, cmd: &[String]) -> anyhow::Result<ProcOutput> {
+        exec::run(&self.docker, &self.client, cmd, BENCH_DEADLINE).await
+    }
+
+    async fn signal(
+        &self,
+        container: &str,
+        target: &str,
+        signal: &str,
+    ) -> anyhow::Result<ProcOutput> {
+        let cmd = vec![
+            format!("{IMAGE_BIN_DIR}/echolab-up"),
+            "__signal".into(),
+            target.into(),
+            signal.into(),
+        ];
+        exec::run(&self.docker, container, &cmd, STOP_DEADLINE).await
+    }
+}
+
+impl Hosts for DockerHosts {
+    type Server = DockerServer;
+
+    fn server_bind(&self) -> IpAddr {
+        self.bind
+    }
+
+    fn target(&self, ready: &Readiness) -> SocketAddr {
+        SocketAddr::new(self.server_addr, ready.addr.port())
+    }
+
+    async fn start_server(&mut self, args: &[String]) -> anyhow::Result<(DockerServer, Readiness)> {
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/echo-server")];
+        cmd.extend_from_slice(args);
+        let mut stream = exec::start(&self.docker, &self.server, &cmd, READY_PREFIX).await?;
+        let ready = tokio::time::timeout(READY_DEADLINE, &mut stream.ready).await;
+        match ready {
+            Ok(Ok(line)) => {
+                let r = parse_readiness(&line).ok_or_else(|| {
+                    anyhow!("echo-server's readiness line has no address or pid: {line}")
+                })?;
+                let pid = r.pid;
+                Ok((DockerServer { stream, pid }, r))
+            }
+            Ok(Err(_)) => {
+                // The output closed without a readiness line: the server exited.
+                let out = exec::finish(&self.docker, stream, STOP_DEADLINE).await?;
+                Err(anyhow!(
+                    "echo-server {} exited before it was ready ({})",
+                    args.join(" "),
+                    out.describe()
+                ))
+            }
+            Err(_) => {
+                let _ = self.signal(&self.server, "echo-server", "KILL").await;
+                Err(anyhow!(
+                    "echo-server {} printed no readiness line within {READY_DEADLINE:?}; killed",
+                    args.join(" ")
+                ))
+            }
+        }
+    }
+
+    async fn run_bench(
+        &mut self,
+        args: &[String],
+        _server: &DockerServer,
+    ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
+        let sampler = Sampler::start(&self.docker, &self.server).await;
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/echo-bench")];
+        cmd.extend_from_slice(args);
+        let result = exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await;
+        let samples = sampler.stop().await;
+        match result {
+            Ok(out) => Ok((out, samples)),
+            Err(e) => {
+                let _ = self.signal(&self.client, "echo-bench", "KILL").await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn stop_server(&mut self, server: DockerServer) -> anyhow::Result<ProcOutput> {
+        let sent = self
+            .signal(&self.server, &server.pid.to_string(), "TERM")
+            .await?;
+        if sent.exit_code != Some(0) {
+            return Err(anyhow!(
+                "SIGTERM to echo-server pid {}: {}",
+                server.pid,
+                sent.describe()
+            ));
+        }
+        match exec::finish(&self.docker, server.stream, STOP_DEADLINE).await {
+            Ok(out) => Ok(out),
+            Err(e) => {
+                let _ = self
+                    .signal(&self.server, &server.pid.to_string(), "KILL")
+                    .await;
+                Err(anyhow!(
+                    "echo-server pid {} after SIGTERM: {e:#}; killed",
+                    server.pid
+                ))
+            }
+        }
+    }
+}

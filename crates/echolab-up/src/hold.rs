@@ -1,0 +1,91 @@
+//! The two small jobs the launcher binary does inside the lab image, so the image needs no
+//! shell and no other tool:
+//!
+//! - `echolab-up __hold`: the host container's main process. It owns nothing but the
+//!   namespaces; it reaps orphaned children (as PID 1 must; a prefork server's workers are
+//!   re-parented to it) and exits 0 on SIGTERM or SIGINT.
+//! - `echolab-up __signal TARGET SIG`: sends SIG (`TERM`, `KILL`, `INT`) to TARGET, a pid or a
+//!   process name (every process of that name in the pid namespace, from /proc/PID/comm).
+
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
+
+/// Runs `__hold` until SIGTERM/SIGINT; returns the exit code.
+pub fn hold() -> i32 {
+    let mut set = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGCHLD] {
+        set.add(s);
+    }
+    // Blocked so that sigwait receives them instead of their default actions.
+    if let Err(e) = set.thread_block() {
+        eprintln!("echolab-up __hold: cannot block signals: {e}");
+        return 1;
+    }
+    loop {
+        match set.wait() {
+            Ok(Signal::SIGCHLD) => {
+                while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                    if status == nix::sys::wait::WaitStatus::StillAlive {
+                        break;
+                    }
+                }
+            }
+            Ok(_) => return 0,
+            Err(e) => {
+                eprintln!("echolab-up __hold: sigwait: {e}");
+                return 1;
+            }
+        }
+    }
+}
+
+fn parse_signal(name: &str) -> Option<Signal> {
+    match name.trim_start_matches("SIG") {
+        "TERM" => Some(Signal::SIGTERM),
+        "KILL" => Some(Signal::SIGKILL),
+        "INT" => Some(Signal::SIGINT),
+        _ => None,
+    }
+}
+
+/// The pids of processes named `comm` (/proc/PID/comm), excluding this process.
+fn pids_named(comm: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .collect()
+}
+
+/// Runs `__signal TARGET SIG`; returns the exit code (0 when at least one process got it, 1
+/// when none did, 2 for bad usage).
+pub fn signal(args: &[String]) -> i32 {
+    let (Some(target), Some(sig)) = (args.first(), args.get(1).and_then(|s| parse_signal(s)))
+    else {
+        eprintln!("usage: echolab-up __signal PID|NAME TERM|KILL|INT");
+        return 2;
+    };
+    let pids = match target.parse::<i32>() {
+        Ok(pid) if pid > 0 => vec![pid],
+        _ => pids_named(target),
+    };
+    let mut delivered = 0;
+    for pid in &pids {
+        match kill(Pid::from_raw(*pid), sig) {
+            Ok(()) => delivered += 1,
+            Err(e) => eprintln!("echolab-up __signal: kill({pid}, {sig}): {e}"),
+        }
+    }
+    if delivered == 0 {
+        eprintln!("echolab-up __signal: no process {target} got {sig}");
+        1
+    } else {
+        0
+    }
+}

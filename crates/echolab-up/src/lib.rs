@@ -1,0 +1,30 @@
+//! `echolab-up`: run a seed experiment under a network profile, in containers (or as local
+//! processes when no Docker engine is reachable), verify the path by calibration, collect
+//! every run into a results directory, and clean up on every path (DESIGN.md "Data flow").
+//!
+//! - [`cli`], [`app`]: the command line and one call from start to end.
+//! - [`catalog`], [`plan`]: inputs (profiles, experiments) and the runs they expand to.
+//! - [`image`]: the lab image as a deterministic archive; [`docker`]: the Docker backend;
+//!   [`local`]: the local backend; [`hosts`]: what both provide.
+//! - [`commands`]: echo-server/echo-bench command lines and output parsing.
+//! - [`calibrate`], [`runner`]: calibration, and the per-run loop written once for all backends.
+//! - [`results_dir`], [`summary`], [`environment`], [`report`]: what is written and recorded.
+//! - [`hold`], [`netroute`]: the small jobs the binary does inside the lab image.
+
+pub mod app;
+pub mod calibrate;
+pub mod catalog;
+pub mod cli;
+pub mod commands;
+pub mod docker;
+pub mod environment;
+pub mod hold;
+pub mod hosts;
+pub mod image;
+pub mod local;
+pub mod netroute;
+pub mod plan;
+pub mod report;
+pub mod results_dir;
+pub mod runner;
+pub mod summary;

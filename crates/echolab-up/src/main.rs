@@ -1,0 +1,43 @@
+//! `echolab-up`: see `echolab-up --help` and the library's documentation.
+
+use std::process::ExitCode;
+
+use echolab_up::{app, cli, hold, netroute};
+
+fn code(c: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(c).unwrap_or(1))
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    // The in-image jobs come first: they must not need a runtime or a checkout.
+    match argv.get(1).map(String::as_str) {
+        Some("__hold") => return code(hold::hold()),
+        Some("__signal") => return code(hold::signal(&argv[2..])),
+        Some("__route") => return code(netroute::route_main(&argv[2..])),
+        Some("__ifname") => return code(netroute::ifname_main(&argv[2..])),
+        _ => {}
+    }
+    let args = match cli::parse(argv.clone()) {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("echolab-up: {}", cli::one_line(&e));
+            return ExitCode::from(app::EXIT_USAGE);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("echolab-up: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(app::main(args, argv[1..].to_vec()))
+}

@@ -1,0 +1,129 @@
+//! The per-run loop, written once for every backend: start the server and wait for its
+//! readiness line, run echo-bench (its `--warmup` is the warm-up) while the server host is
+//! sampled, stop the server with SIGTERM and read its final stats, write the run record.
+
+use std::time::Instant;
+
+use echolab_core::experiment::Experiment;
+use echolab_core::results::RunRecord;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::commands::{bench_args, parse_bench_report, parse_final_stats, server_args};
+use crate::hosts::Hosts;
+use crate::plan::PlannedRun;
+use crate::results_dir::ResultsWriter;
+
+/// A progress bar of runs done out of planned, with the ETA, on stderr (hidden when stderr is
+/// not a terminal, as indicatif does).
+pub fn progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    let style = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs, ETA {eta} {msg}",
+    )
+    .expect("a valid template");
+    bar.set_style(style);
+    bar
+}
+
+/// Why the loop stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// echo-server could not start for a cell: every later run of the same configuration would
+    /// fail the same way, so the run stops here.
+    #[error("run {run}: {message}")]
+    ServerStart { run: String, message: String },
+    /// The results directory could not be written.
+    #[error("{0:#}")]
+    Results(anyhow::Error),
+}
+
+/// Whether a cell may run on these hosts; `Err(reason)` records the run as failed with that
+/// reason and skips it (e.g. io_uring denied by the container's seccomp profile).
+pub type CellFilter<'a> = &'a dyn Fn(&echolab_core::experiment::Cell) -> Result<(), String>;
+
+/// Runs `runs` in order and writes a record for each. Returns the number of runs that ended
+/// with an error but let the run go on (bench failures, skipped cells).
+///
+/// # Errors
+/// [`RunError`]; the record of the failing run is written first.
+pub async fn run_all<H: Hosts>(
+    hosts: &mut H,
+    exp: &Experiment,
+    runs: &[PlannedRun],
+    out: &mut ResultsWriter,
+    bar: &ProgressBar,
+    filter: CellFilter<'_>,
+) -> Result<u64, RunError> {
+    let mut failed = 0;
+    for (cell, rep) in runs {
+        let name = format!("{}_rep{rep}", cell.id());
+        bar.set_message(name.clone());
+        let started_at = echolab_core::utc_now_rfc3339();
+        let t0 = Instant::now();
+        let mut rec = RunRecord {
+            cell: cell.clone(),
+            repetition: *rep,
+            started_at,
+            wall_s: 0.0,
+            bench: None,
+            server: None,
+            samples: Vec::new(),
+            strace: None,
+            error: None,
+        };
+        if let Err(reason) = filter(cell) {
+            rec.error = Some(reason);
+            failed += 1;
+            out.add_run(rec).map_err(RunError::Results)?;
+            bar.inc(1);
+            continue;
+        }
+        let (server, ready) = match hosts
+            .start_server(&server_args(exp, cell, hosts.server_bind()))
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                let message = format!("{e:#}");
+                rec.error = Some(message.clone());
+                rec.wall_s = t0.elapsed().as_secs_f64();
+                out.add_run(rec).map_err(RunError::Results)?;
+                return Err(RunError::ServerStart { run: name, message });
+            }
+        };
+        let target = hosts.target(&ready);
+        let bench = hosts
+            .run_bench(&bench_args(exp, cell, target), &server)
+            .await;
+        let stopped = hosts.stop_server(server).await;
+        let mut errors = Vec::new();
+        match bench {
+            Ok((output, samples)) => {
+                rec.samples = samples;
+                match parse_bench_report(&output.stdout) {
+                    Ok(report) => rec.bench = Some(report),
+                    Err(e) => errors.push(format!("echo-bench {}: {e}", output.describe())),
+                }
+                if rec.bench.is_some() && output.exit_code != Some(0) {
+                    errors.push(format!("echo-bench {}", output.describe()));
+                }
+            }
+            Err(e) => errors.push(format!("echo-bench: {e:#}")),
+        }
+        match stopped {
+            Ok(output) => match parse_final_stats(&output.stdout) {
+                Ok(stats) => rec.server = Some(stats),
+                Err(e) => errors.push(format!("echo-server {}: {e}", output.describe())),
+            },
+            Err(e) => errors.push(format!("stopping echo-server: {e:#}")),
+        }
+        rec.wall_s = t0.elapsed().as_secs_f64();
+        if !errors.is_empty() {
+            failed += 1;
+            rec.error = Some(errors.join("; "));
+        }
+        out.add_run(rec).map_err(RunError::Results)?;
+        bar.inc(1);
+    }
+    Ok(failed)
+}

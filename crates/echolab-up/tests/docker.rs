@@ -1,0 +1,440 @@
+//! echolab-up against this machine's Docker engine, end to end: the smoke experiment on the
+//! loopback and crossnet profiles, cleanup after a forced failure and after Ctrl-C, a second
+//! run right after the first, and the lab image's id staying the same across builds.
+//!
+//! Each test skips (with the reason printed) when no Docker engine is reachable. The lab image
+//! is built from the binaries next to echolab-up (target/debug when run by `cargo nextest run
+//! --workspace`, which builds every workspace binary first).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use echolab_core::results::{ResultsDir, RunStatus};
+use echolab_up::docker::{cleanup, engine};
+
+const BIN: &str = env!("CARGO_BIN_EXE_echolab-up");
+
+fn bin_dir() -> PathBuf {
+    Path::new(BIN)
+        .parent()
+        .expect("binary has a directory")
+        .to_path_buf()
+}
+
+/// A private copy of the lab binaries: other builds may replace target/debug's files while a
+/// test runs, and an image must be built from one consistent set.
+fn snapshot_bins(dir: &TempDir) -> PathBuf {
+    let snap = dir.0.join("bin");
+    std::fs::create_dir_all(&snap).unwrap();
+    for name in ["echo-server", "echo-bench", "echolab-netem", "echolab-up"] {
+        let from = bin_dir().join(name);
+        assert!(
+            from.is_file(),
+            "{} is not built; run `cargo build --workspace --bins`",
+            from.display()
+        );
+        std::fs::copy(&from, snap.join(name)).unwrap();
+    }
+    snap
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The engine, or None after printing why the test is skipped.
+fn engine_or_skip(test: &str) -> Option<engine::Engine> {
+    match runtime().block_on(engine::connect()) {
+        Ok(e) => Some(e),
+        Err(reason) => {
+            eprintln!("SKIPPED {test}: {reason}");
+            None
+        }
+    }
+}
+
+/// A results base directory removed on drop, even when the test fails.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let d = std::env::temp_dir().join(format!(
+            "echolab-up-it-{tag}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        Self(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn launch(out: &Path, bins: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .arg("--out")
+        .arg(out)
+        .arg("--bin-dir")
+        .arg(bins)
+        .arg("--backend")
+        .arg("docker");
+    c.stdin(Stdio::null());
+    c
+}
+
+fn run(out: &Path, bins: &Path, args: &[&str]) -> Output {
+    launch(out, bins, args).output().expect("echolab-up runs")
+}
+
+/// The single results directory under `base`.
+fn results(base: &Path) -> ResultsDir {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(base)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(
+        dirs.len(),
+        1,
+        "one results directory in {}: {dirs:?}",
+        base.display()
+    );
+    ResultsDir::load(&dirs[0]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn assert_nothing_left(e: &engine::Engine, run_id: &str) {
+    let left = runtime()
+        .block_on(cleanup::list_labelled(&e.docker, Some(run_id)))
+        .unwrap();
+    assert!(
+        left.containers.is_empty() && left.networks.is_empty(),
+        "run {run_id} left {left:?}"
+    );
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn check_complete_smoke(e: &engine::Engine, base: &Path, o: &Output, backend: &str) -> ResultsDir {
+    assert!(o.status.success(), "echolab-up failed: {}", stderr(o));
+    let r = results(base);
+    let m = &r.manifest;
+    assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
+    assert_eq!(
+        (m.runs_done, m.runs_planned, r.runs.len() as u64),
+        (8, 8, 8)
+    );
+    assert_eq!(m.backend, "docker");
+    assert_eq!(m.link.backend, backend);
+    let cal = m.link.calibration.as_ref().expect("calibration recorded");
+    assert!(
+        cal.passed && cal.measured.contains_key("rtt_median_us"),
+        "{cal:?}"
+    );
+    assert!(m.image.id.starts_with("sha256:") && m.image.binaries.contains_key("echo-server"));
+    assert!(!m.environment.docker_version.is_empty() && !m.environment.kernel.is_empty());
+    for phase in ["image", "topology_up", "calibration", "cells", "teardown"] {
+        assert!(
+            m.timings.phases.contains_key(phase),
+            "timing {phase} missing: {:?}",
+            m.timings
+        );
+    }
+    let server = &m.hosts["server"];
+    assert_eq!(server["privileged"], false);
+    assert!(
+        server["cap_add"].as_array().unwrap().is_empty(),
+        "the server host has no added capability"
+    );
+    for rec in &r.runs {
+        assert!(rec.error.is_none(), "{}: {:?}", rec.file_name(), rec.error);
+        let bench = rec.bench.as_ref().expect("bench report");
+        assert_eq!(bench.requests_ok, 10 * 20, "{}", rec.file_name());
+        let stats = rec.server.as_ref().expect("server stats");
+        assert!(
+            stats.is_final && stats.totals.accepted >= 10,
+            "{}",
+            rec.file_name()
+        );
+    }
+    assert!(r.path.join("summary.csv").is_file());
+    assert_nothing_left(e, &m.run_id);
+    r
+}
+
+#[test]
+fn smoke_on_loopback_then_again_right_after() {
+    let Some(e) = engine_or_skip("smoke_on_loopback_then_again_right_after") else {
+        return;
+    };
+    let first = TempDir::new("loop1");
+    let bins = snapshot_bins(&first);
+    let o = run(
+        &first.0.join("results"),
+        &bins,
+        &["--profile", "loopback", "--experiment", "smoke"],
+    );
+    let r1 = check_complete_smoke(&e, &first.0.join("results"), &o, "none");
+    assert!(r1.manifest.hosts["client"]["network_mode"]
+        .as_str()
+        .unwrap()
+        .starts_with("container:"));
+    // The same command again at once: the image is reused, names do not collide.
+    let second = TempDir::new("loop2");
+    let o = run(
+        &second.0,
+        &bins,
+        &["--profile", "loopback", "--experiment", "smoke"],
+    );
+    let r2 = check_complete_smoke(&e, &second.0, &o, "none");
+    assert_ne!(r1.manifest.run_id, r2.manifest.run_id);
+    assert_eq!(
+        r1.manifest.image.id, r2.manifest.image.id,
+        "same binaries, same image id"
+    );
+}
+
+#[test]
+fn smoke_on_crossnet_through_the_link() {
+    let Some(e) = engine_or_skip("smoke_on_crossnet_through_the_link") else {
+        return;
+    };
+    let base = TempDir::new("crossnet");
+    let bins = snapshot_bins(&base);
+    let out = base.0.join("results");
+    let o = run(
+        &out,
+        &bins,
+        &["--profile", "crossnet", "--experiment", "smoke"],
+    );
+    let probe_has_netem =
+        std::fs::read_to_string("/proc/modules").is_ok_and(|m| m.contains("sch_netem"));
+    let expected_backend = if probe_has_netem {
+        "kernel-netem"
+    } else {
+        "userspace-wire"
+    };
+    let r = check_complete_smoke(&e, &out, &o, expected_backend);
+    let link = &r.manifest.hosts["link"];
+    assert_eq!(link["cap_add"], serde_json::json!(["NET_ADMIN"]));
+    assert_eq!(link["devices"], serde_json::json!(["/dev/net/tun"]));
+    assert_eq!(link["sysctls"]["net.ipv4.ip_forward"], "1");
+    // The profile adds 20 ms of RTT: a long-connection round trip cannot be faster.
+    for rec in r
+        .runs
+        .iter()
+        .filter(|r| r.cell.mode == echolab_core::experiment::BenchMode::Long)
+    {
+        let p50 = rec.bench.as_ref().unwrap().latency_us.p50;
+        assert!(
+            p50 >= 18_000.0,
+            "{}: p50 {p50} us is below the link's 20 ms RTT",
+            rec.file_name()
+        );
+    }
+}
+
+#[test]
+fn a_forced_failure_leaves_nothing_behind() {
+    let Some(e) = engine_or_skip("a_forced_failure_leaves_nothing_behind") else {
+        return;
+    };
+    let base = TempDir::new("fail");
+    let exp = base.0.join("bad-model.yaml");
+    std::fs::write(
+        &exp,
+        "name: bad-model\nquestion: does a failing cell stop the run cleanly?\nrepetitions: 1\nmatrix:\n  - servers: [no-such-model]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\n",
+    )
+    .unwrap();
+    let out = base.0.join("results");
+    let bins = snapshot_bins(&base);
+    let o = run(
+        &out,
+        &bins,
+        &[
+            "--profile",
+            "loopback",
+            "--experiment",
+            exp.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let r = results(&out);
+    assert_eq!(r.manifest.status, RunStatus::Failed);
+    let error = r.manifest.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("no-such-model"),
+        "the error names the bad model: {error}"
+    );
+    assert_eq!(r.runs.len(), 1, "the failed run is recorded");
+    assert!(r.runs[0].error.is_some());
+    assert_nothing_left(&e, &r.manifest.run_id);
+}
+
+#[test]
+fn ctrl_c_interrupts_and_cleans_up() {
+    let Some(e) = engine_or_skip("ctrl_c_interrupts_and_cleans_up") else {
+        return;
+    };
+    let base = TempDir::new("sigint");
+    // Many seconds of long-connection runs, so that the signal lands mid-run.
+    let exp = base.0.join("long.yaml");
+    std::fs::write(
+        &exp,
+        "name: long\nquestion: is a run cut short by Ctrl-C cleaned up?\nrepetitions: 50\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n",
+    )
+    .unwrap();
+    let out = base.0.join("results");
+    let bins = snapshot_bins(&base);
+    let child = launch(
+        &out,
+        &bins,
+        &[
+            "--profile",
+            "loopback",
+            "--experiment",
+            exp.to_str().unwrap(),
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut guard = Kill(child);
+    // Drained in the background so a full pipe can never block echolab-up.
+    let stderr_pipe = guard.0.stderr.take().unwrap();
+    let stderr_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let mut p = stderr_pipe;
+        let _ = std::io::Read::read_to_string(&mut p, &mut s);
+        s
+    });
+    // Wait until at least one run record exists: the topology is up and cells are running.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let run_dir = loop {
+        let found = std::fs::read_dir(&out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path());
+        if let Some(d) = found
+            .filter(|d| std::fs::read_dir(d.join("runs")).is_ok_and(|mut r| r.next().is_some()))
+        {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "no run record within 180 s");
+        assert!(
+            guard.0.try_wait().unwrap().is_none(),
+            "echolab-up exited before the first run"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SAFETY: kill(2) on our own child's pid, which has not been reaped (we still own it).
+    unsafe { libc::kill(guard.0.id() as i32, libc::SIGINT) };
+    let status = {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(s) = guard.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "echolab-up did not exit within 120 s of SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let err = stderr_reader.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    let r = ResultsDir::load(&run_dir).unwrap();
+    assert_eq!(r.manifest.status, RunStatus::Interrupted, "{err}");
+    assert!(r.manifest.runs_done >= 1 && r.manifest.runs_done < r.manifest.runs_planned);
+    assert_nothing_left(&e, &r.manifest.run_id);
+}
+
+#[test]
+fn bad_input_exits_2_and_creates_nothing() {
+    let base = TempDir::new("badinput");
+    let o = Command::new(BIN)
+        .args(["--profile", "mars", "--out"])
+        .arg(&base.0)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("unknown profile 'mars'") && err.contains("loopback"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    let bad = base.0.join("broken.yaml");
+    std::fs::write(&bad, "name: x\nquestion: [\n").unwrap();
+    let o = Command::new(BIN)
+        .args(["--experiment", bad.to_str().unwrap(), "--out"])
+        .arg(&base.0)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("broken.yaml") && err.contains("line") && err.contains("column"),
+        "{err}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&base.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "no results directory for bad input: {leftovers:?}"
+    );
+}
+
+#[test]
+fn the_image_id_is_the_same_for_the_same_binaries() {
+    let Some(e) = engine_or_skip("the_image_id_is_the_same_for_the_same_binaries") else {
+        return;
+    };
+    let dir = TempDir::new("image");
+    let bins = snapshot_bins(&dir);
+    let rt = runtime();
+    let first = rt
+        .block_on(echolab_up::docker::image::ensure(&e.docker, &bins, None))
+        .unwrap();
+    let archive = echolab_up::image::build_archive(&bins).unwrap();
+    assert_eq!(
+        first.id, archive.id,
+        "the engine's id is the archive's config digest"
+    );
+    let again = rt
+        .block_on(echolab_up::docker::image::ensure(&e.docker, &bins, None))
+        .unwrap();
+    assert_eq!(first.id, again.id);
+    assert!(rt
+        .block_on(echolab_up::docker::image::image_id(
+            &e.docker,
+            "echolab:latest"
+        ))
+        .unwrap()
+        .is_some());
+}

@@ -13,6 +13,7 @@
 
 pub mod calibrate;
 pub mod kernel;
+pub mod netdev;
 pub mod nl;
 pub mod testbed;
 pub mod wire;

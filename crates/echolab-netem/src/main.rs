@@ -11,6 +11,7 @@ use echolab_core::profile::{Profile, Topology};
 use echolab_core::units::parse_duration;
 use echolab_netem::calibrate::{self, CalibrationPlan};
 use echolab_netem::kernel;
+use echolab_netem::netdev;
 use echolab_netem::wire::{Wire, WireConfig};
 
 const EXAMPLES: &str = "\
@@ -49,10 +50,12 @@ enum Cmd {
         /// Profile file or name.
         #[arg(long)]
         profile: String,
-        /// Device whose egress carries uplink traffic (the link host's server-side device).
+        /// Device whose egress carries uplink traffic (the link host's server-side device; a
+        /// name, or an IPv4 address the device holds).
         #[arg(long)]
         uplink_dev: String,
-        /// Device whose egress carries downlink traffic (the link host's client-side device).
+        /// Device whose egress carries downlink traffic (the link host's client-side device; a
+        /// name, or an IPv4 address the device holds).
         #[arg(long)]
         downlink_dev: String,
     },
@@ -72,10 +75,10 @@ enum Cmd {
         /// Profile file or name.
         #[arg(long)]
         profile: String,
-        /// Device facing the client network.
+        /// Device facing the client network (a name, or an IPv4 address the device holds).
         #[arg(long)]
         client_side: String,
-        /// Device facing the server network.
+        /// Device facing the server network (a name, or an IPv4 address the device holds).
         #[arg(long)]
         server_side: String,
         /// Also print stats this often (e.g. "10s").
@@ -186,8 +189,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 )));
             };
             let installed = vec![
-                kernel::apply(&uplink_dev, "uplink", up).map_err(failed)?,
-                kernel::apply(&downlink_dev, "downlink", down).map_err(failed)?,
+                kernel::apply(&netdev::resolve(&uplink_dev).map_err(bad_input)?, "uplink", up).map_err(failed)?,
+                kernel::apply(&netdev::resolve(&downlink_dev).map_err(bad_input)?, "downlink", down).map_err(failed)?,
             ];
             print_json(&installed);
             Ok(ExitCode::SUCCESS)
@@ -233,8 +236,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 profile: p.name.clone(),
                 uplink: up,
                 downlink: down,
-                client_side,
-                server_side,
+                client_side: netdev::resolve(&client_side).map_err(bad_input)?,
+                server_side: netdev::resolve(&server_side).map_err(bad_input)?,
                 tun_names: (tun_up, tun_down),
                 tables: (table, table + 1),
                 rule_priority,

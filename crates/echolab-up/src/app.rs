@@ -108,6 +108,9 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if args.build_image {
+        return build_image(&inputs, args.image.as_deref()).await;
+    }
     let engine = match args.backend {
         BackendChoice::Local => None,
         BackendChoice::Docker | BackendChoice::Auto => match docker::engine::connect().await {
@@ -261,6 +264,27 @@ fn status_word(s: RunStatus) -> &'static str {
     }
 }
 
+async fn build_image(inputs: &Inputs, prebuilt: Option<&str>) -> ExitCode {
+    let engine = match docker::engine::connect().await {
+        Ok(e) => e,
+        Err(reason) => {
+            eprintln!("echolab-up: {reason}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match docker::image::ensure(&engine.docker, &inputs.bin_dir, prebuilt).await {
+        Ok(image) => {
+            println!("{} {}", image.reference, image.id);
+            eprintln!("echolab-up: image {} ({}) is also tagged echolab:latest", image.reference, image.id);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("echolab-up: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn down() -> ExitCode {
     let engine = match docker::engine::connect().await {
         Ok(e) => e,
@@ -269,10 +293,17 @@ async fn down() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
+    let images = match docker::cleanup::remove_stale_images(&engine.docker).await {
+        Ok(removed) => removed.len(),
+        Err(e) => {
+            eprintln!("echolab-up: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     match docker::cleanup::remove_labelled(&engine.docker, None).await {
         Ok(r) => {
             eprintln!(
-                "echolab-up: removed {} containers and {} networks of earlier runs",
+                "echolab-up: removed {} containers and {} networks of earlier runs, and {images} stale lab images",
                 r.containers.len(),
                 r.networks.len()
             );

@@ -46,9 +46,14 @@ pub struct Args {
     /// Leave the run's containers and networks up afterwards (remove them with --down).
     #[arg(long)]
     pub keep: bool,
-    /// Remove every container and network left by earlier runs (label echolab.run), then exit.
+    /// Remove every container and network left by earlier runs (label echolab.run), and lab
+    /// images that no tag but their content hash points to, then exit.
     #[arg(long)]
     pub down: bool,
+    /// Build the lab image from --bin-dir (or check --image), tag it echolab:latest for
+    /// compose/docker-compose.yml, print its reference and id, then exit.
+    #[arg(long, conflicts_with = "down")]
+    pub build_image: bool,
     /// Where the echo-server, echo-bench, echolab-netem and echolab-up binaries are
     /// (default: <root>/target/release).
     #[arg(long, value_name = "DIR")]

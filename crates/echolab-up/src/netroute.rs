@@ -125,24 +125,16 @@ pub fn ifname_main(args: &[String]) -> i32 {
         eprintln!("usage: echolab-up __ifname IPV4");
         return 2;
     };
-    let addrs = match nix::ifaddrs::getifaddrs() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("echolab-up __ifname: getifaddrs: {e}");
-            return 1;
+    match echolab_netem::netdev::device_with_address(ip) {
+        Ok(dev) => {
+            println!("{dev}");
+            0
         }
-    };
-    for a in addrs {
-        if a.address
-            .and_then(|s| s.as_sockaddr_in().map(|sin| sin.ip()))
-            == Some(ip)
-        {
-            println!("{}", a.interface_name);
-            return 0;
+        Err(e) => {
+            eprintln!("echolab-up __ifname: {e}");
+            1
         }
     }
-    eprintln!("echolab-up __ifname: no interface has {ip}");
-    1
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use bollard::query_parameters::{
-    ListContainersOptions, ListNetworksOptions, RemoveContainerOptions,
+    ListContainersOptions, ListImagesOptions, ListNetworksOptions, RemoveContainerOptions,
+    RemoveImageOptions,
 };
 use bollard::Docker;
 
@@ -121,4 +122,52 @@ pub async fn list_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::Res
             .collect(),
         networks: networks.into_iter().filter_map(|n| n.name).collect(),
     })
+}
+
+/// Whether `tag` is one of the launcher's content-addressed tags, `echolab:<hex>`, which
+/// nothing refers to once a newer build replaced it (`echolab:latest`, `echolab:nix` and any
+/// user tag are not).
+pub fn is_content_tag(tag: &str) -> bool {
+    tag.strip_prefix("echolab:")
+        .is_some_and(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// Removes lab images whose only tags are content tags ([`is_content_tag`]): the images of
+/// earlier binaries. An image a container still uses is left alone (the engine refuses).
+///
+/// # Errors
+/// Listing images failed; a refused removal is skipped, not an error.
+pub async fn remove_stale_images(docker: &Docker) -> anyhow::Result<Vec<String>> {
+    let filters: HashMap<String, Vec<String>> =
+        [("reference".to_string(), vec!["echolab".to_string()])].into_iter().collect();
+    let images = docker
+        .list_images(Some(ListImagesOptions { filters: Some(filters), ..Default::default() }))
+        .await
+        .map_err(|e| failed("list images", "echolab", e))?;
+    let mut removed = Vec::new();
+    for image in images {
+        if image.repo_tags.is_empty() || !image.repo_tags.iter().all(|t| is_content_tag(t)) {
+            continue;
+        }
+        for tag in &image.repo_tags {
+            if docker.remove_image(tag, None::<RemoveImageOptions>, None).await.is_ok() {
+                removed.push(tag.clone());
+            }
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_content_hash_tags_are_stale() {
+        assert!(is_content_tag("echolab:8a6fdb163b08"));
+        assert!(!is_content_tag("echolab:latest"));
+        assert!(!is_content_tag("echolab:nix"));
+        assert!(!is_content_tag("other:8a6fdb163b08"));
+        assert!(!is_content_tag("echolab:"));
+    }
 }

@@ -1,0 +1,76 @@
+//! The main form: seed 000's `echo-bench HOST PORT CONNS ROUNDS --mode short|long`.
+
+use echolab_core::protocol;
+
+use crate::cli::{Mode, RunArgs};
+use crate::engine::{self, Pattern, Stop};
+use crate::setup::{self, PlanInputs, SetupError};
+use crate::Finished;
+
+/// Interval of the per-interval records of a `--duration` run.
+pub const INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs the short/long benchmark described by `args`.
+///
+/// # Errors
+/// Unresolvable host, too few file descriptors, or an engine that could not start.
+pub fn run(args: &RunArgs) -> Result<Finished, SetupError> {
+    // clap guarantees these (required unless a subcommand is given, and there is none here).
+    let (Some(host), Some(port), Some(conns)) = (&args.host, args.port, args.conns) else {
+        return Err(SetupError {
+            message: "HOST, PORT and CONNS are required".into(),
+            exit_code: 2,
+        });
+    };
+    let stop = match (args.rounds, args.duration) {
+        (_, Some(d)) => Stop::Duration(d),
+        (Some(n), None) => Stop::Rounds(n),
+        (None, None) => {
+            return Err(SetupError {
+                message: "give ROUNDS or --duration".into(),
+                exit_code: 2,
+            })
+        }
+    };
+    let request = protocol::payload(args.payload_size as usize);
+    let plan = setup::plan(
+        PlanInputs {
+            addr: setup::resolve(host, port)?,
+            pattern: match args.mode {
+                Mode::Short => Pattern::Short,
+                Mode::Long => Pattern::Long,
+            },
+            conns,
+            stop,
+            warmup: args.load.warmup,
+            rate: args.rate,
+            expected_reply: request.clone(),
+            request,
+            interval: args.duration.map(|_| INTERVAL),
+        },
+        &args.sock,
+    )?;
+    let outcome = engine::run(&plan, args.load.engine).map_err(|e| SetupError {
+        message: format!("{} engine failed: {e}", args.load.engine.name()),
+        exit_code: 1,
+    })?;
+    let mut report =
+        crate::report::base_report(&plan, &outcome, args.load.engine, &format!("{host}:{port}"));
+    if outcome.setup_failures > 0 {
+        report.extra.insert(
+            "setup_connect_failures".into(),
+            outcome.setup_failures.into(),
+        );
+    }
+    if outcome.recorder.warmup_completed > 0 {
+        report.extra.insert(
+            "warmup_requests".into(),
+            outcome.recorder.warmup_completed.into(),
+        );
+    }
+    Ok(Finished {
+        report,
+        hist: outcome.recorder.hist,
+        extra_text: String::new(),
+    })
+}

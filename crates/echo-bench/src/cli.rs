@@ -1,0 +1,323 @@
+//! The command line: seed 000's form `echo-bench HOST PORT CONNS ROUNDS --mode short|long`,
+//! plus the `connect-storm` (seed 004's deadlink) and `sustain` (seed 004's activelink)
+//! subcommands.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use echolab_core::units;
+
+use crate::engine::EngineKind;
+
+const ABOUT: &str = "echolab's load generator for TCP echo servers (closed or open loop, \
+                     event-driven or thread-per-connection)";
+
+const LONG_ABOUT: &str = "\
+echolab's load generator for TCP echo servers.
+
+The main form mirrors seed 000's echo-kp-bench: CONNS connections start together (a barrier) and
+each makes ROUNDS requests of a 12-byte \"hello echo\\r\\n\" payload, verifying every echo.
+
+  --mode short  every request is connect, send, receive, close. Latency is connect to close:
+                it includes the TCP handshake and teardown (about 2 RTT) and the connect(2) and
+                close(2) calls, which is what seed 000 set out to measure. The client closes
+                first and keeps a TIME_WAIT per request (see --linger0).
+  --mode long   each connection connects once (before the barrier), then makes ROUNDS
+                send/receive round trips. Latency is send to receive: the application RTT.
+
+Closed loop by default (a connection sends its next request when the previous reply is in);
+--rate R makes it open loop at R requests/s in total, with latency measured from each request's
+intended send time so that a stalled server is not hidden (coordinated omission, as in wrk2).
+
+Output: QPS, P50/P90/P99 in µs and failures by kind; --hist adds a histogram, --syscalls the
+client's system calls (count and time, seed 002's strace question without ptrace), --json the
+full BenchReport with an HdrHistogram that repetitions can merge.";
+
+const EXAMPLES: &str = "\
+Examples:
+  # seed 000 / exp 3.1: short vs long, 100 connections x 10 rounds
+  echo-bench 127.0.0.1 9988 100 10 --mode short
+  echo-bench 127.0.0.1 9988 100 10 --mode long --hist --syscalls
+  # seed 003: a connection-count scan point, timed, with warm-up, as JSON
+  echo-bench 127.0.0.1 9988 5000 --duration 10s --warmup 2s --mode long --json
+  # open loop at 20k requests/s over 100 connections
+  echo-bench 127.0.0.1 9988 100 --duration 10s --rate 20000
+  # seed 004: deadlink (time to establish 1000 connections) and activelink (1 KiB replies)
+  echo-bench connect-storm 127.0.0.1 9988 1000
+  echo-bench sustain 127.0.0.1 9988 800 --reply-bytes 1024 --duration 60s --json";
+
+/// The parsed command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "echo-bench",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = EXAMPLES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    /// A seed-004 experiment instead of the short/long run.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// The short/long run (when no subcommand is given).
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Seed 004's "deadlink": open N connections as fast as the machine allows, prove each
+    /// with a 1-byte echo, report the time until all are established, connect-latency
+    /// percentiles and failures by kind. All N stay open until the last is established.
+    ConnectStorm(StormArgs),
+    /// Seed 004's "activelink": N long connections, each looping a small request and a
+    /// --reply-bytes reply (from `echo-server --reply-bytes N`), for --duration, with one
+    /// interval record per --interval in --json (to pair with server CPU and memory).
+    Sustain(SustainArgs),
+}
+
+/// Connection usage of the main form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// connect, send, receive, close per request; latency connect to close.
+    Short,
+    /// connect once, ROUNDS send/receive round trips; latency send to receive.
+    Long,
+}
+
+/// Arguments of the main (short/long) form.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Server host name or IP address.
+    #[arg(required = true)]
+    pub host: Option<String>,
+    /// Server TCP port.
+    #[arg(required = true)]
+    pub port: Option<u16>,
+    /// Concurrent connections (seed 003 scans 100..5000).
+    #[arg(required = true, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub conns: Option<u64>,
+    /// Requests per connection; give this or --duration.
+    #[arg(required_unless_present = "duration", conflicts_with = "duration",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub rounds: Option<u64>,
+    /// short: connect/send/recv/close per request; long: one connection, ROUNDS round trips.
+    #[arg(long, value_enum, default_value_t = Mode::Long)]
+    pub mode: Mode,
+    /// Request size in bytes: the seed payload "hello echo\r\n" repeated and cut to length.
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
+    pub payload_size: u64,
+    /// Run for this long instead of ROUNDS (e.g. "10s"); adds per-second records to --json.
+    #[arg(long, value_parser = duration_nonzero)]
+    pub duration: Option<Duration>,
+    /// Open loop: send R requests/s in total, latency from each intended send time.
+    #[arg(long, value_name = "R", value_parser = positive_rate)]
+    pub rate: Option<f64>,
+    /// Engine, warm-up, sockets and output.
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Socket options and deadlines.
+    #[command(flatten)]
+    pub sock: SocketArgs,
+    /// Output options.
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// `connect-storm HOST PORT N`.
+#[derive(Debug, Args)]
+pub struct StormArgs {
+    /// Server host name or IP address.
+    pub host: String,
+    /// Server TCP port.
+    pub port: u16,
+    /// Connections to establish (each needs a file descriptor and an ephemeral port).
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub n: u64,
+    /// Socket options and deadlines.
+    #[command(flatten)]
+    pub sock: SocketArgs,
+    /// Output options.
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// `sustain HOST PORT N`.
+#[derive(Debug, Args)]
+pub struct SustainArgs {
+    /// Server host name or IP address.
+    pub host: String,
+    /// Server TCP port.
+    pub port: u16,
+    /// Concurrent long connections.
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub n: u64,
+    /// Bytes the server answers per request (start it with the same `--reply-bytes`).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
+    pub reply_bytes: u64,
+    /// How long to sustain the load.
+    #[arg(long, default_value = "60s", value_parser = duration_nonzero)]
+    pub duration: Duration,
+    /// Length of one interval record.
+    #[arg(long, default_value = "1s", value_parser = duration_nonzero)]
+    pub interval: Duration,
+    /// Open loop: send R requests/s in total, latency from each intended send time.
+    #[arg(long, value_name = "R", value_parser = positive_rate)]
+    pub rate: Option<f64>,
+    /// Engine and warm-up.
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Socket options and deadlines.
+    #[command(flatten)]
+    pub sock: SocketArgs,
+    /// Output options.
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// Engine choice and warm-up.
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// event: epoll workers multiplexing all connections; thread: one blocking thread per
+    /// connection, like seed 000's tool (for comparison).
+    #[arg(long, value_enum, default_value_t = EngineKind::Event)]
+    pub engine: EngineKind,
+    /// Run the same load this long first and discard its results (e.g. "2s").
+    #[arg(long, default_value = "0s", value_parser = duration)]
+    pub warmup: Duration,
+}
+
+/// Socket options, deadlines and worker threads.
+#[derive(Debug, Args)]
+pub struct SocketArgs {
+    /// Event-engine worker threads [default: number of CPUs].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+    /// Deadline of one connect, and of one request's send plus receive.
+    #[arg(long, default_value = "5s", value_parser = duration_nonzero)]
+    pub timeout: Duration,
+    /// TCP_NODELAY on every socket; --nodelay=false leaves Nagle's algorithm on.
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub nodelay: bool,
+    /// Close with SO_LINGER 0: the client sends RST and keeps no TIME_WAIT.
+    #[arg(long)]
+    pub linger0: bool,
+}
+
+/// What to print and how to exit.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Print the BenchReport as JSON (only that) on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Add a latency histogram (text bars) to the human output.
+    #[arg(long)]
+    pub hist: bool,
+    /// Add the client's system calls (count, total time) to the human output.
+    #[arg(long)]
+    pub syscalls: bool,
+    /// Exit with status 1 when any request failed (default: failures only show in the report).
+    #[arg(long)]
+    pub fail_on_error: bool,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn duration_nonzero(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.is_zero() {
+        return Err(format!("invalid duration {s:?}: must be greater than zero"));
+    }
+    Ok(d)
+}
+
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "invalid rate {s:?}: expected requests per second, a number greater than 0"
+        )),
+    }
+}
+
+/// A clap error as one line (the first paragraph of its message, joined), so a bad value is
+/// reported without a usage dump.
+pub fn one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    first.join(" ").trim_start_matches("error: ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("echo-bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn seed_form_and_subcommands_parse() {
+        let c = parse(&["127.0.0.1", "9988", "100", "10", "--mode", "short"]).unwrap();
+        assert!(c.command.is_none());
+        assert_eq!(
+            (c.run.conns, c.run.rounds, c.run.mode),
+            (Some(100), Some(10), Mode::Short)
+        );
+        assert!(c.run.sock.nodelay);
+        let c = parse(&["connect-storm", "127.0.0.1", "9988", "200"]).unwrap();
+        assert!(matches!(
+            c.command,
+            Some(Command::ConnectStorm(StormArgs { n: 200, .. }))
+        ));
+        let c = parse(&[
+            "sustain",
+            "h",
+            "1",
+            "5",
+            "--duration",
+            "2s",
+            "--nodelay=false",
+        ])
+        .unwrap();
+        match c.command {
+            Some(Command::Sustain(s)) => {
+                assert_eq!(
+                    (s.reply_bytes, s.duration, s.sock.nodelay),
+                    (1024, Duration::from_secs(2), false)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rounds_or_duration_but_not_both() {
+        assert!(parse(&["h", "1", "10", "--duration", "1s"]).is_ok());
+        assert!(parse(&["h", "1", "10"]).is_err());
+        assert!(parse(&["h", "1", "10", "5", "--duration", "1s"]).is_err());
+    }
+
+    #[test]
+    fn bad_values_give_one_line_naming_flag_and_value() {
+        let e = parse(&["h", "1", "10", "--duration", "10x"]).unwrap_err();
+        let line = one_line(&e);
+        assert!(
+            line.contains("--duration") && line.contains("10x"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
+        let line = one_line(&parse(&["h", "1"]).unwrap_err());
+        assert!(line.contains("<CONNS>"), "{line}");
+    }
+}

@@ -1,0 +1,622 @@
+//! The event engine: `--threads` workers, each an epoll reactor over its share of the
+//! connections, every connection a small state machine driven closed-loop (the next request
+//! leaves when the previous reply is verified) or open-loop (by its [`Pacer`]).
+//!
+//! Sockets are non-blocking and registered once, edge-triggered for both directions
+//! (`EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET`, epoll(7)), so a round trip costs one write(2),
+//! one read(2) and a share of one epoll_pwait2(2), with no epoll_ctl(2) re-arming.
+//!
+//! Deadlines (`--timeout`) are checked by a sweep every timeout/10 (1 ms to 100 ms), woken by
+//! a periodic timerfd in the same epoll set, so the wait itself arms no timer in the common
+//! case; only open-loop send slots (a min-heap) and an imminent end of run give the wait a
+//! timeout. Requests start at most [`START_BATCH`] per loop turn, so a storm of connects is
+//! interleaved with the handling of their completions.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+use echolab_core::hist;
+use hdrhistogram::Histogram;
+
+use super::{await_start, CpuMeter, Pacer, Pattern, Plan, RunOutcome};
+use crate::gate::{StartGate, Ticket};
+use crate::recorder::{FailureKind, Recorder, Window};
+use crate::syscalls::{self as sys, SyscallCounters};
+
+/// Runs `plan` on `min(plan.threads, plan.conns)` epoll workers.
+///
+/// # Errors
+/// A worker could not create its epoll instance or its thread.
+pub fn run(plan: &Plan) -> io::Result<RunOutcome> {
+    let workers = plan.threads.clamp(1, plan.conns.max(1));
+    let start_gate = StartGate::new(workers + 1);
+    // The storm keeps every connection open until all workers have established theirs.
+    let hold_gate = StartGate::new(workers);
+    let mut cpu = CpuMeter::start();
+    let (opened, started_at, results) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let ids = share(plan.conns, workers, w);
+                let (start, hold) = (start_gate.ticket(), hold_gate.ticket());
+                // On a failed spawn the closure, and with it both tickets, is dropped, so the
+                // gates still open for the others.
+                std::thread::Builder::new()
+                    .name(format!("echo-bench-w{w}"))
+                    .spawn_scoped(s, move || {
+                        Worker::new(plan, ids).and_then(|wk| wk.run(start, hold))
+                    })
+            })
+            .collect();
+        let (opened, started_at) = await_start(plan, &start_gate, &mut cpu);
+        let results: Vec<io::Result<WorkerResult>> = handles
+            .into_iter()
+            .map(|h| {
+                h.and_then(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(io::Error::other("an event worker panicked")))
+                })
+            })
+            .collect();
+        (opened, started_at, results)
+    });
+    let cpu = cpu.stop();
+    let mut out = RunOutcome::empty(plan, opened, started_at, cpu);
+    for r in results {
+        let r = r?;
+        out.recorder.merge(&r.recorder);
+        out.connect_hist.add(&r.connect_hist).expect("same bounds");
+        out.syscalls.merge(&r.syscalls);
+        out.setup_failures += r.setup_failures;
+        out.established += r.established;
+    }
+    Ok(out)
+}
+
+/// Connection ids `[first, last)` of worker `w` of `workers` for `conns` connections:
+/// contiguous, sizes differing by at most one.
+pub(crate) fn share(conns: usize, workers: usize, w: usize) -> std::ops::Range<usize> {
+    let base = conns / workers;
+    let extra = conns % workers;
+    let first = w * base + w.min(extra);
+    first..first + base + usize::from(w < extra)
+}
+
+/// What one worker hands back.
+struct WorkerResult {
+    recorder: Recorder,
+    connect_hist: Histogram<u64>,
+    syscalls: SyscallCounters,
+    setup_failures: u64,
+    established: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// No request in flight: between requests, or waiting for an open-loop slot.
+    Idle,
+    /// Non-blocking connect(2) in progress.
+    Connecting,
+    /// Request being written and/or reply being read.
+    Exchanging,
+    /// Storm: proven and kept open until the whole storm is established.
+    Held,
+    /// No more requests.
+    Done,
+}
+
+struct Conn {
+    /// Global connection index (for the open-loop stagger).
+    id: usize,
+    fd: RawFd,
+    /// Bumped for every new socket, so that a stale event of a closed socket is ignored.
+    generation: u32,
+    state: State,
+    sent: usize,
+    received: usize,
+    /// Latency origin: connect start (short, storm), send start (long), or intended time.
+    origin: Instant,
+    connect_start: Instant,
+    deadline: Instant,
+    rounds_left: u64,
+    pacer: Option<Pacer>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Long mode: connecting everything before the start barrier; nothing is recorded.
+    Setup,
+    Run,
+}
+
+/// Requests started per loop turn from the runnable queue before events are handled again.
+/// Starting thousands of connects in one go would charge the time spent issuing them to the
+/// connect latency of the first ones; 64 keeps a storm both fast and honestly timed.
+const START_BATCH: usize = 64;
+
+/// epoll token of the tick timerfd. Connection tokens are `generation << 32 | index` with an
+/// index below 1,000,000 (the CLI's connection limit), so they never equal it.
+const TICK_TOKEN: u64 = u64::MAX;
+
+const INTEREST: u32 = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
+const READABLE: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+const WRITABLE: u32 = (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+const BROKEN: u32 = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
+
+struct Worker<'p> {
+    plan: &'p Plan,
+    epfd: RawFd,
+    /// Periodic timerfd (every `sweep_every`) that wakes the epoll wait for deadline sweeps,
+    /// so that the wait itself needs no timeout and arms no timer in the common case.
+    tick_fd: RawFd,
+    conns: Vec<Conn>,
+    sys: SyscallCounters,
+    sys_baseline: Option<SyscallCounters>,
+    recorder: Recorder,
+    window: Window,
+    connect_hist: Histogram<u64>,
+    phase: Phase,
+    /// Connections not yet Done or Held.
+    active: usize,
+    /// Connections whose next request starts at a coming loop turn, [`START_BATCH`] per turn:
+    /// the first requests of the run, and requests after a failure (starting those at once
+    /// could recurse without bound when connect(2) fails synchronously).
+    runnable: VecDeque<usize>,
+    /// Open-loop slots: (intended send time, connection index).
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    scratch: Vec<u8>,
+    setup_failures: u64,
+    established: u64,
+    sweep_every: Duration,
+}
+
+impl Drop for Worker<'_> {
+    fn drop(&mut self) {
+        for c in &mut self.conns {
+            if c.fd >= 0 {
+                sys::close(&mut self.sys, c.fd);
+                c.fd = -1;
+            }
+        }
+        // SAFETY: the worker owns its epoll fd and timerfd and nothing uses them after drop.
+        unsafe {
+            libc::close(self.tick_fd);
+            libc::close(self.epfd);
+        }
+    }
+}
+
+impl<'p> Worker<'p> {
+    fn new(plan: &'p Plan, ids: std::ops::Range<usize>) -> io::Result<Self> {
+        let sweep_every =
+            (plan.timeout / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        let epfd = sys::epoll_create()?;
+        let tick_fd = match sys::periodic_timerfd(sweep_every) {
+            Ok(fd) => fd,
+            Err(e) => {
+                // SAFETY: epfd was just created here and is not used again.
+                unsafe { libc::close(epfd) };
+                return Err(e);
+            }
+        };
+        let now = Instant::now();
+        let conns = ids
+            .map(|id| Conn {
+                id,
+                fd: -1,
+                generation: 0,
+                state: State::Idle,
+                sent: 0,
+                received: 0,
+                origin: now,
+                connect_start: now,
+                deadline: now,
+                rounds_left: plan.rounds(),
+                pacer: None,
+            })
+            .collect::<Vec<_>>();
+        let placeholder = Window {
+            start: now,
+            end: None,
+            interval: None,
+        };
+        let mut worker = Self {
+            plan,
+            epfd,
+            tick_fd,
+            active: conns.len(),
+            conns,
+            sys: SyscallCounters::default(),
+            sys_baseline: None,
+            recorder: Recorder::new(placeholder),
+            window: placeholder,
+            connect_hist: hist::new_latency_histogram(),
+            phase: Phase::Setup,
+            runnable: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            scratch: vec![0; plan.expected_reply.len().clamp(1, 64 * 1024)],
+            setup_failures: 0,
+            established: 0,
+            sweep_every,
+        };
+        sys::epoll_add(
+            &mut worker.sys,
+            epfd,
+            tick_fd,
+            libc::EPOLLIN as u32,
+            TICK_TOKEN,
+        )?;
+        Ok(worker)
+    }
+
+    fn run(mut self, start: Ticket<'_>, hold: Ticket<'_>) -> io::Result<WorkerResult> {
+        if self.plan.pattern == Pattern::Long {
+            for i in 0..self.conns.len() {
+                self.begin_connect(i);
+            }
+            self.pump(|w| w.conns.iter().all(|c| c.state != State::Connecting))?;
+        }
+        let opened = start.wait();
+        self.phase = Phase::Run;
+        self.window = self.plan.window(opened);
+        self.recorder = Recorder::new(self.window);
+        let now = Instant::now();
+        for i in 0..self.conns.len() {
+            self.conns[i].pacer = self.plan.pacer(self.conns[i].id, opened);
+            self.next_request(i, now, false);
+        }
+        let result = self.pump(|w| w.active == 0);
+        if self.plan.pattern == Pattern::Storm {
+            // Every worker reaches this point, also on error, so the gate always opens.
+            hold.wait();
+        } else {
+            drop(hold);
+        }
+        result?;
+        self.finish();
+        let syscalls = match &self.sys_baseline {
+            Some(b) => self.sys.since(b),
+            None if !self.plan.warmup.is_zero() => SyscallCounters::default(),
+            None => self.sys.clone(),
+        };
+        Ok(WorkerResult {
+            recorder: std::mem::replace(&mut self.recorder, Recorder::new(self.window)),
+            connect_hist: std::mem::replace(&mut self.connect_hist, hist::new_latency_histogram()),
+            syscalls,
+            setup_failures: self.setup_failures,
+            established: self.established,
+        })
+    }
+
+    /// Closes every socket still open (held storm connections, a timed run's last requests).
+    fn finish(&mut self) {
+        for c in &mut self.conns {
+            if c.fd >= 0 {
+                sys::close(&mut self.sys, c.fd);
+                c.fd = -1;
+            }
+            c.state = State::Done;
+        }
+    }
+
+    /// The event loop: runs until `done` holds, or until the end of a timed run.
+    fn pump(&mut self, done: impl Fn(&Self) -> bool) -> io::Result<()> {
+        let mut events =
+            vec![libc::epoll_event { events: 0, u64: 0 }; self.conns.len().clamp(1, 1024)];
+        let mut next_sweep = Instant::now() + self.sweep_every;
+        loop {
+            let now = Instant::now();
+            if self.phase == Phase::Run {
+                if self.sys_baseline.is_none()
+                    && !self.plan.warmup.is_zero()
+                    && now >= self.window.start
+                {
+                    self.sys_baseline = Some(self.sys.clone());
+                }
+                if self.window.end.is_some_and(|end| now >= end) {
+                    self.finish();
+                    self.active = 0;
+                    return Ok(());
+                }
+            }
+            for _ in 0..self.runnable.len().min(START_BATCH) {
+                let i = self.runnable.pop_front().expect("counted");
+                self.start_request(i);
+            }
+            while let Some(&Reverse((due, i))) = self.timers.peek() {
+                if due > now {
+                    break;
+                }
+                self.timers.pop();
+                self.start_request(i);
+            }
+            if now >= next_sweep {
+                self.sweep(now);
+                next_sweep = now + self.sweep_every;
+            }
+            if done(self) {
+                return Ok(());
+            }
+            // Sweeps are woken by the tick timerfd; only an open-loop slot, or an end of run
+            // that comes before the next tick, needs a timeout on the wait itself.
+            let mut wake = self.timers.peek().map(|&Reverse((due, _))| due);
+            if let Some(end) = self
+                .window
+                .end
+                .filter(|&e| self.phase == Phase::Run && e < next_sweep)
+            {
+                wake = Some(wake.map_or(end, |w| w.min(end)));
+            }
+            let timeout = if self.runnable.is_empty() {
+                wake.map(|w| w.saturating_duration_since(now))
+            } else {
+                Some(Duration::ZERO)
+            };
+            let n = sys::epoll_wait(&mut self.sys, self.epfd, &mut events, timeout)?;
+            for ev in &events[..n] {
+                let (flags, token) = (ev.events, ev.u64);
+                if token == TICK_TOKEN {
+                    sys::drain_timerfd(self.tick_fd);
+                } else {
+                    self.dispatch(token as u32 as usize, (token >> 32) as u32, flags);
+                }
+            }
+        }
+    }
+
+    fn dispatch(&mut self, i: usize, generation: u32, flags: u32) {
+        let c = &self.conns[i];
+        if c.generation != generation || c.fd < 0 {
+            return;
+        }
+        match c.state {
+            State::Connecting if flags & WRITABLE != 0 => {
+                if flags & BROKEN != 0 {
+                    let fd = c.fd;
+                    if let Some(e) = sys::take_socket_error(&mut self.sys, fd) {
+                        return self.fail(i, FailureKind::from_io(&e));
+                    }
+                }
+                self.on_connected(i);
+            }
+            State::Exchanging => {
+                if flags & WRITABLE != 0 && c.sent < self.plan.request.len() && !self.send_more(i) {
+                    return;
+                }
+                if flags & READABLE != 0 {
+                    self.receive(i);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Fails every request whose deadline has passed.
+    fn sweep(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if matches!(c.state, State::Connecting | State::Exchanging) && now >= c.deadline {
+                self.fail(i, FailureKind::Timeout);
+            }
+        }
+    }
+
+    /// Schedules connection `i`'s next request after one ended at `now`: at once (closed loop
+    /// or a late open-loop slot) or at its slot. `direct` starts it within this call; failures
+    /// pass `false` and go through the runnable queue.
+    fn next_request(&mut self, i: usize, now: Instant, direct: bool) {
+        let c = &mut self.conns[i];
+        c.state = State::Idle;
+        if let Some(p) = &c.pacer {
+            if p.due() > now {
+                self.timers.push(Reverse((p.due(), i)));
+                return;
+            }
+        }
+        if direct {
+            self.start_request(i);
+        } else {
+            self.runnable.push_back(i);
+        }
+    }
+
+    fn start_request(&mut self, i: usize) {
+        let now = Instant::now();
+        let ended = self.window.end.is_some_and(|end| now >= end);
+        let c = &mut self.conns[i];
+        if c.state != State::Idle {
+            return;
+        }
+        if c.rounds_left == 0 || ended {
+            return self.retire(i);
+        }
+        c.origin = c.pacer.as_mut().map_or(now, Pacer::take);
+        if self.plan.pattern == Pattern::Long && c.fd >= 0 {
+            self.begin_send(i);
+        } else {
+            self.begin_connect(i);
+        }
+    }
+
+    fn retire(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if c.fd >= 0 {
+            sys::close(&mut self.sys, c.fd);
+            c.fd = -1;
+        }
+        if !matches!(c.state, State::Done | State::Held) {
+            self.active -= 1;
+        }
+        c.state = State::Done;
+    }
+
+    fn begin_connect(&mut self, i: usize) {
+        let fd = match sys::open_tcp_socket(&mut self.sys, &self.plan.addr, &self.plan.sock) {
+            Ok(fd) => fd,
+            Err(e) => return self.fail(i, FailureKind::from_io(&e)),
+        };
+        let c = &mut self.conns[i];
+        c.fd = fd;
+        c.generation = c.generation.wrapping_add(1);
+        let token = (u64::from(c.generation) << 32) | i as u64;
+        if let Err(e) = sys::epoll_add(&mut self.sys, self.epfd, fd, INTEREST, token) {
+            return self.fail(i, FailureKind::from_io(&e));
+        }
+        let now = Instant::now();
+        let c = &mut self.conns[i];
+        c.connect_start = now;
+        c.deadline = now + self.plan.timeout;
+        c.state = State::Connecting;
+        match sys::connect(&mut self.sys, fd, &self.plan.addr) {
+            Ok(()) => self.on_connected(i),
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => self.fail(i, FailureKind::from_io(&e)),
+        }
+    }
+
+    fn on_connected(&mut self, i: usize) {
+        let now = Instant::now();
+        let c = &mut self.conns[i];
+        hist::record_ns(
+            &mut self.connect_hist,
+            (now - c.connect_start).as_nanos() as u64,
+        );
+        if self.phase == Phase::Setup {
+            c.state = State::Idle;
+            return;
+        }
+        self.begin_send(i);
+    }
+
+    fn begin_send(&mut self, i: usize) {
+        let now = Instant::now();
+        let c = &mut self.conns[i];
+        if self.plan.pattern == Pattern::Long && c.pacer.is_none() {
+            c.origin = now;
+        }
+        c.sent = 0;
+        c.received = 0;
+        c.deadline = now + self.plan.timeout;
+        c.state = State::Exchanging;
+        self.send_more(i);
+    }
+
+    /// Writes as much of the request as the socket takes; `false` if the request failed.
+    fn send_more(&mut self, i: usize) -> bool {
+        let request = &self.plan.request;
+        loop {
+            let c = &mut self.conns[i];
+            match sys::write(&mut self.sys, c.fd, &request[c.sent..]) {
+                Ok(n) => {
+                    c.sent += n;
+                    if c.sent == request.len() {
+                        return true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.fail(i, FailureKind::from_io(&e));
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Reads and verifies reply bytes; completes the request when all have arrived. Reads
+    /// never ask for more than the reply still owes, so no byte of a later reply is consumed.
+    fn receive(&mut self, i: usize) {
+        let expected = &self.plan.expected_reply;
+        loop {
+            let c = &mut self.conns[i];
+            let want = (expected.len() - c.received).min(self.scratch.len());
+            match sys::read(&mut self.sys, c.fd, &mut self.scratch[..want]) {
+                Ok(0) => return self.fail(i, FailureKind::Eof),
+                Ok(n) => {
+                    if self.scratch[..n] != expected[c.received..c.received + n] {
+                        return self.fail(i, FailureKind::Mismatch);
+                    }
+                    c.received += n;
+                    if c.received == expected.len() {
+                        return self.complete(i);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.fail(i, FailureKind::from_io(&e)),
+            }
+        }
+    }
+
+    fn complete(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if self.plan.pattern == Pattern::Short {
+            sys::close(&mut self.sys, c.fd);
+            c.fd = -1;
+        }
+        let now = Instant::now();
+        let latency = now.saturating_duration_since(c.origin).as_nanos() as u64;
+        self.recorder
+            .ok(now, latency, self.plan.expected_reply.len() as u64);
+        if self.plan.pattern == Pattern::Storm {
+            c.state = State::Held;
+            self.established += 1;
+            self.active -= 1;
+            return;
+        }
+        self.count_round(i, now);
+        self.next_request(i, now, true);
+    }
+
+    /// A request of connection `i` ended at `now`; it counts against ROUNDS unless it ended
+    /// during warm-up.
+    fn count_round(&mut self, i: usize, now: Instant) {
+        if now >= self.window.start {
+            let c = &mut self.conns[i];
+            c.rounds_left = c.rounds_left.saturating_sub(1);
+        }
+    }
+
+    fn fail(&mut self, i: usize, kind: FailureKind) {
+        let c = &mut self.conns[i];
+        if c.fd >= 0 {
+            sys::close(&mut self.sys, c.fd);
+            c.fd = -1;
+        }
+        if self.phase == Phase::Setup {
+            // Retried as the first request of the run, where it is counted.
+            self.setup_failures += 1;
+            c.state = State::Idle;
+            return;
+        }
+        let now = Instant::now();
+        self.recorder.failure(now, kind);
+        if self.plan.pattern == Pattern::Storm {
+            c.state = State::Done;
+            self.active -= 1;
+            return;
+        }
+        self.count_round(i, now);
+        self.next_request(i, now, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share;
+
+    #[test]
+    fn shares_cover_all_connections_once() {
+        for (conns, workers) in [(10, 3), (2, 2), (5000, 2), (1, 1)] {
+            let ranges: Vec<_> = (0..workers).map(|w| share(conns, workers, w)).collect();
+            assert_eq!(ranges[0].start, 0);
+            assert_eq!(ranges[workers - 1].end, conns);
+            assert!(ranges.windows(2).all(|p| p[0].end == p[1].start));
+            assert!(ranges
+                .iter()
+                .all(|r| r.len() == conns / workers || r.len() == conns / workers + 1));
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! The two load engines and what they share: the resolved workload ([`Plan`]), the open-loop
+//! schedule ([`Pacer`]), the measurement window and the merged result ([`RunOutcome`]).
+//!
+//! - [`event`]: `--threads` epoll workers multiplexing all connections (the default).
+//! - [`thread`]: one blocking OS thread per connection, like seed 000's echo-kp-bench, kept
+//!   for comparison.
+
+pub mod event;
+pub mod thread;
+
+use std::time::{Duration, Instant};
+
+use echolab_core::stats::CpuTime;
+use hdrhistogram::Histogram;
+use socket2::SockAddr;
+
+use crate::recorder::{Recorder, Window};
+use crate::syscalls::{SocketOptions, SyscallCounters};
+
+/// How a connection is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pattern {
+    /// Every request is connect, send, receive, close; latency is connect to close.
+    Short,
+    /// Connect once before the start barrier, then send/receive rounds; latency is send to
+    /// receive.
+    Long,
+    /// connect-storm (seed 004's deadlink): connect, prove the connection with one echo, keep
+    /// it open until every connection of the run is established.
+    Storm,
+}
+
+impl Pattern {
+    /// The `BenchReport.mode` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Short => "short",
+            Pattern::Long => "long",
+            Pattern::Storm => "connect-storm",
+        }
+    }
+}
+
+/// When a run stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Each connection completes this many requests (ok or failed), counted after warm-up.
+    Rounds(u64),
+    /// Measure for this long after warm-up; requests still in flight at the end are dropped.
+    Duration(Duration),
+}
+
+/// Everything an engine needs to run, resolved from the command line.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Server address.
+    pub addr: SockAddr,
+    /// Connection usage.
+    pub pattern: Pattern,
+    /// Concurrent connections.
+    pub conns: usize,
+    /// Stop condition.
+    pub stop: Stop,
+    /// Warm-up before measurement (same load, results discarded).
+    pub warmup: Duration,
+    /// Open-loop total rate in requests/s; `None` for closed loop.
+    pub rate: Option<f64>,
+    /// Bytes of one request.
+    pub request: Vec<u8>,
+    /// Bytes one request must get back (equal to `request` in echo mode).
+    pub expected_reply: Vec<u8>,
+    /// Per-operation deadline (connect; send plus receive).
+    pub timeout: Duration,
+    /// Socket options.
+    pub sock: SocketOptions,
+    /// Event-engine worker threads (ignored by the thread engine).
+    pub threads: usize,
+    /// Per-interval records every this long (`None`: none).
+    pub interval: Option<Duration>,
+}
+
+impl Plan {
+    /// The measurement window for a run whose start gate opened at `opened`.
+    pub fn window(&self, opened: Instant) -> Window {
+        let start = opened + self.warmup;
+        let end = match self.stop {
+            Stop::Duration(d) => Some(start + d),
+            Stop::Rounds(_) => None,
+        };
+        Window {
+            start,
+            end,
+            interval: self.interval,
+        }
+    }
+
+    /// The open-loop schedule of connection `conn_id`, or `None` for closed loop.
+    pub fn pacer(&self, conn_id: usize, opened: Instant) -> Option<Pacer> {
+        self.rate
+            .map(|rate| Pacer::new(opened, conn_id, self.conns, rate))
+    }
+
+    /// Rounds still to do for a fresh connection (`u64::MAX` for a timed run).
+    pub fn rounds(&self) -> u64 {
+        match self.stop {
+            Stop::Rounds(n) => n,
+            Stop::Duration(_) => u64::MAX,
+        }
+    }
+}
+
+/// The open-loop schedule of one connection.
+///
+/// The total rate R is split evenly: connection i of N sends its j-th request at
+/// `start + (i + j·N) / R`, so the N connections interleave into one evenly spaced stream.
+/// A request that could not be sent on time (the previous reply was late) is sent at once,
+/// and its latency is still measured from its intended time: this is the coordinated-omission
+/// correction of wrk2 (Gil Tene, "How NOT to Measure Latency", 2015).
+#[derive(Debug, Clone, Copy)]
+pub struct Pacer {
+    next: Instant,
+    period: Duration,
+}
+
+impl Pacer {
+    /// The schedule of connection `conn_id` of `conns` at `rate` requests/s in total.
+    pub fn new(start: Instant, conn_id: usize, conns: usize, rate: f64) -> Self {
+        let period = Duration::from_secs_f64(conns as f64 / rate);
+        Self {
+            next: start + Duration::from_secs_f64(conn_id as f64 / rate),
+            period,
+        }
+    }
+
+    /// Intended send time of the next request.
+    pub fn due(&self) -> Instant {
+        self.next
+    }
+
+    /// Consumes the next slot; returns its intended send time.
+    pub fn take(&mut self) -> Instant {
+        let t = self.next;
+        self.next += self.period;
+        t
+    }
+}
+
+/// The merged result of one run.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// All workers' measurements.
+    pub recorder: Recorder,
+    /// Connect latencies (connect(2) until writable), nanoseconds; filled by the storm.
+    pub connect_hist: Histogram<u64>,
+    /// System calls of the I/O path (warm-up excluded when there was one).
+    pub syscalls: SyscallCounters,
+    /// Start of measurement (end of warm-up).
+    pub measure_start: Instant,
+    /// Wall-clock time at `measure_start`, RFC 3339.
+    pub started_at: String,
+    /// The instant the start gate opened (all connections began).
+    pub gate_opened: Instant,
+    /// Client CPU time (getrusage(2), whole process): from before the workers start (so a
+    /// long-mode run includes its connects, like its syscall counts) or, with a warm-up, from
+    /// the end of warm-up.
+    pub cpu: CpuTime,
+    /// Long mode: connections that failed to connect before the barrier (retried in the run).
+    pub setup_failures: u64,
+    /// Connections established by the storm (a proven echo each).
+    pub established: u64,
+}
+
+impl RunOutcome {
+    /// An outcome with nothing recorded yet, for a run whose gate opened at `opened`.
+    pub(crate) fn empty(plan: &Plan, opened: Instant, started_at: String, cpu: CpuTime) -> Self {
+        let window = plan.window(opened);
+        Self {
+            recorder: Recorder::new(window),
+            connect_hist: echolab_core::hist::new_latency_histogram(),
+            syscalls: SyscallCounters::default(),
+            measure_start: window.start,
+            started_at,
+            gate_opened: opened,
+            cpu,
+            setup_failures: 0,
+            established: 0,
+        }
+    }
+
+    /// Measured wall time: the window of a timed run, else start to last completion.
+    pub fn measured(&self, plan: &Plan) -> Duration {
+        match plan.stop {
+            Stop::Duration(d) => d,
+            Stop::Rounds(_) => self.recorder.last_completion.map_or(Duration::ZERO, |l| {
+                l.saturating_duration_since(self.measure_start)
+            }),
+        }
+    }
+}
+
+/// Process CPU time so far (getrusage(2), RUSAGE_SELF).
+pub fn process_cpu() -> CpuTime {
+    use nix::sys::resource::{getrusage, UsageWho};
+    match getrusage(UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            CpuTime {
+                user_s: secs(u.user_time()),
+                sys_s: secs(u.system_time()),
+            }
+        }
+        Err(_) => CpuTime::default(),
+    }
+}
+
+/// CPU time used between two [`process_cpu`] snapshots.
+pub fn cpu_between(before: CpuTime, after: CpuTime) -> CpuTime {
+    CpuTime {
+        user_s: (after.user_s - before.user_s).max(0.0),
+        sys_s: (after.sys_s - before.sys_s).max(0.0),
+    }
+}
+
+/// Measures client CPU over the window: from now (no warm-up) or from the end of warm-up.
+/// Called by the engine's coordinating thread once the start gate has opened.
+pub(crate) struct CpuMeter {
+    baseline: CpuTime,
+}
+
+impl CpuMeter {
+    /// Starts metering now.
+    pub(crate) fn start() -> Self {
+        Self {
+            baseline: process_cpu(),
+        }
+    }
+
+    /// Restarts metering at `at` (the end of warm-up), sleeping until then; a schedule, not a
+    /// readiness wait.
+    pub(crate) fn restart_at(&mut self, at: Instant) {
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        self.baseline = process_cpu();
+    }
+
+    /// CPU used since the baseline.
+    pub(crate) fn stop(&self) -> CpuTime {
+        cpu_between(self.baseline, process_cpu())
+    }
+}
+
+/// The coordinating thread's part of the start: passes the gate with the workers, then
+/// restarts the CPU meter at the end of warm-up. Returns the instant the gate opened and the
+/// wall-clock time at which measurement began.
+pub(crate) fn await_start(
+    plan: &Plan,
+    gate: &crate::gate::StartGate,
+    cpu: &mut CpuMeter,
+) -> (Instant, String) {
+    let opened = gate.ticket().wait();
+    if !plan.warmup.is_zero() {
+        cpu.restart_at(opened + plan.warmup);
+    }
+    (opened, echolab_core::utc_now_rfc3339())
+}
+
+/// Runs `plan` on the event engine or the thread engine.
+///
+/// # Errors
+/// Only for failures of the client itself (cannot create an epoll instance or a thread);
+/// everything that goes wrong with a connection is counted as a failure instead.
+pub fn run(plan: &Plan, engine: EngineKind) -> std::io::Result<RunOutcome> {
+    match engine {
+        EngineKind::Event => event::run(plan),
+        EngineKind::Thread => thread::run(plan),
+    }
+}
+
+/// Which engine drives the connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineKind {
+    /// epoll workers (`--threads`), non-blocking sockets, each connection a state machine.
+    Event,
+    /// One blocking OS thread per connection, as seed 000's echo-kp-bench.
+    Thread,
+}
+
+impl EngineKind {
+    /// The `BenchReport.engine` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Event => "event",
+            EngineKind::Thread => "thread",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacer_interleaves_connections_into_one_even_stream() {
+        let t0 = Instant::now();
+        let mut a = Pacer::new(t0, 0, 2, 1000.0);
+        let mut b = Pacer::new(t0, 1, 2, 1000.0);
+        assert_eq!(a.take(), t0);
+        assert_eq!(b.take(), t0 + Duration::from_millis(1));
+        assert_eq!(a.take(), t0 + Duration::from_millis(2));
+        assert_eq!(b.due(), t0 + Duration::from_millis(3));
+    }
+}

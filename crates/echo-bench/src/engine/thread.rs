@@ -1,0 +1,262 @@
+//! The thread engine: one OS thread per connection with blocking sockets, the shape of seed
+//! 000's echo-kp-bench (N pthreads, `pthread_barrier_wait`, blocking send/recv). It exists
+//! to compare against the event engine, so it counts the same system calls and files results
+//! the same way.
+//!
+//! Deadlines are SO_SNDTIMEO/SO_RCVTIMEO (socket(7)); Linux also applies SO_SNDTIMEO to a
+//! blocking connect(2). A request is written whole before its reply is read, as the seed
+//! does, so a payload larger than the socket buffers of both sides times out instead of
+//! completing (it cannot hang). Each thread buffers its results and hands them to a shared
+//! recorder under a lock every [`FLUSH_EVERY`] requests: 5000 per-thread histograms
+//! (~270 KB each) would not fit in memory.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use super::{await_start, CpuMeter, Pattern, Plan, RunOutcome};
+use crate::gate::{StartGate, Ticket};
+use crate::recorder::{FailureKind, Recorder, Window};
+use crate::syscalls::{self as sys, SocketOptions, SyscallCounters};
+
+/// Results a connection thread buffers before taking the shared lock.
+pub const FLUSH_EVERY: usize = 256;
+
+/// Stack of a connection thread: its buffers live on the heap, and 5000 threads with the
+/// default 2 MiB stacks would reserve 10 GiB of address space.
+const STACK_BYTES: usize = 128 * 1024;
+
+/// What all connection threads add into.
+struct Shared {
+    recorder: Option<Recorder>,
+    syscalls: SyscallCounters,
+    setup_failures: u64,
+}
+
+enum Sample {
+    Ok { at: Instant, latency_ns: u64 },
+    Failed { at: Instant, kind: FailureKind },
+}
+
+/// Runs `plan` with one thread per connection.
+///
+/// # Errors
+/// connect-storm (event engine only), or a thread that could not be created (EAGAIN: see
+/// RLIMIT_NPROC and /proc/sys/kernel/threads-max); the threads that did start run to the end.
+pub fn run(plan: &Plan) -> io::Result<RunOutcome> {
+    if plan.pattern == Pattern::Storm {
+        return Err(io::Error::other(
+            "connect-storm runs on the event engine only",
+        ));
+    }
+    let gate = StartGate::new(plan.conns + 1);
+    let shared = Mutex::new(Shared {
+        recorder: None,
+        syscalls: SyscallCounters::default(),
+        setup_failures: 0,
+    });
+    let mut cpu = CpuMeter::start();
+    let (opened, started_at, spawn_error) = std::thread::scope(|s| {
+        let mut spawn_error = None;
+        for id in 0..plan.conns {
+            let ticket = gate.ticket();
+            let shared = &shared;
+            // A failed spawn drops the closure and its ticket, so the gate still opens.
+            let spawned = std::thread::Builder::new()
+                .stack_size(STACK_BYTES)
+                .spawn_scoped(s, move || connection_thread(plan, id, ticket, shared));
+            if let Err(e) = spawned {
+                spawn_error.get_or_insert(io::Error::new(
+                    e.kind(),
+                    format!("cannot start connection thread {id}: {e}"),
+                ));
+            }
+        }
+        let (opened, started_at) = await_start(plan, &gate, &mut cpu);
+        (opened, started_at, spawn_error)
+    });
+    let cpu = cpu.stop();
+    if let Some(e) = spawn_error {
+        return Err(e);
+    }
+    let shared = shared.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut out = RunOutcome::empty(plan, opened, started_at, cpu);
+    if let Some(r) = &shared.recorder {
+        out.recorder.merge(r);
+    }
+    out.syscalls = shared.syscalls;
+    out.setup_failures = shared.setup_failures;
+    Ok(out)
+}
+
+/// One connection's whole run.
+fn connection_thread(plan: &Plan, id: usize, ticket: Ticket<'_>, shared: &Mutex<Shared>) {
+    let opts = SocketOptions {
+        blocking_timeout: Some(plan.timeout),
+        ..plan.sock
+    };
+    let mut sys = SyscallCounters::default();
+    let mut conn: Option<RawFd> = None;
+    let mut setup_failures = 0;
+    if plan.pattern == Pattern::Long {
+        match open_connected(&mut sys, plan, &opts) {
+            Ok(fd) => conn = Some(fd),
+            Err(_) => setup_failures += 1,
+        }
+    }
+    let opened = ticket.wait();
+    let window = plan.window(opened);
+    let mut pacer = plan.pacer(id, opened);
+    let mut rounds_left = plan.rounds();
+    let mut samples = Vec::with_capacity(FLUSH_EVERY);
+    let mut scratch = vec![0u8; plan.expected_reply.len().clamp(1, 64 * 1024)];
+    let mut baseline = None;
+    loop {
+        let now = Instant::now();
+        if baseline.is_none() && !plan.warmup.is_zero() && now >= window.start {
+            baseline = Some(sys.clone());
+        }
+        if rounds_left == 0 || window.end.is_some_and(|end| now >= end) {
+            break;
+        }
+        let mut origin = now;
+        if let Some(p) = pacer.as_mut() {
+            origin = p.take();
+            if origin > now {
+                // Open loop: wait for this request's slot (a schedule, not a readiness wait).
+                std::thread::sleep(origin - now);
+            }
+        }
+        let outcome = match plan.pattern {
+            Pattern::Long => {
+                long_request(&mut sys, plan, &opts, &mut conn, &mut scratch, &mut origin)
+            }
+            _ => short_request(&mut sys, plan, &opts, &mut scratch),
+        };
+        let at = Instant::now();
+        samples.push(match outcome {
+            Ok(()) => Sample::Ok {
+                at,
+                latency_ns: at.saturating_duration_since(origin).as_nanos() as u64,
+            },
+            Err(kind) => Sample::Failed { at, kind },
+        });
+        if at >= window.start {
+            rounds_left -= 1;
+        }
+        if samples.len() >= FLUSH_EVERY {
+            flush(shared, window, plan, &mut samples);
+        }
+    }
+    if let Some(fd) = conn.take() {
+        sys::close(&mut sys, fd);
+    }
+    flush(shared, window, plan, &mut samples);
+    let syscalls = match &baseline {
+        Some(b) => sys.since(b),
+        None if !plan.warmup.is_zero() => SyscallCounters::default(),
+        None => sys,
+    };
+    let mut sh = shared.lock().unwrap_or_else(|p| p.into_inner());
+    sh.syscalls.merge(&syscalls);
+    sh.setup_failures += setup_failures;
+}
+
+fn flush(shared: &Mutex<Shared>, window: Window, plan: &Plan, samples: &mut Vec<Sample>) {
+    let mut sh = shared.lock().unwrap_or_else(|p| p.into_inner());
+    let rec = sh.recorder.get_or_insert_with(|| Recorder::new(window));
+    let rx = plan.expected_reply.len() as u64;
+    for s in samples.drain(..) {
+        match s {
+            Sample::Ok { at, latency_ns } => rec.ok(at, latency_ns, rx),
+            Sample::Failed { at, kind } => rec.failure(at, kind),
+        }
+    }
+}
+
+/// A blocking socket connected to the server; closed again on failure.
+fn open_connected(
+    sys: &mut SyscallCounters,
+    plan: &Plan,
+    opts: &SocketOptions,
+) -> Result<RawFd, FailureKind> {
+    let fd = sys::open_tcp_socket(sys, &plan.addr, opts).map_err(|e| FailureKind::from_io(&e))?;
+    match sys::connect(sys, fd, &plan.addr) {
+        Ok(()) => Ok(fd),
+        Err(e) => {
+            sys::close(sys, fd);
+            Err(FailureKind::from_io(&e))
+        }
+    }
+}
+
+/// Connect, send, receive, close; latency runs from before connect to after close.
+fn short_request(
+    sys: &mut SyscallCounters,
+    plan: &Plan,
+    opts: &SocketOptions,
+    scratch: &mut [u8],
+) -> Result<(), FailureKind> {
+    let fd = open_connected(sys, plan, opts)?;
+    let result = exchange(sys, fd, plan, scratch);
+    sys::close(sys, fd);
+    result
+}
+
+/// Send and receive on the connection, (re)connecting first if it is closed; latency runs
+/// from the send (or the open-loop slot). The connection is closed after a failure.
+fn long_request(
+    sys: &mut SyscallCounters,
+    plan: &Plan,
+    opts: &SocketOptions,
+    conn: &mut Option<RawFd>,
+    scratch: &mut [u8],
+    origin: &mut Instant,
+) -> Result<(), FailureKind> {
+    let fd = match *conn {
+        Some(fd) => fd,
+        None => *conn.insert(open_connected(sys, plan, opts)?),
+    };
+    if plan.rate.is_none() {
+        *origin = Instant::now();
+    }
+    let result = exchange(sys, fd, plan, scratch);
+    if result.is_err() {
+        sys::close(sys, fd);
+        *conn = None;
+    }
+    result
+}
+
+/// Writes the whole request, then reads and verifies the whole reply.
+fn exchange(
+    sys: &mut SyscallCounters,
+    fd: RawFd,
+    plan: &Plan,
+    scratch: &mut [u8],
+) -> Result<(), FailureKind> {
+    let mut sent = 0;
+    while sent < plan.request.len() {
+        match sys::write(sys, fd, &plan.request[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(FailureKind::from_io(&e)),
+        }
+    }
+    let expected = &plan.expected_reply;
+    let mut received = 0;
+    while received < expected.len() {
+        let want = (expected.len() - received).min(scratch.len());
+        match sys::read(sys, fd, &mut scratch[..want]) {
+            Ok(0) => return Err(FailureKind::Eof),
+            Ok(n) if scratch[..n] != expected[received..received + n] => {
+                return Err(FailureKind::Mismatch)
+            }
+            Ok(n) => received += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(FailureKind::from_io(&e)),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,296 @@
+//! What one worker measured: outcomes, latencies and per-second intervals.
+//!
+//! Each worker owns a [`Recorder`]; recorders are merged once at the end (no lock on the hot
+//! path). Outcomes are filed by the time they complete relative to the measurement window:
+//! completions during warm-up are only counted as such, completions after the window of a
+//! timed run are dropped, as wrk does.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use echolab_core::hist::{self, LatencySummary};
+use echolab_core::stats::{IntervalRecord, KindCounts};
+use hdrhistogram::Histogram;
+
+/// Why a request failed; the names are the `failures` keys of `BenchReport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// No progress within `--timeout`.
+    Timeout,
+    /// ECONNREFUSED: nothing listens (or the backlog refused us).
+    Refused,
+    /// ECONNRESET / EPIPE: the peer reset the connection.
+    Reset,
+    /// The bytes echoed back differ from the bytes sent (or from the expected reply body).
+    Mismatch,
+    /// EADDRNOTAVAIL: no free ephemeral port (ip_local_port_range exhausted, e.g. by TIME_WAIT).
+    AddrNotAvail,
+    /// The peer closed the connection before the reply was complete.
+    Eof,
+    /// Any other errno, reported by its lower-case name.
+    Errno(i32),
+}
+
+impl FailureKind {
+    /// Classifies an I/O error.
+    pub fn from_io(e: &io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(libc::ECONNREFUSED) => FailureKind::Refused,
+            Some(libc::ECONNRESET) | Some(libc::EPIPE) => FailureKind::Reset,
+            Some(libc::EADDRNOTAVAIL) => FailureKind::AddrNotAvail,
+            // A blocking socket's SO_RCVTIMEO/SO_SNDTIMEO expiry (socket(7)); connect(2)
+            // reports its SO_SNDTIMEO expiry as EINPROGRESS.
+            Some(libc::EAGAIN) | Some(libc::EINPROGRESS) | Some(libc::ETIMEDOUT) => {
+                FailureKind::Timeout
+            }
+            Some(n) => FailureKind::Errno(n),
+            None => FailureKind::Errno(0),
+        }
+    }
+
+    /// The report key: `"timeout"`, `"refused"`, ..., or the lower-case errno name
+    /// (`"emfile"`), from nix's errno table.
+    pub fn name(self) -> String {
+        match self {
+            FailureKind::Timeout => "timeout".into(),
+            FailureKind::Refused => "refused".into(),
+            FailureKind::Reset => "reset".into(),
+            FailureKind::Mismatch => "mismatch".into(),
+            FailureKind::AddrNotAvail => "addr_not_avail".into(),
+            FailureKind::Eof => "eof".into(),
+            FailureKind::Errno(n) => format!("{:?}", nix::errno::Errno::from_raw(n)).to_lowercase(),
+        }
+    }
+}
+
+/// Outcome counts and latencies of one interval.
+#[derive(Debug, Clone)]
+struct IntervalAcc {
+    ok: u64,
+    failed: u64,
+    rx_bytes: u64,
+    hist: Histogram<u64>,
+}
+
+impl IntervalAcc {
+    fn new() -> Self {
+        // Two significant figures are plenty for a per-second summary and keep 60 s x workers
+        // of interval histograms small (~36 KB each instead of ~270 KB).
+        let hist = Histogram::new_with_bounds(1, hist::MAX_TRACKABLE_NS, 2)
+            .expect("constant bounds are valid");
+        Self {
+            ok: 0,
+            failed: 0,
+            rx_bytes: 0,
+            hist,
+        }
+    }
+}
+
+/// The measurement window shared by all workers of a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// End of warm-up: measurement starts here.
+    pub start: Instant,
+    /// End of a timed run (`None`: run until the rounds are done).
+    pub end: Option<Instant>,
+    /// Interval length for per-interval records (`None`: no intervals).
+    pub interval: Option<Duration>,
+}
+
+/// One worker's measurements.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    window: Window,
+    /// Latencies of successful requests, nanoseconds.
+    pub hist: Histogram<u64>,
+    /// Successful requests in the window.
+    pub ok: u64,
+    /// Failed requests in the window.
+    pub failed: u64,
+    /// Failures by kind.
+    pub failures: KindCounts,
+    /// Reply bytes received in the window.
+    pub rx_bytes: u64,
+    /// Requests completed (either way) during warm-up, not counted above.
+    pub warmup_completed: u64,
+    /// Latest completion recorded in the window (the end of a rounds-bounded run).
+    pub last_completion: Option<Instant>,
+    intervals: Vec<IntervalAcc>,
+}
+
+impl Recorder {
+    /// An empty recorder for `window`.
+    pub fn new(window: Window) -> Self {
+        Self {
+            window,
+            hist: hist::new_latency_histogram(),
+            ok: 0,
+            failed: 0,
+            failures: KindCounts::new(),
+            rx_bytes: 0,
+            warmup_completed: 0,
+            last_completion: None,
+            intervals: Vec::new(),
+        }
+    }
+
+    /// Whether a completion at `at` belongs to the measurement (after warm-up, before the end).
+    /// Files warm-up completions as such.
+    fn admit(&mut self, at: Instant) -> Option<Option<usize>> {
+        if at < self.window.start {
+            self.warmup_completed += 1;
+            return None;
+        }
+        if self.window.end.is_some_and(|end| at > end) {
+            return None;
+        }
+        self.last_completion = Some(self.last_completion.map_or(at, |l| l.max(at)));
+        let slot = self.window.interval.map(|iv| {
+            let idx = ((at - self.window.start).as_nanos() / iv.as_nanos().max(1)) as usize;
+            while self.intervals.len() <= idx {
+                self.intervals.push(IntervalAcc::new());
+            }
+            idx
+        });
+        Some(slot)
+    }
+
+    /// Records a request that completed correctly at `at` after `latency_ns`, having received
+    /// `rx_bytes` reply bytes.
+    #[inline]
+    pub fn ok(&mut self, at: Instant, latency_ns: u64, rx_bytes: u64) {
+        let Some(slot) = self.admit(at) else { return };
+        self.ok += 1;
+        self.rx_bytes += rx_bytes;
+        hist::record_ns(&mut self.hist, latency_ns);
+        if let Some(i) = slot {
+            let acc = &mut self.intervals[i];
+            acc.ok += 1;
+            acc.rx_bytes += rx_bytes;
+            hist::record_ns(&mut acc.hist, latency_ns);
+        }
+    }
+
+    /// Records a request that failed at `at` for `kind`.
+    pub fn failure(&mut self, at: Instant, kind: FailureKind) {
+        let Some(slot) = self.admit(at) else { return };
+        self.failed += 1;
+        *self.failures.entry(kind.name()).or_insert(0) += 1;
+        if let Some(i) = slot {
+            self.intervals[i].failed += 1;
+        }
+    }
+
+    /// Adds `other` (same window) into `self`.
+    pub fn merge(&mut self, other: &Recorder) {
+        self.hist
+            .add(&other.hist)
+            .expect("histograms of one run share their bounds");
+        self.ok += other.ok;
+        self.failed += other.failed;
+        for (k, v) in &other.failures {
+            *self.failures.entry(k.clone()).or_insert(0) += v;
+        }
+        self.rx_bytes += other.rx_bytes;
+        self.warmup_completed += other.warmup_completed;
+        self.last_completion = match (self.last_completion, other.last_completion) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        while self.intervals.len() < other.intervals.len() {
+            self.intervals.push(IntervalAcc::new());
+        }
+        for (mine, theirs) in self.intervals.iter_mut().zip(&other.intervals) {
+            mine.ok += theirs.ok;
+            mine.failed += theirs.failed;
+            mine.rx_bytes += theirs.rx_bytes;
+            mine.hist
+                .add(&theirs.hist)
+                .expect("histograms of one run share their bounds");
+        }
+    }
+
+    /// Per-interval records up to `measured` seconds; a trailing partial interval is reported
+    /// with its own (shorter) length so its QPS is not understated.
+    pub fn interval_records(&self, measured: Duration) -> Vec<IntervalRecord> {
+        let Some(iv) = self.window.interval else {
+            return Vec::new();
+        };
+        let count = (measured.as_nanos().div_ceil(iv.as_nanos().max(1))) as usize;
+        (0..count)
+            .map(|i| {
+                let begin = iv * i as u32;
+                let end = (iv * (i as u32 + 1)).min(measured);
+                let secs = (end.saturating_sub(begin)).as_secs_f64().max(1e-9);
+                let empty = IntervalAcc::new();
+                let acc = self.intervals.get(i).unwrap_or(&empty);
+                IntervalRecord {
+                    t_s: end.as_secs_f64(),
+                    requests_ok: acc.ok,
+                    requests_failed: acc.failed,
+                    qps: acc.ok as f64 / secs,
+                    rx_bytes_per_s: acc.rx_bytes as f64 / secs,
+                    latency_us: LatencySummary::from_histogram(&acc.hist),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(start: Instant) -> Window {
+        Window {
+            start,
+            end: Some(start + Duration::from_secs(3)),
+            interval: Some(Duration::from_secs(1)),
+        }
+    }
+
+    #[test]
+    fn warmup_and_late_completions_are_excluded() {
+        let t0 = Instant::now();
+        let start = t0 + Duration::from_secs(1);
+        let mut r = Recorder::new(window(start));
+        r.ok(t0, 1_000, 12);
+        r.ok(start + Duration::from_millis(500), 2_000, 12);
+        r.failure(start + Duration::from_millis(1500), FailureKind::Timeout);
+        r.ok(start + Duration::from_secs(4), 3_000, 12);
+        assert_eq!((r.ok, r.failed, r.warmup_completed), (1, 1, 1));
+        assert_eq!(r.failures["timeout"], 1);
+        let iv = r.interval_records(Duration::from_secs(3));
+        assert_eq!(iv.len(), 3);
+        assert_eq!(
+            (iv[0].requests_ok, iv[1].requests_failed, iv[2].requests_ok),
+            (1, 1, 0)
+        );
+        assert_eq!(iv[0].rx_bytes_per_s, 12.0);
+    }
+
+    #[test]
+    fn merge_adds_counts_and_intervals() {
+        let start = Instant::now();
+        let mut a = Recorder::new(window(start));
+        let mut b = Recorder::new(window(start));
+        a.ok(start, 1_000, 1);
+        b.ok(start + Duration::from_millis(2500), 1_000, 1);
+        b.failure(start, FailureKind::Errno(libc::EMFILE));
+        a.merge(&b);
+        assert_eq!((a.ok, a.failed, a.hist.len()), (2, 1, 2));
+        assert_eq!(a.failures["emfile"], 1);
+        assert_eq!(a.interval_records(Duration::from_secs(3))[2].requests_ok, 1);
+    }
+
+    #[test]
+    fn errors_are_classified_by_kind() {
+        let kind = |n| FailureKind::from_io(&io::Error::from_raw_os_error(n)).name();
+        assert_eq!(kind(libc::ECONNREFUSED), "refused");
+        assert_eq!(kind(libc::ECONNRESET), "reset");
+        assert_eq!(kind(libc::EADDRNOTAVAIL), "addr_not_avail");
+        assert_eq!(kind(libc::EAGAIN), "timeout");
+        assert_eq!(kind(libc::ENETUNREACH), "enetunreach");
+    }
+}

@@ -1,0 +1,209 @@
+//! From a run's outcome to the `BenchReport` (for `--json`) and to the human output in the
+//! seed's shape: a table of QPS, P50/P90/P99 in µs and failures, plus `--hist` bars and the
+//! `--syscalls` table.
+
+use std::fmt::Write as _;
+
+use echolab_core::hist::{self, LatencySummary};
+use echolab_core::stats::BenchReport;
+use hdrhistogram::Histogram;
+
+use crate::engine::{EngineKind, Plan, RunOutcome, Stop};
+
+/// The report fields every command fills the same way; the caller adds mode-specific ones.
+pub fn base_report(
+    plan: &Plan,
+    outcome: &RunOutcome,
+    engine: EngineKind,
+    target: &str,
+) -> BenchReport {
+    let measured = outcome.measured(plan);
+    let rec = &outcome.recorder;
+    let secs = measured.as_secs_f64();
+    BenchReport {
+        tool: "echo-bench".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        args: std::env::args().skip(1).collect(),
+        mode: plan.pattern.name().into(),
+        engine: engine.name().into(),
+        target: target.into(),
+        conns: plan.conns as u64,
+        rounds: match plan.stop {
+            Stop::Rounds(n) => Some(n),
+            Stop::Duration(_) => None,
+        },
+        payload_bytes: plan.request.len() as u64,
+        reply_bytes: (plan.expected_reply != plan.request)
+            .then_some(plan.expected_reply.len() as u64),
+        target_rate: plan.rate,
+        started_at: outcome.started_at.clone(),
+        duration_s: secs,
+        requests_ok: rec.ok,
+        requests_failed: rec.failed,
+        failures: rec.failures.clone(),
+        qps: if secs > 0.0 {
+            rec.ok as f64 / secs
+        } else {
+            0.0
+        },
+        latency_us: LatencySummary::from_histogram(&rec.hist),
+        histogram: hist::encode(&rec.hist),
+        syscalls: outcome.syscalls.to_table(),
+        client_cpu: outcome.cpu,
+        intervals: rec.interval_records(measured),
+        extra: Default::default(),
+    }
+}
+
+/// Client CPU microseconds per successful request, `None` without requests.
+pub fn cpu_us_per_request(r: &BenchReport) -> Option<f64> {
+    (r.requests_ok > 0)
+        .then(|| (r.client_cpu.user_s + r.client_cpu.sys_s) * 1e6 / r.requests_ok as f64)
+}
+
+/// The seed-shaped summary: one header line and a table row.
+pub fn render_summary(r: &BenchReport) -> String {
+    let mut out = String::new();
+    let bound = match (r.rounds, r.target_rate) {
+        (Some(n), None) => format!("rounds={n}"),
+        (Some(n), Some(rate)) => format!("rounds={n} rate={rate}/s"),
+        (None, None) => format!("duration={:.3}s", r.duration_s),
+        (None, Some(rate)) => format!("duration={:.3}s rate={rate}/s", r.duration_s),
+    };
+    let reply = r
+        .reply_bytes
+        .map(|b| format!(" reply={b}B"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "echo-bench {} engine={} target={} conns={} {} payload={}B{}",
+        r.mode, r.engine, r.target, r.conns, bound, r.payload_bytes, reply
+    );
+    let _ = writeln!(
+        out,
+        "| mode | conns | requests | QPS | P50(µs) | P90(µs) | P99(µs) | fail |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    let l = &r.latency_us;
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} |",
+        r.mode, r.conns, r.requests_ok, r.qps, l.p50, l.p90, l.p99, r.requests_failed
+    );
+    let _ = writeln!(
+        out,
+        "latency µs: min {:.1} mean {:.1} p99.9 {:.1} max {:.1}; measured {:.4} s",
+        l.min, l.mean, l.p999, l.max, r.duration_s
+    );
+    if r.failures.is_empty() {
+        let _ = writeln!(out, "failures: none");
+    } else {
+        let kinds: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "failures: {}", kinds.join(", "));
+    }
+    let per_req = cpu_us_per_request(r)
+        .map(|us| format!(" ({us:.2} µs/request)"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "client CPU: user {:.3} s, sys {:.3} s{per_req}",
+        r.client_cpu.user_s, r.client_cpu.sys_s
+    );
+    out
+}
+
+/// The `--syscalls` table: calls, total and mean time, calls per successful request.
+pub fn render_syscalls(r: &BenchReport) -> String {
+    let mut out = String::from("syscall        calls     total ms    mean ns  per request\n");
+    for (name, s) in &r.syscalls {
+        let total = s.total_ns.unwrap_or(0);
+        let mean = total.checked_div(s.count).unwrap_or(0);
+        let per = if r.requests_ok > 0 {
+            format!("{:.2}", s.count as f64 / r.requests_ok as f64)
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            out,
+            "{name:<12} {:>8} {:>12.3} {mean:>10} {per:>12}",
+            s.count,
+            total as f64 / 1e6
+        );
+    }
+    out
+}
+
+/// Bars of a `--hist`: at most this many geometric buckets between min and max.
+pub const HIST_BUCKETS: usize = 16;
+const BAR_WIDTH: usize = 40;
+
+/// A latency histogram (nanoseconds) as text bars over geometric buckets in µs, so that both
+/// the body and the tail of a skewed distribution are visible.
+pub fn render_histogram(h: &Histogram<u64>) -> String {
+    if h.is_empty() {
+        return "latency histogram: no successful requests\n".into();
+    }
+    let (lo, hi) = (h.min().max(1) as f64, h.max().max(1) as f64);
+    let buckets = if hi / lo < 1.01 { 1 } else { HIST_BUCKETS };
+    let ratio = (hi / lo).powf(1.0 / buckets as f64);
+    let edges: Vec<f64> = (0..=buckets).map(|i| lo * ratio.powi(i as i32)).collect();
+    let mut counts = vec![0u64; buckets];
+    for v in h.iter_recorded() {
+        let x = h.median_equivalent(v.value_iterated_to()) as f64;
+        let idx = edges[1..]
+            .iter()
+            .position(|&e| x <= e * (1.0 + 1e-9))
+            .unwrap_or(buckets - 1);
+        counts[idx] += v.count_at_value();
+    }
+    let most = *counts.iter().max().unwrap_or(&1);
+    let mut out = format!("latency histogram (µs, {} requests)\n", h.len());
+    for (i, &c) in counts.iter().enumerate() {
+        let bar = "#".repeat(((c as f64 / most as f64) * BAR_WIDTH as f64).round() as usize);
+        let _ = writeln!(
+            out,
+            "{:>10.1} .. {:>10.1} |{bar:<BAR_WIDTH$}| {c:>9} {:>5.1}%",
+            edges[i] / 1e3,
+            edges[i + 1] / 1e3,
+            100.0 * c as f64 / h.len() as f64
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_bars_account_for_every_request() {
+        let mut h = hist::new_latency_histogram();
+        for ns in [10_000u64, 10_000, 20_000, 400_000, 1_000_000] {
+            hist::record_ns(&mut h, ns);
+        }
+        let text = render_histogram(&h);
+        let total: u64 = text
+            .lines()
+            .skip(1)
+            .map(|l| {
+                l.split('|')
+                    .nth(2)
+                    .unwrap()
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(total, 5, "{text}");
+        assert_eq!(text.lines().count(), 1 + HIST_BUCKETS);
+    }
+
+    #[test]
+    fn single_value_histogram_has_one_bar() {
+        let mut h = hist::new_latency_histogram();
+        hist::record_ns(&mut h, 5_000);
+        assert_eq!(render_histogram(&h).lines().count(), 2);
+    }
+}

@@ -1,0 +1,89 @@
+//! `echo-bench connect-storm` (seed 004's "deadlink"): open N connections as fast as the
+//! machine allows and report the time until all of them are established.
+//!
+//! "Established" is proven, not assumed: a connection counts once a 1-byte echo came back over
+//! it, because a completed handshake only means the kernel queued the connection in the
+//! server's backlog, not that the server accepted it. Connections stay open until every one
+//! of them has been proven (or has failed), so the server holds N at once, as in the seed.
+
+use echolab_core::hist::LatencySummary;
+use echolab_core::protocol;
+
+use crate::cli::StormArgs;
+use crate::engine::{self, EngineKind, Pattern, Stop};
+use crate::setup::{self, PlanInputs, SetupError};
+use crate::Finished;
+
+/// Bytes of the echo that proves a connection.
+pub const PROOF_BYTES: usize = 1;
+
+/// Runs the storm described by `args` on the event engine.
+///
+/// The report's latency is connect start to echo proven; `extra` carries
+/// `time_to_establish_s` (start until the last connection was proven or failed),
+/// `established` and `connect_latency_us` (connect(2) until the socket is writable, i.e. the
+/// handshake).
+///
+/// # Errors
+/// Unresolvable host, too few file descriptors, or an engine that could not start.
+pub fn run(args: &StormArgs) -> Result<Finished, SetupError> {
+    let request = protocol::payload(PROOF_BYTES);
+    let plan = setup::plan(
+        PlanInputs {
+            addr: setup::resolve(&args.host, args.port)?,
+            pattern: Pattern::Storm,
+            conns: args.n,
+            stop: Stop::Rounds(1),
+            warmup: std::time::Duration::ZERO,
+            rate: None,
+            expected_reply: request.clone(),
+            request,
+            interval: None,
+        },
+        &args.sock,
+    )?;
+    let outcome = engine::run(&plan, EngineKind::Event).map_err(|e| SetupError {
+        message: format!("event engine failed: {e}"),
+        exit_code: 1,
+    })?;
+    let target = format!("{}:{}", args.host, args.port);
+    let mut report = crate::report::base_report(&plan, &outcome, EngineKind::Event, &target);
+    let connect = LatencySummary::from_histogram(&outcome.connect_hist);
+    let to_establish = outcome
+        .recorder
+        .last_completion
+        .map_or(0.0, |l| (l - outcome.gate_opened).as_secs_f64());
+    report.duration_s = to_establish;
+    report.qps = if to_establish > 0.0 {
+        outcome.established as f64 / to_establish
+    } else {
+        0.0
+    };
+    report
+        .extra
+        .insert("time_to_establish_s".into(), to_establish.into());
+    report
+        .extra
+        .insert("established".into(), outcome.established.into());
+    report.extra.insert(
+        "connect_latency_us".into(),
+        serde_json::to_value(connect).expect("a LatencySummary serialises"),
+    );
+    let text = format!(
+        "established {}/{} in {:.4} s ({:.0} connections/s)\n\
+         connect latency µs (connect to writable): P50 {:.0} P90 {:.0} P99 {:.0} max {:.0}\n",
+        outcome.established,
+        args.n,
+        to_establish,
+        report.qps,
+        connect.p50,
+        connect.p90,
+        connect.p99,
+        connect.max
+    );
+    Ok(Finished {
+        report,
+        hist: outcome.recorder.hist,
+        extra_text: text,
+    })
+}

@@ -1,0 +1,74 @@
+//! `echo-bench sustain` (seed 004's "activelink"): N long connections, each looping a small
+//! request and an N-byte reply from `echo-server --reply-bytes N`, for a fixed duration, with
+//! one interval record per `--interval` so the launcher can pair throughput and latency with
+//! the server's CPU and memory samples.
+
+use echolab_core::protocol;
+
+use crate::cli::SustainArgs;
+use crate::engine::{self, Pattern, Stop};
+use crate::setup::{self, PlanInputs, SetupError};
+use crate::Finished;
+
+/// Runs the sustained load described by `args`. The request is the seed payload, which ends
+/// in the reply-mode request terminator `\n`; the reply is verified against
+/// `protocol::reply_body(reply_bytes)`.
+///
+/// # Errors
+/// Unresolvable host, too few file descriptors, or an engine that could not start.
+pub fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
+    let request = protocol::DEFAULT_PAYLOAD.to_vec();
+    debug_assert_eq!(request.last(), Some(&protocol::REQUEST_END));
+    let plan = setup::plan(
+        PlanInputs {
+            addr: setup::resolve(&args.host, args.port)?,
+            pattern: Pattern::Long,
+            conns: args.n,
+            stop: Stop::Duration(args.duration),
+            warmup: args.load.warmup,
+            rate: args.rate,
+            request,
+            expected_reply: protocol::reply_body(args.reply_bytes as usize),
+            interval: Some(args.interval),
+        },
+        &args.sock,
+    )?;
+    let outcome = engine::run(&plan, args.load.engine).map_err(|e| SetupError {
+        message: format!("{} engine failed: {e}", args.load.engine.name()),
+        exit_code: 1,
+    })?;
+    let target = format!("{}:{}", args.host, args.port);
+    let mut report = crate::report::base_report(&plan, &outcome, args.load.engine, &target);
+    report.mode = "sustain".into();
+    report.reply_bytes = Some(args.reply_bytes);
+    report
+        .extra
+        .insert("interval_s".into(), args.interval.as_secs_f64().into());
+    if outcome.setup_failures > 0 {
+        report.extra.insert(
+            "setup_connect_failures".into(),
+            outcome.setup_failures.into(),
+        );
+    }
+    let mut text = String::from(
+        "interval    t(s)        ok   failed        QPS     rx MB/s   P50(µs)   P99(µs)\n",
+    );
+    for (i, iv) in report.intervals.iter().enumerate() {
+        text.push_str(&format!(
+            "{:>8} {:>7.2} {:>9} {:>8} {:>10.0} {:>11.2} {:>9.0} {:>9.0}\n",
+            i + 1,
+            iv.t_s,
+            iv.requests_ok,
+            iv.requests_failed,
+            iv.qps,
+            iv.rx_bytes_per_s / 1e6,
+            iv.latency_us.p50,
+            iv.latency_us.p99
+        ));
+    }
+    Ok(Finished {
+        report,
+        hist: outcome.recorder.hist,
+        extra_text: text,
+    })
+}

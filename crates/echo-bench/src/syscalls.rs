@@ -1,0 +1,382 @@
+//! Client-side system-call accounting without ptrace.
+//!
+//! Seed 002 counted the client's `connect`/`close` with `strace -f -c`, and noted that ptrace
+//! serialises 100 threads and inflates per-call times. Here every socket call of the hot path
+//! goes through a thin wrapper that counts it and times it with two monotonic clock reads
+//! (`Instant::now`, i.e. `clock_gettime(CLOCK_MONOTONIC)` through the vDSO, no system call of
+//! its own). Each worker owns its [`SyscallCounters`]; they are merged once at the end, so the
+//! hot path takes no lock.
+//!
+//! Calls made outside these wrappers (thread creation, `getrusage`, the Rust runtime's own)
+//! are not counted; the table is the I/O path only, like seed 002's `-e trace=` filter.
+
+use std::io;
+use std::os::fd::{IntoRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use echolab_core::stats::{SyscallStat, SyscallTable};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// The system calls echo-bench counts, named as in the man pages (section 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// socket(2).
+    Socket,
+    /// setsockopt(2): TCP_NODELAY, SO_LINGER, SO_RCVTIMEO/SO_SNDTIMEO.
+    Setsockopt,
+    /// getsockopt(2) SO_ERROR, read after a failed non-blocking connect.
+    Getsockopt,
+    /// connect(2).
+    Connect,
+    /// write(2).
+    Write,
+    /// read(2).
+    Read,
+    /// close(2).
+    Close,
+    /// epoll_ctl(2).
+    EpollCtl,
+    /// epoll_pwait2(2) (or epoll_wait(2) on kernels before 5.11); reported as `epoll_wait`.
+    EpollWait,
+}
+
+impl Call {
+    /// Every call, in report order.
+    pub const ALL: [Call; 9] = [
+        Call::Socket,
+        Call::Setsockopt,
+        Call::Getsockopt,
+        Call::Connect,
+        Call::Write,
+        Call::Read,
+        Call::Close,
+        Call::EpollCtl,
+        Call::EpollWait,
+    ];
+
+    /// The name used as key in `BenchReport.syscalls`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::Socket => "socket",
+            Call::Setsockopt => "setsockopt",
+            Call::Getsockopt => "getsockopt",
+            Call::Connect => "connect",
+            Call::Write => "write",
+            Call::Read => "read",
+            Call::Close => "close",
+            Call::EpollCtl => "epoll_ctl",
+            Call::EpollWait => "epoll_wait",
+        }
+    }
+}
+
+const N_CALLS: usize = Call::ALL.len();
+
+/// Count and total nanoseconds per [`Call`], owned by one thread.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyscallCounters {
+    count: [u64; N_CALLS],
+    total_ns: [u64; N_CALLS],
+}
+
+impl SyscallCounters {
+    /// Runs `f` (one system call) and charges its count and duration to `call`.
+    #[inline]
+    pub fn timed<R>(&mut self, call: Call, f: impl FnOnce() -> R) -> R {
+        let t0 = Instant::now();
+        let r = f();
+        let ns = t0.elapsed().as_nanos() as u64;
+        self.count[call as usize] += 1;
+        self.total_ns[call as usize] += ns;
+        r
+    }
+
+    /// Number of `call`s made.
+    pub fn count(&self, call: Call) -> u64 {
+        self.count[call as usize]
+    }
+
+    /// Adds `other`'s counts and times to these.
+    pub fn merge(&mut self, other: &Self) {
+        for i in 0..N_CALLS {
+            self.count[i] += other.count[i];
+            self.total_ns[i] += other.total_ns[i];
+        }
+    }
+
+    /// These counters minus an earlier snapshot of the same thread (warm-up removal).
+    pub fn since(&self, baseline: &Self) -> Self {
+        let mut out = self.clone();
+        for i in 0..N_CALLS {
+            out.count[i] -= baseline.count[i];
+            out.total_ns[i] -= baseline.total_ns[i];
+        }
+        out
+    }
+
+    /// The report table: every call made at least once, with count and total time.
+    pub fn to_table(&self) -> SyscallTable {
+        Call::ALL
+            .iter()
+            .filter(|c| self.count(**c) > 0)
+            .map(|&c| {
+                let stat = SyscallStat {
+                    count: self.count(c),
+                    total_ns: Some(self.total_ns[c as usize]),
+                };
+                (c.name().to_string(), stat)
+            })
+            .collect()
+    }
+}
+
+/// Per-socket options of a run.
+#[derive(Debug, Clone, Copy)]
+pub struct SocketOptions {
+    /// Set TCP_NODELAY (disable Nagle's algorithm, tcp(7)).
+    pub nodelay: bool,
+    /// Set SO_LINGER {on, 0}: close(2) sends RST and the client keeps no TIME_WAIT (socket(7)).
+    pub linger0: bool,
+    /// For blocking sockets: SO_SNDTIMEO/SO_RCVTIMEO (also bounds a blocking connect(2) on
+    /// Linux, which then fails with EINPROGRESS). `None` for non-blocking sockets.
+    pub blocking_timeout: Option<Duration>,
+}
+
+/// Creates a TCP socket for `addr`'s family with `opts` applied; non-blocking unless
+/// `opts.blocking_timeout` is set. The caller owns the returned fd and must [`close`] it.
+///
+/// # Errors
+/// socket(2) or setsockopt(2) failures (EMFILE when out of descriptors); nothing leaks.
+pub fn open_tcp_socket(
+    c: &mut SyscallCounters,
+    addr: &SockAddr,
+    opts: &SocketOptions,
+) -> io::Result<RawFd> {
+    let ty = if opts.blocking_timeout.is_none() {
+        Type::STREAM.nonblocking()
+    } else {
+        Type::STREAM
+    };
+    let sock = c.timed(Call::Socket, || {
+        Socket::new(Domain::from(addr.family() as i32), ty, Some(Protocol::TCP))
+    })?;
+    // `sock` closes itself (uncounted) if an option fails; that is an error path only.
+    if opts.nodelay {
+        c.timed(Call::Setsockopt, || sock.set_tcp_nodelay(true))?;
+    }
+    if opts.linger0 {
+        c.timed(Call::Setsockopt, || sock.set_linger(Some(Duration::ZERO)))?;
+    }
+    if let Some(t) = opts.blocking_timeout {
+        c.timed(Call::Setsockopt, || sock.set_write_timeout(Some(t)))?;
+        c.timed(Call::Setsockopt, || sock.set_read_timeout(Some(t)))?;
+    }
+    Ok(sock.into_raw_fd())
+}
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// connect(2). A non-blocking socket reports `EINPROGRESS` as an error; the caller waits for
+/// writability and then learns the outcome from the next write or [`take_socket_error`].
+pub fn connect(c: &mut SyscallCounters, fd: RawFd, addr: &SockAddr) -> io::Result<()> {
+    // SAFETY: `addr` is a valid sockaddr of `addr.len()` bytes for the duration of the call;
+    // connect(2) only reads it. An invalid fd yields EBADF, not undefined behaviour.
+    let ret = c.timed(Call::Connect, || unsafe {
+        libc::connect(fd, addr.as_ptr().cast(), addr.len())
+    });
+    cvt(ret).map(drop)
+}
+
+/// write(2) of `buf`; returns the number of bytes taken (possibly fewer than `buf.len()`).
+pub fn write(c: &mut SyscallCounters, fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a live, initialised slice of `buf.len()` bytes that write(2) only reads.
+    let ret = c.timed(Call::Write, || unsafe {
+        libc::write(fd, buf.as_ptr().cast(), buf.len())
+    });
+    cvt_size(ret)
+}
+
+/// read(2) into `buf`; `Ok(0)` is end of stream.
+pub fn read(c: &mut SyscallCounters, fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a live, exclusively borrowed slice of `buf.len()` writable bytes.
+    let ret = c.timed(Call::Read, || unsafe {
+        libc::read(fd, buf.as_mut_ptr().cast(), buf.len())
+    });
+    cvt_size(ret)
+}
+
+/// close(2). The fd is gone afterwards whatever the result (close(2), "NOTES"), so errors are
+/// ignored.
+pub fn close(c: &mut SyscallCounters, fd: RawFd) {
+    // SAFETY: the caller gives up `fd`, which it owns and does not use again.
+    c.timed(Call::Close, || unsafe { libc::close(fd) });
+}
+
+/// getsockopt(SO_ERROR): the pending error of a socket whose non-blocking connect failed.
+pub fn take_socket_error(c: &mut SyscallCounters, fd: RawFd) -> Option<io::Error> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` and `len` are valid for writes of the sizes getsockopt(2) is told.
+    let ret = c.timed(Call::Getsockopt, || unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    });
+    if ret < 0 {
+        return Some(io::Error::last_os_error());
+    }
+    (err != 0).then(|| io::Error::from_raw_os_error(err))
+}
+
+/// epoll_create1(EPOLL_CLOEXEC); not counted (once per worker).
+pub fn epoll_create() -> io::Result<RawFd> {
+    // SAFETY: no pointers involved.
+    cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })
+}
+
+/// A non-blocking CLOEXEC timerfd on CLOCK_MONOTONIC that expires every `period`
+/// (timerfd_create(2)); not counted (once per worker).
+pub fn periodic_timerfd(period: Duration) -> io::Result<RawFd> {
+    // SAFETY: no pointers involved.
+    let fd = cvt(unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
+    })?;
+    let ts = libc::timespec {
+        tv_sec: period.as_secs() as libc::time_t,
+        tv_nsec: period.subsec_nanos() as libc::c_long,
+    };
+    let spec = libc::itimerspec {
+        it_interval: ts,
+        it_value: ts,
+    };
+    // SAFETY: `spec` is a valid itimerspec that timerfd_settime(2) only reads; the old value
+    // pointer may be null.
+    if let Err(e) = cvt(unsafe { libc::timerfd_settime(fd, 0, &spec, std::ptr::null_mut()) }) {
+        // SAFETY: fd was created above and is not used again.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    Ok(fd)
+}
+
+/// Reads a timerfd's expiration count, which also re-arms a periodic timerfd (the kernel
+/// restarts the interval timer on read, fs/timerfd.c). Not counted: it is the engine's clock
+/// (at most 1000 reads/s per worker, 10/s with the default --timeout), not the I/O path.
+pub fn drain_timerfd(fd: RawFd) {
+    let mut expirations = 0u64;
+    // SAFETY: reads at most 8 bytes into a live u64; an EAGAIN leaves it untouched.
+    unsafe { libc::read(fd, (&mut expirations as *mut u64).cast(), 8) };
+}
+
+/// epoll_ctl(EPOLL_CTL_ADD) of `fd` for `events`, tagged with `token`.
+pub fn epoll_add(
+    c: &mut SyscallCounters,
+    epfd: RawFd,
+    fd: RawFd,
+    events: u32,
+    token: u64,
+) -> io::Result<()> {
+    let mut ev = libc::epoll_event { events, u64: token };
+    // SAFETY: `ev` is a valid epoll_event that epoll_ctl(2) only reads.
+    let ret = c.timed(Call::EpollCtl, || unsafe {
+        libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev)
+    });
+    cvt(ret).map(drop)
+}
+
+/// Waits for events on `epfd` for at most `timeout` (`None`: indefinitely), with nanosecond
+/// resolution through epoll_pwait2(2) so that open-loop send times are not rounded to
+/// milliseconds; falls back to epoll_wait(2) (ms, rounded up) where the kernel lacks it.
+/// Returns the number of events written to the front of `events`; EINTR gives 0.
+pub fn epoll_wait(
+    c: &mut SyscallCounters,
+    epfd: RawFd,
+    events: &mut [libc::epoll_event],
+    timeout: Option<Duration>,
+) -> io::Result<usize> {
+    static NO_PWAIT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let max = events.len().min(i32::MAX as usize) as libc::c_int;
+    let ret = if !NO_PWAIT2.load(std::sync::atomic::Ordering::Relaxed) {
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        });
+        let ts_ptr = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `events` is a writable array of `max` epoll_events, `ts_ptr` is null or
+        // points to a live timespec, and a null sigmask means "do not change the mask".
+        let r = c.timed(Call::EpollWait, || unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                epfd,
+                events.as_mut_ptr(),
+                max,
+                ts_ptr,
+                std::ptr::null::<u8>(),
+                0,
+            )
+        });
+        if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            NO_PWAIT2.store(true, std::sync::atomic::Ordering::Relaxed);
+            return epoll_wait(c, epfd, events, timeout);
+        }
+        r as libc::c_int
+    } else {
+        let ms = timeout.map_or(-1, |d| {
+            d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int
+        });
+        // SAFETY: `events` is a writable array of `max` epoll_events.
+        c.timed(Call::EpollWait, || unsafe {
+            libc::epoll_wait(epfd, events.as_mut_ptr(), max, ms)
+        })
+    };
+    match cvt(ret) {
+        Ok(n) => Ok(n as usize),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_merge_subtract_and_table_only_used_calls() {
+        let mut a = SyscallCounters::default();
+        a.timed(Call::Connect, || ());
+        a.timed(Call::Connect, || ());
+        let base = a.clone();
+        a.timed(Call::Close, || ());
+        let mut b = a.since(&base);
+        assert_eq!(b.count(Call::Connect), 0);
+        assert_eq!(b.count(Call::Close), 1);
+        b.merge(&a);
+        let t = b.to_table();
+        assert_eq!(t["connect"].count, 2);
+        assert_eq!(t["close"].count, 2);
+        assert!(!t.contains_key("read"));
+    }
+}

@@ -1,0 +1,172 @@
+//! Shared helpers of echo-bench's integration tests: running the binary with a deadline, and
+//! small misbehaving servers for fault injection (the real echo-server is used everywhere
+//! else).
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use echolab_core::stats::BenchReport;
+
+/// Upper bound for one echo-bench run in a test; generous for a loaded 2-core machine. A run
+/// that exceeds it is killed and the test fails (echo-bench must never hang).
+pub const RUN_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Runs echo-bench with `args` (and `prepare` applied to the command), killing it after
+/// [`RUN_DEADLINE`].
+pub fn run_with(args: &[&str], prepare: impl FnOnce(&mut Command)) -> (Output, Duration) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_echo-bench"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    prepare(&mut cmd);
+    let t0 = Instant::now();
+    let child = cmd.spawn().expect("echo-bench starts");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(RUN_DEADLINE) {
+        Ok(out) => (out.expect("wait for echo-bench"), t0.elapsed()),
+        Err(_) => {
+            // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet
+            // (the waiting thread has not returned), so the pid cannot have been reused.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            panic!("echo-bench {args:?} did not finish within {RUN_DEADLINE:?}");
+        }
+    }
+}
+
+/// Runs echo-bench with `args`.
+pub fn run(args: &[&str]) -> (Output, Duration) {
+    run_with(args, |_| {})
+}
+
+/// Runs echo-bench with `args` plus `--json`, expects exit 0 and returns the parsed report.
+pub fn report(args: &[&str]) -> BenchReport {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let (out, _) = run(&all);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "echo-bench {all:?} exited {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not a BenchReport ({e}):\n{stdout}"))
+}
+
+/// Count of `name` in a report's syscall table (0 when absent).
+pub fn calls(r: &BenchReport, name: &str) -> u64 {
+    r.syscalls.get(name).map_or(0, |s| s.count)
+}
+
+/// Failures of `kind` in a report (0 when absent).
+pub fn failures(r: &BenchReport, kind: &str) -> u64 {
+    r.failures.get(kind).copied().unwrap_or(0)
+}
+
+/// A misbehaving TCP server on 127.0.0.1: every connection gets its own thread running
+/// `serve`. Stopped (listener closed, threads joined) on drop.
+pub struct FaultyServer {
+    /// The port it listens on.
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl FaultyServer {
+    /// Starts a server whose connections run `serve`.
+    pub fn start(serve: fn(TcpStream)) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let acceptor = std::thread::spawn(move || {
+            let mut conns = Vec::new();
+            for stream in listener.incoming() {
+                if flag.load(Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(s) = stream {
+                    conns.push(std::thread::spawn(move || serve(s)));
+                }
+            }
+            // Connection threads end when their client closes; echo-bench closes everything.
+            for c in conns {
+                let _ = c.join();
+            }
+        });
+        Self {
+            port,
+            stop,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    /// An echo server that flips one bit of the first byte of every chunk it echoes.
+    pub fn bit_flipper() -> Self {
+        Self::start(|mut s| {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                buf[0] ^= 0x20;
+                if s.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        })
+    }
+
+    /// A server that reads everything and never answers.
+    pub fn mute() -> Self {
+        Self::start(|mut s| {
+            let mut buf = [0u8; 4096];
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+        })
+    }
+}
+
+impl Drop for FaultyServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept so the acceptor sees the flag.
+        if let Ok(s) = TcpStream::connect(("127.0.0.1", self.port)) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+    }
+}
+
+/// A loopback port on which nothing listens (bound once, then released).
+pub fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    l.local_addr().unwrap().port()
+}
+
+/// Client-side TIME_WAIT sockets towards `port` on 127.0.0.1, from /proc/net/tcp
+/// (proc(5): state 06 is TIME_WAIT; addresses are hex, the port after the colon).
+pub fn time_wait_towards(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+    let remote = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[2].ends_with(&remote) && f[3] == "06"
+        })
+        .count()
+}

@@ -1,0 +1,103 @@
+//! Failures are counted by kind, never a panic or a hang: wrong bytes, silence, a closed port.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{closed_port, failures, report, run, FaultyServer};
+use echolab_testkit::spawn_echo_server;
+
+#[test]
+fn wrong_bytes_are_counted_as_mismatch() {
+    let server = FaultyServer::bit_flipper();
+    let port = server.port.to_string();
+    for engine in ["event", "thread"] {
+        let r = report(&["127.0.0.1", &port, "4", "3", "--engine", engine]);
+        assert_eq!((r.requests_ok, r.requests_failed), (0, 12), "{engine}");
+        assert_eq!(failures(&r, "mismatch"), 12, "{engine}: {:?}", r.failures);
+    }
+    // The exit status reflects failures only when asked to.
+    let (out, _) = run(&["127.0.0.1", &port, "2", "1", "--fail-on-error"]);
+    assert_eq!(out.status.code(), Some(1));
+    let (out, _) = run(&["127.0.0.1", &port, "2", "1"]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn sustain_verifies_reply_content() {
+    // An echo server answers "hello echo\r\n", not the 1 KiB reply body sustain expects.
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    let r = report(&[
+        "sustain",
+        "127.0.0.1",
+        &port,
+        "2",
+        "--reply-bytes",
+        "12",
+        "--duration",
+        "1s",
+        "--timeout",
+        "500ms",
+    ]);
+    assert_eq!(r.requests_ok, 0);
+    assert!(failures(&r, "mismatch") > 0, "{:?}", r.failures);
+}
+
+#[test]
+fn silence_is_counted_as_timeout_within_the_deadline() {
+    let server = FaultyServer::mute();
+    let port = server.port.to_string();
+    for engine in ["event", "thread"] {
+        let args = [
+            "127.0.0.1",
+            &port,
+            "2",
+            "2",
+            "--timeout",
+            "300ms",
+            "--engine",
+            engine,
+            "--json",
+        ];
+        let (out, took) = run(&args);
+        assert!(out.status.success());
+        let r: echolab_core::stats::BenchReport = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(failures(&r, "timeout"), 4, "{engine}: {:?}", r.failures);
+        // Two timeouts in a row per connection: about 0.6 s, far from a hang.
+        assert!(took < Duration::from_secs(30), "{engine} took {took:?}");
+    }
+}
+
+#[test]
+fn closed_port_is_counted_as_refused() {
+    let port = closed_port().to_string();
+    for (mode, engine) in [
+        ("short", "event"),
+        ("long", "event"),
+        ("short", "thread"),
+        ("long", "thread"),
+    ] {
+        let r = report(&[
+            "127.0.0.1",
+            &port,
+            "3",
+            "2",
+            "--mode",
+            mode,
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(
+            (r.requests_ok, r.requests_failed),
+            (0, 6),
+            "{mode}/{engine}"
+        );
+        assert_eq!(
+            failures(&r, "refused"),
+            6,
+            "{mode}/{engine}: {:?}",
+            r.failures
+        );
+    }
+}

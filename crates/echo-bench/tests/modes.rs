@@ -1,0 +1,236 @@
+//! Short and long mode against the workspace's echo-server: exact system-call counts (seed
+//! 002's strace question), the JSON report and its histogram, warm-up, open loop, linger.
+
+mod common;
+
+use common::{calls, report, time_wait_towards};
+use echolab_core::hist;
+use echolab_testkit::spawn_echo_server;
+
+#[test]
+fn short_mode_100x10_makes_exactly_1000_connects_and_closes() {
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    let r = report(&["127.0.0.1", &port, "100", "10", "--mode", "short"]);
+    assert_eq!(
+        (r.requests_ok, r.requests_failed),
+        (1000, 0),
+        "{:?}",
+        r.failures
+    );
+    assert_eq!(calls(&r, "connect"), 1000);
+    assert_eq!(calls(&r, "close"), 1000);
+    assert_eq!(calls(&r, "write"), 1000);
+    assert!(r.syscalls["connect"].total_ns.unwrap() > 0);
+}
+
+#[test]
+fn long_mode_100x10_makes_exactly_100_connects_and_closes() {
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    let r = report(&["127.0.0.1", &port, "100", "10", "--mode", "long"]);
+    assert_eq!(
+        (r.requests_ok, r.requests_failed),
+        (1000, 0),
+        "{:?}",
+        r.failures
+    );
+    assert_eq!(calls(&r, "connect"), 100);
+    assert_eq!(calls(&r, "close"), 100);
+    assert_eq!(calls(&r, "write"), 1000);
+    assert!(calls(&r, "read") >= 1000);
+    assert!(calls(&r, "epoll_wait") > 0);
+}
+
+#[test]
+fn thread_engine_counts_the_same_calls() {
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    let short = report(&[
+        "127.0.0.1",
+        &port,
+        "100",
+        "10",
+        "--mode",
+        "short",
+        "--engine",
+        "thread",
+    ]);
+    assert_eq!(
+        (
+            short.requests_ok,
+            calls(&short, "connect"),
+            calls(&short, "close")
+        ),
+        (1000, 1000, 1000)
+    );
+    let long = report(&[
+        "127.0.0.1",
+        &port,
+        "100",
+        "10",
+        "--mode",
+        "long",
+        "--engine",
+        "thread",
+    ]);
+    assert_eq!(
+        (
+            long.requests_ok,
+            calls(&long, "connect"),
+            calls(&long, "close")
+        ),
+        (1000, 100, 100)
+    );
+    assert_eq!(long.engine, "thread");
+    assert_eq!(calls(&long, "epoll_wait"), 0);
+}
+
+#[test]
+fn json_is_a_bench_report_whose_histogram_decodes_to_requests_ok() {
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    let r = report(&[
+        "127.0.0.1",
+        &port,
+        "20",
+        "50",
+        "--mode",
+        "long",
+        "--payload-size",
+        "100",
+    ]);
+    assert_eq!(
+        (r.tool.as_str(), r.mode.as_str(), r.engine.as_str()),
+        ("echo-bench", "long", "event")
+    );
+    assert_eq!((r.conns, r.rounds, r.payload_bytes), (20, Some(50), 100));
+    assert_eq!(r.target, format!("127.0.0.1:{port}"));
+    assert_eq!(r.requests_ok, 1000);
+    let h = hist::decode(&r.histogram).expect("histogram decodes");
+    assert_eq!(h.len(), r.requests_ok);
+    let s = hist::LatencySummary::from_histogram(&h);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+    let l = &r.latency_us;
+    assert!(
+        close(s.min, l.min) && close(s.mean, l.mean) && close(s.p50, l.p50) && close(s.p99, l.p99),
+        "{s:?} vs {l:?}"
+    );
+    assert!(
+        close(s.p999, l.p999) && close(s.max, l.max),
+        "{s:?} vs {l:?}"
+    );
+    assert!(r.latency_us.min > 0.0 && r.latency_us.p50 <= r.latency_us.p99);
+    assert!(r.duration_s > 0.0);
+    assert!((r.qps - r.requests_ok as f64 / r.duration_s).abs() < 1e-6 * r.qps);
+    assert!(r.intervals.is_empty(), "a rounds run has no intervals");
+    assert!(r.started_at.ends_with('Z'));
+}
+
+#[test]
+fn timed_run_with_warmup_excludes_warmup_and_reports_intervals() {
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    let r = report(&[
+        "127.0.0.1",
+        &port,
+        "10",
+        "--duration",
+        "2s",
+        "--warmup",
+        "1s",
+        "--mode",
+        "short",
+    ]);
+    assert_eq!(r.duration_s, 2.0);
+    assert_eq!(r.rounds, None);
+    assert!(
+        r.extra["warmup_requests"].as_u64().unwrap() > 0,
+        "{:?}",
+        r.extra
+    );
+    assert_eq!(r.intervals.len(), 2);
+    let in_intervals: u64 = r.intervals.iter().map(|i| i.requests_ok).sum();
+    assert_eq!(in_intervals, r.requests_ok);
+    assert!(r.intervals.iter().all(|i| i.requests_ok > 0));
+    // Warm-up requests are not in the counts: every measured connect belongs to a measured
+    // request, up to the requests straddling the two ends of the window (one per connection
+    // each).
+    let connects = calls(&r, "connect");
+    assert!(
+        connects.abs_diff(r.requests_ok) <= 2 * r.conns,
+        "{connects} vs {}",
+        r.requests_ok
+    );
+    assert!(r.client_cpu.user_s + r.client_cpu.sys_s > 0.0);
+}
+
+#[test]
+fn open_loop_rate_is_held() {
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    let r = report(&[
+        "127.0.0.1",
+        &port,
+        "20",
+        "--duration",
+        "3s",
+        "--rate",
+        "2000",
+    ]);
+    assert_eq!(r.target_rate, Some(2000.0));
+    assert_eq!(r.requests_failed, 0, "{:?}", r.failures);
+    // 6000 slots in 3 s; a loaded machine may fall a little behind, never ahead.
+    assert!(r.qps > 1700.0 && r.qps <= 2001.0, "qps {}", r.qps);
+    for e in ["event", "thread"] {
+        let r = report(&[
+            "127.0.0.1",
+            &port,
+            "10",
+            "100",
+            "--rate",
+            "1000",
+            "--engine",
+            e,
+        ]);
+        // 1000 requests at 1000/s take about one second: the schedule, not the server, sets it.
+        assert!(
+            r.duration_s > 0.9 && r.duration_s < 1.5,
+            "{e}: {}",
+            r.duration_s
+        );
+    }
+}
+
+#[test]
+fn linger0_leaves_no_client_time_wait() {
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port();
+    let p = port.to_string();
+    let r = report(&["127.0.0.1", &p, "20", "5", "--mode", "short", "--linger0"]);
+    assert_eq!(r.requests_ok, 100);
+    assert_eq!(
+        time_wait_towards(port),
+        0,
+        "--linger0 must leave no TIME_WAIT"
+    );
+    // Without it the client, which closes first, keeps TIME_WAIT sockets (for 60 s).
+    let r = report(&["127.0.0.1", &p, "20", "5", "--mode", "short"]);
+    assert_eq!(r.requests_ok, 100);
+    assert!(
+        time_wait_towards(port) > 0,
+        "the check above must be able to fail"
+    );
+}
+
+#[test]
+fn nagle_can_be_left_on() {
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    let with = report(&["127.0.0.1", &port, "4", "10", "--nodelay=false"]);
+    let without = report(&["127.0.0.1", &port, "4", "10"]);
+    assert_eq!((with.requests_ok, without.requests_ok), (40, 40));
+    // TCP_NODELAY is one setsockopt per socket; leaving Nagle on skips it.
+    assert_eq!(calls(&with, "setsockopt"), 0);
+    assert_eq!(calls(&without, "setsockopt"), 4);
+}

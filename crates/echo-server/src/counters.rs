@@ -104,6 +104,11 @@ impl ErrKind {
             _ => Self::Other,
         }
     }
+
+    /// Maps an I/O error to its kind (`Other` when it carries no errno).
+    pub fn from_io(e: &std::io::Error) -> Self {
+        e.raw_os_error().map_or(Self::Other, |n| Self::from_errno(Errno::from_raw(n)))
+    }
 }
 
 /// The counters of one worker. Zero bytes are a valid initial state (all fields are atomics),

@@ -5,6 +5,7 @@ mod cli;
 mod counters;
 mod listen;
 mod models;
+mod readiness;
 
 use std::io::Write as _;
 use std::net::SocketAddr;

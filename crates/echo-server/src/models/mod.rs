@@ -8,9 +8,11 @@
 
 use std::net::TcpListener;
 
+mod backoff;
 mod epoll;
 mod poll;
 mod prefork;
+pub(crate) mod reply;
 mod reuseport;
 mod select;
 mod thread;

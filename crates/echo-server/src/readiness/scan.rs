@@ -1,0 +1,98 @@
+//! The loop shared by the scanning models, `select` and `poll`: every round the interest set is
+//! rebuilt from the open connections (read interest, or write interest while output is pending),
+//! handed to the wait call, and the ready connections are served level-triggered (one read each).
+//! Only the wait call differs, behind [`Scanner`].
+
+use std::convert::Infallible;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::accept::{Accepted, Acceptor};
+use super::conn::{Conn, Protocol, Slab, Step};
+use super::io;
+use crate::counters::{ErrKind, WorkerCounters};
+
+/// A connection the wait call reported.
+#[derive(Debug, Clone, Copy)]
+pub struct Ready {
+    /// Descriptor of the connection.
+    pub fd: RawFd,
+    /// Readable, hung up, or in error.
+    pub readable: bool,
+    /// Writable, hung up, or in error.
+    pub writable: bool,
+}
+
+/// One readiness API that takes the whole interest set on every call.
+pub trait Scanner {
+    /// Waits up to `timeout` (`None`: without limit) for `listener` (when given) to become
+    /// readable or a connection of `conns` to become ready: readable when it has no pending
+    /// output, writable when it has. Pushes the ready connections onto `ready` (empty on entry),
+    /// returns whether the listener is readable, and counts the call, the events and empty
+    /// wake-ups in `c`.
+    ///
+    /// # Errors
+    /// When the wait call fails other than with EINTR (which returns `Ok(false)` and no events).
+    fn wait(
+        &mut self,
+        listener: Option<BorrowedFd<'_>>,
+        conns: &Slab,
+        timeout: Option<Duration>,
+        ready: &mut Vec<Ready>,
+        c: &WorkerCounters,
+    ) -> anyhow::Result<bool>;
+
+    /// Whether a new connection on `fd` can be watched; if not, it is closed and counted as
+    /// `fd_over_setsize` (select(2) cannot watch descriptors >= FD_SETSIZE).
+    fn admits(&self, _fd: RawFd) -> bool {
+        true
+    }
+}
+
+/// Serves `listener` forever with `scanner`; returns only when the wait call fails.
+pub fn run<S: Scanner>(
+    mut scanner: S,
+    listener: TcpListener,
+    proto: Protocol,
+    c: &WorkerCounters,
+) -> anyhow::Result<Infallible> {
+    let mut acceptor = Acceptor::new(listener).context("listener to non-blocking")?;
+    let mut conns = Slab::default();
+    let mut ready = Vec::new();
+    loop {
+        let listening = (!acceptor.is_paused()).then(|| acceptor.fd());
+        ready.clear();
+        let accept_ready = scanner.wait(listening, &conns, acceptor.wait_limit(), &mut ready, c)?;
+        let mut freed = false;
+        for r in &ready {
+            let Some(conn) = conns.get_mut(r.fd) else {
+                continue;
+            };
+            if conn.on_level_event(r.readable, r.writable, &proto, c) == Step::Close {
+                if let Some(conn) = conns.remove(r.fd) {
+                    io::close(conn.into_fd(), c);
+                    freed = true;
+                }
+            }
+        }
+        if accept_ready {
+            // One accept per notification, the level-triggered style; a fuller backlog keeps
+            // the listener readable for the next round.
+            match acceptor.accept(c) {
+                Accepted::Conn(fd) if scanner.admits(fd.as_raw_fd()) => {
+                    conns.insert(Conn::new(fd, &proto))
+                }
+                Accepted::Conn(fd) => {
+                    c.error(ErrKind::FdOverSetsize).inc();
+                    io::close(fd, c);
+                }
+                Accepted::Empty | Accepted::Skipped | Accepted::Paused => {}
+            }
+        }
+        // A paused listener is left out of the next round's set (see `accept`).
+        acceptor.resume(freed);
+    }
+}

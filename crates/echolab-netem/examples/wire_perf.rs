@@ -1,23 +1,36 @@
 //! Measures the userspace wire on this machine (root and iproute2 needed), side by side with
-//! plain kernel forwarding in the same run:
+//! plain kernel forwarding, and optionally with other builds of the wire, in one run. Every
+//! measurement is repeated `--reps` times with the variants interleaved (so load from other
+//! users of the host hits them alike); each figure is the median over repetitions, with the
+//! repetitions' values in brackets.
 //!
 //! 1. release error (write time minus scheduled release, from the wire's own histogram) under
-//!    calibration traffic at crossnet and lan100, per direction: p50 / p99 / max;
-//! 2. lan100 added delay seen from outside: UDP round trips through the wire minus the median
-//!    round trip without it, compared with the nominal 2 x (100 us + serialization);
-//! 3. the most packets per second each direction carries (64-byte UDP flood, 2 s, bounded),
-//!    with and without the wire.
+//!    calibration traffic at crossnet and lan100, per direction, with the calibration verdict,
+//!    the self-probe compensation and the early-wake cap the wire reports;
+//! 2. added delay seen from outside, at lan100 and crossnet: 8-byte UDP round trips through
+//!    the wire minus the median round trip without it (measured just before and after),
+//!    against the link model's added RTT drawn with the wire's own seed (a new seed each
+//!    repetition) ([`echolab_netem::wire::endtoend`]): error at p50, p99 and max, and the
+//!    baseline's own p99 − p50 (host noise, included in every figure). Baselines are paced by
+//!    the model's median added RTT, so the measuring threads sleep alike in both. The measuring threads
+//!    run at real-time priority below the wire's, so their own wake-ups are not charged to it;
+//! 3. the most packets per second each direction carries (64-byte UDP flood, 2 s, at most 5M
+//!    datagrams), with and without the wire: forwarded out of the link host's egress device,
+//!    and received by the destination socket;
+//! 4. the CPU an idle wire uses over 2 s (from /proc/PID/stat).
 //!
 //! Run: `cargo build --release -p echolab-netem --bins --examples &&
-//!       target/release/examples/wire_perf target/release/echolab-netem`
+//!       target/release/examples/wire_perf [--reps N] target/release/echolab-netem [OTHER_BUILD...]`
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use echolab_core::profile::Profile;
 use echolab_netem::testbed::{
     ChildGuard, Testbed, CLIENT_ADDR, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
 };
+use echolab_netem::wire::endtoend::{self, AddedDelayError, PROBE_IP_BYTES};
 use echolab_netem::wire::stats::WireStats;
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -27,6 +40,10 @@ fn netem_dir() -> PathBuf {
 }
 
 fn start_wire(tb: &Testbed, bin: &Path, profile: &str) -> ChildGuard {
+    start_wire_seeded(tb, bin, profile, 1)
+}
+
+fn start_wire_seeded(tb: &Testbed, bin: &Path, profile: &str, seed: u64) -> ChildGuard {
     let mut cmd = tb.command(&tb.lnk, bin);
     cmd.arg("--profile-dir").arg(netem_dir()).args([
         "wire",
@@ -37,7 +54,7 @@ fn start_wire(tb: &Testbed, bin: &Path, profile: &str) -> ChildGuard {
         "--server-side",
         LINK_SERVER_SIDE,
         "--seed",
-        "1",
+        &seed.to_string(),
     ]);
     let mut w = ChildGuard::spawn(cmd).expect("spawn wire");
     w.wait_for_stderr("wire ready", DEADLINE)
@@ -51,7 +68,22 @@ fn stop_wire(mut w: ChildGuard) -> WireStats {
     serde_json::from_str(text.lines().last().expect("final stats")).expect("stats JSON")
 }
 
-fn release_errors(tb: &Testbed, bin: &Path, profile: &str) {
+/// Median of `v` (NaN when empty).
+fn median(v: &[f64]) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    s.sort_by(f64::total_cmp);
+    endtoend::quantile(&s, 0.5)
+}
+
+/// "median [rep1 rep2 ...]" with `digits` decimals.
+fn show(v: &[f64], digits: usize) -> String {
+    let reps: Vec<String> = v.iter().map(|x| format!("{x:.digits$}")).collect();
+    format!("{:.digits$} [{}]", median(v), reps.join(" "))
+}
+
+/// Runs `calibrate` for `profile` through the wire `bin`; returns whether it passed and the
+/// wire's final stats.
+fn calibrated(tb: &Testbed, bin: &Path, profile: &str) -> (bool, String, WireStats) {
     let mut server = tb.command(&tb.srv, bin);
     server.args(["calib-server", "--port", "7070"]);
     let mut server = ChildGuard::spawn(server).unwrap();
@@ -66,63 +98,46 @@ fn release_errors(tb: &Testbed, bin: &Path, profile: &str) {
         &format!("{SERVER_ADDR}:7070"),
     ]);
     let out = Testbed::output_within(cal, DEADLINE).unwrap();
-    print!(
-        "calibrate {profile}:\n{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let s = stop_wire(wire);
-    for (dir, d) in [("uplink", &s.uplink), ("downlink", &s.downlink)] {
-        let e = &d.release_error_us;
-        println!(
-            "  {profile} {dir}: {} packets, release error p50 {:.1} us, p99 {:.1} us, max {:.1} us",
-            d.packets, e.p50, e.p99, e.max
-        );
-    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let verdict = text.lines().last().unwrap_or("").to_string();
+    (out.status.success(), verdict, stop_wire(wire))
 }
 
-fn udp_rtts(tb: &Testbed, n: usize) -> Vec<f64> {
-    let echo = tb
-        .in_netns(&tb.srv, || UdpSocket::bind((SERVER_ADDR, 0)))
-        .unwrap()
-        .unwrap();
-    let port = echo.local_addr().unwrap().port();
-    echo.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-    let echo_thread = std::thread::spawn(move || {
-        let mut buf = [0u8; 64];
-        while let Ok((len, from)) = echo.recv_from(&mut buf) {
-            let _ = echo.send_to(&buf[..len], from);
-        }
-    });
-    let client = tb
-        .in_netns(&tb.cli, || UdpSocket::bind((CLIENT_ADDR, 0)))
-        .unwrap()
-        .unwrap();
-    client
-        .set_read_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
-    let mut rtts = Vec::with_capacity(n);
-    let mut buf = [0u8; 64];
-    for i in 0..n as u64 {
-        let t0 = Instant::now();
-        client
-            .send_to(&i.to_le_bytes(), (SERVER_ADDR, port))
-            .unwrap();
-        if client.recv(&mut buf).is_ok() {
-            rtts.push(t0.elapsed().as_secs_f64() * 1e6);
-        }
-    }
-    echo_thread.join().unwrap();
-    rtts.sort_by(f64::total_cmp);
-    rtts
+fn udp_rtts(tb: &Testbed, n: usize, pace: Duration) -> Vec<f64> {
+    endtoend::udp_round_trips(tb, n, pace, DEADLINE).expect("UDP round trips")
 }
 
-fn pct(sorted: &[f64], q: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+/// Packets device `dev` in namespace `ns` has transmitted (`ip -s -j link`).
+fn tx_packets(ns: &str, dev: &str) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["-n", ns, "-s", "-j", "link", "show", "dev", dev])
+        .output()
+        .expect("ip -s link");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip JSON");
+    v[0]["stats64"]["tx"]["packets"]
+        .as_u64()
+        .expect("stats64.tx.packets")
 }
 
-/// Floods 64-byte UDP datagrams from `from_ns` to `to` for `secs` (at most 5M datagrams) and
-/// returns the rate at which they arrived, per second.
-fn flood(tb: &Testbed, from_ns: &str, to_ns: &str, to: std::net::Ipv4Addr, secs: f64) -> f64 {
+/// Packets per second of one flood: what the link host forwarded out of its egress device
+/// while the sender ran (what the link carries; packets still queued at the end are not
+/// counted), and what the receiving socket got (lower when the receiver, a fair-scheduled
+/// thread sharing 2 cores with the sender and the wire, falls behind and its buffer drops).
+struct FloodRate {
+    forwarded: f64,
+    received: f64,
+}
+
+/// Floods 64-byte UDP datagrams from `from_ns` to `to` for `secs` (at most 5M datagrams);
+/// `egress` is the link namespace's device towards `to`.
+fn flood(
+    tb: &Testbed,
+    from_ns: &str,
+    to_ns: &str,
+    to: std::net::Ipv4Addr,
+    egress: &str,
+    secs: f64,
+) -> FloodRate {
     let rx = tb
         .in_netns(to_ns, move || UdpSocket::bind((to, 0)))
         .unwrap()
@@ -148,7 +163,8 @@ fn flood(tb: &Testbed, from_ns: &str, to_ns: &str, to: std::net::Ipv4Addr, secs:
         .in_netns(from_ns, || UdpSocket::bind("0.0.0.0:0"))
         .unwrap()
         .unwrap();
-    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let (tx0, t0) = (tx_packets(&tb.lnk, egress), Instant::now());
+    let end = t0 + Duration::from_secs_f64(secs);
     let payload = [0u8; 64];
     let mut sent = 0u64;
     while Instant::now() < end && sent < 5_000_000 {
@@ -156,62 +172,213 @@ fn flood(tb: &Testbed, from_ns: &str, to_ns: &str, to: std::net::Ipv4Addr, secs:
             sent += 1;
         }
     }
-    counter.join().unwrap()
+    let forwarded = (tx_packets(&tb.lnk, egress) - tx0) as f64 / t0.elapsed().as_secs_f64();
+    FloodRate {
+        forwarded,
+        received: counter.join().unwrap(),
+    }
+}
+
+/// User plus system CPU time of process `pid`, seconds (proc(5): fields 14 and 15 of
+/// /proc/PID/stat, in clock ticks).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // The command name (field 2) may hold spaces; the fields after its ')' are fixed.
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf(3) with a constant name has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / ticks
+}
+
+struct Args {
+    reps: usize,
+    bins: Vec<PathBuf>,
+}
+
+fn args() -> Args {
+    let mut reps = 3;
+    let mut bins = Vec::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--reps" {
+            let v = it.next().unwrap_or_default();
+            reps = v.parse().unwrap_or_else(|_| {
+                eprintln!("wire_perf: --reps {v:?}: expected a positive whole number");
+                std::process::exit(2)
+            });
+        } else {
+            bins.push(PathBuf::from(a));
+        }
+    }
+    if bins.is_empty() {
+        bins.push("target/release/echolab-netem".into());
+    }
+    for b in &bins {
+        if !b.is_file() {
+            eprintln!(
+                "wire_perf: {} not found; build with cargo build --release -p echolab-netem",
+                b.display()
+            );
+            std::process::exit(2);
+        }
+    }
+    Args {
+        reps: reps.max(1),
+        bins,
+    }
 }
 
 fn main() {
-    let bin = PathBuf::from(
-        std::env::args()
-            .nth(1)
-            .unwrap_or_else(|| "target/release/echolab-netem".into()),
-    );
-    assert!(
-        bin.is_file(),
-        "{} not found; build with cargo build --release -p echolab-netem",
-        bin.display()
-    );
+    let Args { reps, bins } = args();
     let tb = Testbed::new().expect("namespaces (run as root)");
+    let names: Vec<String> = bins.iter().map(|b| b.display().to_string()).collect();
+    println!("wire builds: {names:?}; {reps} repetitions, interleaved");
 
-    println!("== release error under calibration traffic");
-    release_errors(&tb, &bin, "crossnet");
-    release_errors(&tb, &bin, "lan100");
+    println!("== release error under calibration traffic (us), per build and profile");
+    for profile in ["crossnet", "lan100"] {
+        for (bin, name) in bins.iter().zip(&names) {
+            let mut passes = 0;
+            let mut cols: [Vec<f64>; 8] = Default::default();
+            let mut verdicts = Vec::new();
+            for _ in 0..reps {
+                let (pass, verdict, s) = calibrated(&tb, bin, profile);
+                passes += pass as usize;
+                if !pass {
+                    verdicts.push(verdict);
+                }
+                for (i, d) in [&s.uplink, &s.downlink].into_iter().enumerate() {
+                    cols[i * 4].push(d.release_error_us.p50);
+                    cols[i * 4 + 1].push(d.release_error_us.p99);
+                    cols[i * 4 + 2].push(d.release_error_us.max);
+                    cols[i * 4 + 3].push(d.compensation_us);
+                }
+            }
+            println!("  {profile} {name}: calibration passed {passes} of {reps} {verdicts:?}");
+            for (i, dir) in ["uplink", "downlink"].into_iter().enumerate() {
+                println!(
+                    "    {dir}: p50 {}  p99 {}  max {}  compensation {}",
+                    show(&cols[i * 4], 1),
+                    show(&cols[i * 4 + 1], 1),
+                    show(&cols[i * 4 + 2], 0),
+                    show(&cols[i * 4 + 3], 1)
+                );
+            }
+        }
+    }
 
-    println!("== lan100 added delay seen from outside (UDP 48-byte round trips, 2000 each)");
-    let base = udp_rtts(&tb, 2000);
-    let base_p50 = pct(&base, 0.5);
-    let wire = start_wire(&tb, &bin, "lan100");
-    let shaped = udp_rtts(&tb, 2000);
-    stop_wire(wire);
-    // 2 x (100 us delay + (20 IP + 8 UDP + 8 payload + 38 framing) bytes at 100 Mbit/s).
-    let nominal = 2.0 * (100.0 + (20.0 + 8.0 + 8.0 + 38.0) * 8.0 / 100.0);
-    let err: Vec<f64> = shaped.iter().map(|r| r - base_p50 - nominal).collect();
-    println!(
-        "  baseline RTT p50 {base_p50:.1} us; with wire p50 {:.1} p99 {:.1} us; added-delay error vs nominal {nominal:.1} us: p50 {:+.1} p99 {:+.1} max {:+.1} us",
-        pct(&shaped, 0.5),
-        pct(&shaped, 0.99),
-        pct(&err, 0.5),
-        pct(&err, 0.99),
-        err.last().unwrap()
-    );
+    println!("== added delay seen from outside: error vs the link model (us)");
+    for (profile, n) in [("lan100", 1000), ("crossnet", 300)] {
+        let p = Profile::load(&netem_dir().join(format!("{profile}.yaml"))).expect("profile");
+        let (up, down) = (p.uplink.unwrap(), p.downlink.unwrap());
+        let model = endtoend::model_added_rtt(&up, &down, PROBE_IP_BYTES, 100_000, 9);
+        println!(
+            "  {profile}: model added RTT p50 {:.1} p99 {:.1}; {n} round trips per block, \
+             compared with the model's draws for the wire's own seed",
+            endtoend::quantile(&model, 0.5),
+            endtoend::quantile(&model, 0.99)
+        );
+        // Baselines sleep between exchanges as long as the wire holds each one.
+        let pace = Duration::from_secs_f64(endtoend::quantile(&model, 0.5) / 1e6);
+        let mut noise = Vec::new();
+        let mut errs: Vec<[Vec<f64>; 3]> = bins.iter().map(|_| Default::default()).collect();
+        for rep in 0..reps {
+            // A new seed each repetition, the same for every build within it; the model is
+            // drawn with it too, so jitter's sampling noise cancels instead of adding up.
+            let seed = 1 + rep as u64;
+            let model = endtoend::model_added_rtt(&up, &down, PROBE_IP_BYTES, n, seed);
+            let before = udp_rtts(&tb, 1000.min(n), pace);
+            let mut shaped = Vec::new();
+            for bin in &bins {
+                let wire = start_wire_seeded(&tb, bin, profile, seed);
+                shaped.push(udp_rtts(&tb, n, Duration::ZERO));
+                stop_wire(wire);
+            }
+            let after = udp_rtts(&tb, 1000.min(n), pace);
+            let base_p50 =
+                (endtoend::quantile(&before, 0.5) + endtoend::quantile(&after, 0.5)) / 2.0;
+            noise.push(endtoend::quantile(&before, 0.99) - endtoend::quantile(&before, 0.5));
+            for (i, s) in shaped.iter().enumerate() {
+                let e = AddedDelayError::of(s, base_p50, &model);
+                errs[i][0].push(e.p50);
+                errs[i][1].push(e.p99);
+                errs[i][2].push(e.max);
+            }
+        }
+        println!("    baseline p99 - p50 (host noise): {}", show(&noise, 1));
+        for (name, e) in names.iter().zip(&errs) {
+            println!(
+                "    {name}: error p50 {}  p99 {}  max {}",
+                show(&e[0], 1),
+                show(&e[1], 1),
+                show(&e[2], 0)
+            );
+        }
+    }
 
-    println!("== packet rate, 64-byte UDP flood for 2 s per direction");
-    let plain_up = flood(&tb, &tb.cli, &tb.srv, SERVER_ADDR, 2.0);
-    let plain_down = flood(&tb, &tb.srv, &tb.cli, CLIENT_ADDR, 2.0);
+    println!("== packet rate, 64-byte UDP flood for 2 s per direction (pkt/s; ratio to plain forwarding in the same repetition)");
     let dir = std::env::temp_dir().join(format!("wire-perf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pass = dir.join("passthrough.yaml");
     std::fs::write(&pass, "name: passthrough\ndescription: no impairment\nsource: perf\ntopology: link\nuplink: { limit: 10000 }\ndownlink: { limit: 10000 }\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1s }\n").unwrap();
-    let wire = start_wire(&tb, &bin, pass.to_str().unwrap());
-    let wire_up = flood(&tb, &tb.cli, &tb.srv, SERVER_ADDR, 2.0);
-    let wire_down = flood(&tb, &tb.srv, &tb.cli, CLIENT_ADDR, 2.0);
-    let s = stop_wire(wire);
+    // Per direction: forwarded, received; through each build also the ratios to plain.
+    let mut plain: [Vec<f64>; 4] = Default::default();
+    let mut rates: Vec<[Vec<f64>; 8]> = bins.iter().map(|_| Default::default()).collect();
+    let mut idle_cpu: Vec<Vec<f64>> = bins.iter().map(|_| Vec::new()).collect();
+    let floods = |tb: &Testbed| {
+        [
+            flood(tb, &tb.cli, &tb.srv, SERVER_ADDR, LINK_SERVER_SIDE, 2.0),
+            flood(tb, &tb.srv, &tb.cli, CLIENT_ADDR, LINK_CLIENT_SIDE, 2.0),
+        ]
+    };
+    for _ in 0..reps {
+        let base = floods(&tb);
+        for (d, r) in base.iter().enumerate() {
+            plain[d * 2].push(r.forwarded);
+            plain[d * 2 + 1].push(r.received);
+        }
+        for (i, bin) in bins.iter().enumerate() {
+            let wire = start_wire(&tb, bin, pass.to_str().unwrap());
+            let pid = wire.child.as_ref().expect("running").id();
+            let (c0, t0) = (cpu_seconds(pid), Instant::now());
+            // The idle window itself is the measurement, not a wait for readiness.
+            std::thread::sleep(Duration::from_secs(2));
+            idle_cpu[i].push((cpu_seconds(pid) - c0) / t0.elapsed().as_secs_f64() * 100.0);
+            let through = floods(&tb);
+            let s = stop_wire(wire);
+            for (d, (r, b)) in through.iter().zip(&base).enumerate() {
+                rates[i][d * 4].push(r.forwarded);
+                rates[i][d * 4 + 1].push(r.forwarded / b.forwarded);
+                rates[i][d * 4 + 2].push(r.received);
+                rates[i][d * 4 + 3].push(r.received / b.received);
+            }
+            if s.uplink.drops_queue + s.downlink.drops_queue > 0 {
+                println!(
+                    "    ({} dropped at the queue limit: up {} down {})",
+                    names[i], s.uplink.drops_queue, s.downlink.drops_queue
+                );
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    println!("  plain forwarding: uplink {plain_up:.0} pkt/s, downlink {plain_down:.0} pkt/s");
-    println!(
-        "  through the wire: uplink {wire_up:.0} pkt/s ({:.2} of plain), downlink {wire_down:.0} pkt/s ({:.2} of plain); wire drops_queue up {} down {}",
-        wire_up / plain_up,
-        wire_down / plain_down,
-        s.uplink.drops_queue,
-        s.downlink.drops_queue
-    );
+    for (d, dir) in ["uplink", "downlink"].into_iter().enumerate() {
+        println!(
+            "  {dir} plain forwarding: forwarded {}  received {}",
+            show(&plain[d * 2], 0),
+            show(&plain[d * 2 + 1], 0)
+        );
+        for (name, r) in names.iter().zip(&rates) {
+            println!(
+                "  {dir} {name}: forwarded {} ({} of plain)  received {} ({} of plain)",
+                show(&r[d * 4], 0),
+                show(&r[d * 4 + 1], 2),
+                show(&r[d * 4 + 2], 0),
+                show(&r[d * 4 + 3], 2)
+            );
+        }
+    }
+    println!("== idle wire CPU over 2 s (% of one core)");
+    for (name, c) in names.iter().zip(&idle_cpu) {
+        println!("  {name}: {}", show(c, 2));
+    }
 }

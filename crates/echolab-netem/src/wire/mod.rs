@@ -1,18 +1,21 @@
 //! The userspace wire: link impairment without sch_netem, as a process on the link host.
 //!
 //! [`plumbing`] routes what arrives on each side into a TUN device per direction, [`pump`]
-//! carries each direction through its [`shaper::Shaper`], and [`Wire`] ties them together,
-//! reports [`stats::WireStats`] and removes its rules when it stops.
+//! carries each direction through its [`shaper::Shaper`], [`probe`] measures the wire's own
+//! per-pass overhead so it can be subtracted, and [`Wire`] ties them together, reports
+//! [`stats::WireStats`] and removes its rules when it stops.
 
+pub mod endtoend;
 pub mod plumbing;
+pub mod probe;
 pub mod pump;
 pub mod rng;
 pub mod shaper;
 pub mod stats;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use echolab_core::profile::LinkSpec;
 
@@ -38,10 +41,39 @@ pub struct WireConfig {
     pub tun_names: (String, String),
     /// Routing tables for the two directions (uplink, downlink).
     pub tables: (u32, u32),
-    /// Priority of the first policy rule; the second uses the next number.
+    /// Priority of the first policy rule; the second uses the next number, and the self-probe's
+    /// two temporary rules (present only while the wire starts) the two after that.
     pub rule_priority: u32,
     /// Seed of the loss and jitter generator.
     pub seed: u64,
+}
+
+/// How precisely the wire keeps its schedule, and what that costs.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// How long before each release a direction wakes and polls instead of sleeping. Larger
+    /// margins absorb slower wake-ups at the price of that much polling per release (only
+    /// while a release is pending; an idle wire sleeps). 0 sleeps until the release itself.
+    pub early_wake: Duration,
+    /// The startup self-probe per direction, whose median overhead is subtracted from the
+    /// propagation delay; a count of 0 turns compensation off.
+    pub probe: probe::ProbePlan,
+}
+
+impl Default for Timing {
+    /// A 50 µs cap on the early wake-up: about the p99 of the release error without it
+    /// (42–57 µs at lan100 in `examples/wire_perf.rs` runs on the 2-core development host);
+    /// the margin used below the cap follows the wake-ups' 90th percentile (see
+    /// [`pump::Pump::early_wake_ns`]). 64 probes 500 µs apart: 32 ms of startup.
+    fn default() -> Self {
+        Self {
+            early_wake: Duration::from_micros(50),
+            probe: probe::ProbePlan {
+                count: 64,
+                spacing: Duration::from_micros(500),
+            },
+        }
+    }
 }
 
 /// A running wire. Stop it with [`Wire::stop`]; dropping it also stops it and removes its
@@ -72,13 +104,24 @@ fn setup_err(e: impl std::fmt::Display) -> WireError {
 }
 
 impl Wire {
-    /// Creates the TUNs, checks the sysctls, installs routes and rules, and starts both
-    /// directions. When it returns, packets arriving on either side go through the wire.
+    /// [`Wire::start_with`] the default [`Timing`].
+    ///
+    /// # Errors
+    /// As [`Wire::start_with`].
+    pub fn start(config: WireConfig) -> Result<Self, WireError> {
+        Self::start_with(config, Timing::default())
+    }
+
+    /// Creates the TUNs, checks the sysctls, installs routes, starts both directions, lets
+    /// each measure its own overhead with the self-probe, then installs the rules. When it
+    /// returns, packets arriving on either side go through the wire.
     ///
     /// # Errors
     /// A missing device, no `/dev/net/tun` or NET_ADMIN, a sysctl that is wrong and cannot be
-    /// set (named), or a refused netlink request. Rules already installed are removed.
-    pub fn start(config: WireConfig) -> Result<Self, WireError> {
+    /// set (named), or a refused netlink request. Rules already installed are removed. A
+    /// self-probe that fails is not an error: that direction runs uncompensated, said on
+    /// stderr and visible as `compensation_us: 0` in the stats.
+    pub fn start_with(config: WireConfig, timing: Timing) -> Result<Self, WireError> {
         for dev in [&config.client_side, &config.server_side] {
             plumbing::index_of(dev).map_err(setup_err)?;
         }
@@ -102,17 +145,25 @@ impl Wire {
             Arc::new(Mutex::new(DirectionCounters::default())),
             Arc::new(Mutex::new(DirectionCounters::default())),
         ];
+        let (probed_tx, probed_rx) = mpsc::channel();
+        let early_wake_ns = timing.early_wake.as_nanos() as u64;
         let up = Pump {
             name: "uplink",
             tun: tun_up,
             shaper: shaper::Shaper::new(&config.uplink, config.seed),
             counters: counters[0].clone(),
+            early_wake_ns,
+            probe: timing.probe,
+            probed: probed_tx.clone(),
         };
         let down = Pump {
             name: "downlink",
             tun: tun_down,
             shaper: shaper::Shaper::new(&config.downlink, config.seed.wrapping_add(1)),
             counters: counters[1].clone(),
+            early_wake_ns,
+            probe: timing.probe,
+            probed: probed_tx,
         };
         let limits = [up.shaper.limit(), down.shaper.limit()];
         let mut wire = Self {
@@ -124,6 +175,23 @@ impl Wire {
             rules: Vec::new(),
             started: Instant::now(),
         };
+        // Probe rules first: each TUN's probe packets are forwarded straight back into it.
+        let probe_rules = [
+            (up_name, config.tables.0, config.rule_priority + 2),
+            (down_name, config.tables.1, config.rule_priority + 3),
+        ]
+        .map(|(tun, table, priority)| Rule {
+            iif: tun.clone(),
+            dst: Some(probe::PROBE_DST),
+            table,
+            priority,
+        });
+        if timing.probe.count > 0 {
+            for rule in &probe_rules {
+                plumbing::add_rule(&mut sock, rule).map_err(setup_err)?;
+                wire.rules.push(rule.clone());
+            }
+        }
         for pump in [up, down] {
             let stop = stop.clone();
             let name = pump.name;
@@ -133,15 +201,39 @@ impl Wire {
                 .map_err(setup_err)?;
             wire.threads.push(handle);
         }
-        // Rules last: until they exist, traffic is forwarded unimpaired, never black-holed.
+        let probe_deadline =
+            Instant::now() + timing.probe.spacing * timing.probe.count + Duration::from_secs(5);
+        for _ in 0..2 {
+            let left = probe_deadline.saturating_duration_since(Instant::now());
+            match probed_rx.recv_timeout(left) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    eprintln!("echolab-netem wire: {e}; running without overhead compensation")
+                }
+                Err(_) => {
+                    return Err(match wire.failed() {
+                        Some(e) => e,
+                        None => WireError::Setup("the self-probe did not finish in time".into()),
+                    })
+                }
+            }
+        }
+        for rule in probe_rules.iter().filter(|_| timing.probe.count > 0) {
+            plumbing::delete_rule(&mut sock, rule).map_err(setup_err)?;
+            wire.rules.retain(|r| r != rule);
+        }
+        // Traffic rules last: until they exist, traffic is forwarded unimpaired, never
+        // black-holed.
         let rules = [
             Rule {
                 iif: config.client_side.clone(),
+                dst: None,
                 table: config.tables.0,
                 priority: config.rule_priority,
             },
             Rule {
                 iif: config.server_side.clone(),
+                dst: None,
                 table: config.tables.1,
                 priority: config.rule_priority + 1,
             },
@@ -154,18 +246,23 @@ impl Wire {
         Ok(wire)
     }
 
-    /// One line for the log: which device goes through which TUN.
+    /// One line for the log: which device goes through which TUN, and the overhead each
+    /// direction compensates (self-probe median) with its early wake-up.
     pub fn describe(&self) -> String {
         let c = &self.config;
+        let s = self.stats(false);
         format!(
-            "uplink {} -> {} -> {}, downlink {} -> {} -> {}, seed {}",
+            "uplink {} -> {} -> {}, downlink {} -> {} -> {}, seed {}, compensation uplink {:.1} us downlink {:.1} us (self-probe median), early wake {:.0} us",
             c.client_side,
             c.tun_names.0,
             c.server_side,
             c.server_side,
             c.tun_names.1,
             c.client_side,
-            c.seed
+            c.seed,
+            s.uplink.compensation_us,
+            s.downlink.compensation_us,
+            s.uplink.early_wake_us,
         )
     }
 

@@ -10,6 +10,7 @@
 //! IPv4 only: IPv6 packets are forwarded unimpaired (the launcher's networks are IPv4).
 
 use std::io;
+use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::nl::{
@@ -24,6 +25,7 @@ const RTM_DELRULE: u16 = 33;
 const RTA_OIF: u16 = 4;
 const IFLA_TXQLEN: u16 = 13;
 const RTA_TABLE: u16 = 15;
+const FRA_DST: u16 = 1;
 const FRA_IIFNAME: u16 = 3;
 const FRA_PRIORITY: u16 = 6;
 const FRA_TABLE: u16 = 15;
@@ -144,11 +146,13 @@ pub fn default_route_via(
     )
 }
 
-/// A policy rule `ip rule add iif IIF lookup TABLE priority PRIO`.
+/// A policy rule `ip rule add iif IIF [to DST/32] lookup TABLE priority PRIO`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     /// Incoming interface name.
     pub iif: String,
+    /// Only packets to this host address, when set (the self-probe's rule).
+    pub dst: Option<Ipv4Addr>,
     /// Routing table.
     pub table: u32,
     /// Rule priority (lower is earlier; the main table's rule is 32766).
@@ -157,9 +161,10 @@ pub struct Rule {
 
 fn rule_message(rule: &Rule, msg_type: u16, flags: u16, seq: u32) -> Message {
     // fib_rule_hdr: family, dst_len, src_len, tos, table, res1, res2, action, flags.
+    let dst_len = if rule.dst.is_some() { 32 } else { 0 };
     let hdr = [
         libc::AF_INET as u8,
-        0,
+        dst_len,
         0,
         0,
         0,
@@ -172,6 +177,9 @@ fn rule_message(rule: &Rule, msg_type: u16, flags: u16, seq: u32) -> Message {
         0,
     ];
     let mut msg = Message::new(msg_type, flags, seq, &hdr);
+    if let Some(dst) = rule.dst {
+        msg.attr(FRA_DST, &dst.octets());
+    }
     msg.attr_str(FRA_IIFNAME, &rule.iif)
         .attr_u32(FRA_PRIORITY, rule.priority)
         .attr_u32(FRA_TABLE, rule.table);
@@ -262,6 +270,7 @@ mod tests {
     fn rule_message_carries_iif_priority_and_table() {
         let rule = Rule {
             iif: "eth1".into(),
+            dst: None,
             table: 2701,
             priority: 100,
         };
@@ -272,5 +281,22 @@ mod tests {
         assert_eq!(got[1], (FRA_PRIORITY, 100u32.to_ne_bytes().to_vec()));
         assert_eq!(got[2], (FRA_TABLE, 2701u32.to_ne_bytes().to_vec()));
         assert_eq!(m.bytes()[16 + 7], FR_ACT_TO_TBL);
+        assert_eq!(m.bytes()[16 + 1], 0, "no destination, dst_len 0");
+    }
+
+    #[test]
+    fn rule_with_destination_matches_that_host_only() {
+        let rule = Rule {
+            iif: "elab-up".into(),
+            dst: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            table: 2701,
+            priority: 90,
+        };
+        let m = rule_message(&rule, RTM_NEWRULE, NLM_F_REQUEST, 9);
+        assert_eq!(m.bytes()[16 + 1], 32, "dst_len /32");
+        let body = &m.bytes()[16 + 12..];
+        let got: Vec<(u16, Vec<u8>)> = nl::attrs(body).map(|(k, v)| (k, v.to_vec())).collect();
+        assert_eq!(got[0], (FRA_DST, vec![192, 0, 2, 1]));
+        assert_eq!(got[1], (FRA_IIFNAME, b"elab-up\0".to_vec()));
     }
 }

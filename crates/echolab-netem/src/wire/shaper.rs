@@ -42,6 +42,8 @@ pub struct Shaper {
     last_release: u64,
     /// Fractional nanoseconds of serialization carried over, so rounding does not drift the rate.
     serialization_carry: f64,
+    /// The wire's own overhead per pass, subtracted from each packet's propagation delay.
+    compensation_ns: i64,
     rng: Rng,
 }
 
@@ -65,6 +67,7 @@ impl Shaper {
             link_free_at: 0,
             last_release: 0,
             serialization_carry: 0.0,
+            compensation_ns: 0,
             rng: Rng::new(seed),
         }
     }
@@ -72,6 +75,14 @@ impl Shaper {
     /// The queue limit in packets.
     pub fn limit(&self) -> usize {
         self.limit
+    }
+
+    /// Subtracts `overhead` (the wire's measured per-pass cost, [`super::probe`]) from the
+    /// propagation delay (delay + jitter) of every later packet, never making it negative.
+    /// Serialization is left alone, so the rate stays exact; a profile without delay gets no
+    /// compensation at all.
+    pub fn set_compensation(&mut self, overhead: Duration) {
+        self.compensation_ns = overhead.as_nanos().min(i64::MAX as u128) as i64;
     }
 
     fn jitter_sample(&mut self) -> i64 {
@@ -109,7 +120,8 @@ impl Shaper {
             self.link_free_at = self.link_free_at.max(now_ns) + whole as u64;
             departs = self.link_free_at;
         }
-        let propagation = (self.delay_ns + self.jitter_sample()).max(0) as u64;
+        let propagation =
+            (self.delay_ns + self.jitter_sample() - self.compensation_ns).max(0) as u64;
         let mut release = departs + propagation;
         if !self.reorder {
             release = release.max(self.last_release);
@@ -217,6 +229,26 @@ mod tests {
         assert!(
             samples.iter().all(|x| x.abs() <= 4e6 + 1.0),
             "cut at 4 sigma"
+        );
+    }
+
+    #[test]
+    fn compensation_shortens_propagation_only_and_never_below_zero() {
+        let mut sp = spec();
+        sp.delay = Dur(Duration::from_micros(100));
+        sp.rate = Some(BitRate(100_000_000));
+        sp.overhead = 38;
+        let mut s = Shaper::new(&sp, 1);
+        s.set_compensation(Duration::from_micros(30));
+        // 62 + 38 bytes at 100 Mbit/s = 8 us serialization, then 100 - 30 us propagation.
+        assert_eq!(s.admit(0, 62, 0), Verdict::Release(8_000 + 70_000));
+        // Back to back: the second still waits its serialization slot behind the first.
+        assert_eq!(s.admit(0, 62, 0), Verdict::Release(16_000 + 70_000));
+        s.set_compensation(Duration::from_millis(1));
+        assert_eq!(
+            s.admit(1_000_000, 62, 0),
+            Verdict::Release(1_008_000),
+            "compensation larger than the delay leaves serialization only"
         );
     }
 

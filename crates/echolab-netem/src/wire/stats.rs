@@ -21,6 +21,13 @@ pub struct DirectionCounters {
     pub peak_queue: u64,
     /// Release error: time of the write minus the scheduled release time, ns.
     pub release_error: Histogram<u64>,
+    /// Self-probe write-to-read times at startup, ns ([`super::probe`]).
+    pub self_probe: Histogram<u64>,
+    /// Subtracted from each packet's propagation delay, ns (the self-probe median; 0 when the
+    /// probe was off or failed).
+    pub compensation_ns: u64,
+    /// How long before a release the direction wakes and polls, ns.
+    pub early_wake_ns: u64,
 }
 
 impl Default for DirectionCounters {
@@ -33,6 +40,9 @@ impl Default for DirectionCounters {
             drops_write: 0,
             peak_queue: 0,
             release_error: hist::new_latency_histogram(),
+            self_probe: hist::new_latency_histogram(),
+            compensation_ns: 0,
+            early_wake_ns: 0,
         }
     }
 }
@@ -55,10 +65,23 @@ pub struct DirectionStats {
     /// The queue limit, packets.
     pub limit: u64,
     /// Release error (write time minus scheduled time), µs: how late the wire is on its own
-    /// schedule; the delay it adds is the profile's plus this.
+    /// schedule. The schedule is the profile's delay minus `compensation_us`, so the delay seen
+    /// from outside is the profile's plus this plus the kernel's unseen share (which the
+    /// compensation estimates); `examples/wire_perf.rs` measures that end to end.
     pub release_error_us: LatencySummary,
     /// The release-error histogram (ns, HdrHistogram V2 base64), for merging.
     pub release_error_histogram: String,
+    /// The wire's own per-pass overhead it subtracts from the profile's delay (never below
+    /// zero), µs: the median of `self_probe_us`. 0 when not compensated.
+    #[serde(default)]
+    pub compensation_us: f64,
+    /// Self-probe write-to-read times measured at startup, µs ([`super::probe`]); all zeros when
+    /// the probe was off or failed.
+    #[serde(default)]
+    pub self_probe_us: LatencySummary,
+    /// How long before each release the direction wakes and polls instead of sleeping, µs.
+    #[serde(default)]
+    pub early_wake_us: f64,
 }
 
 impl DirectionCounters {
@@ -74,6 +97,9 @@ impl DirectionCounters {
             limit: limit as u64,
             release_error_us: LatencySummary::from_histogram(&self.release_error),
             release_error_histogram: hist::encode(&self.release_error),
+            compensation_us: self.compensation_ns as f64 / 1000.0,
+            self_probe_us: LatencySummary::from_histogram(&self.self_probe),
+            early_wake_us: self.early_wake_ns as f64 / 1000.0,
         }
     }
 }

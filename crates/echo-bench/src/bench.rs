@@ -3,7 +3,7 @@
 use echolab_core::protocol;
 
 use crate::cli::{Mode, RunArgs};
-use crate::engine::{self, Pattern, Stop};
+use crate::engine::{Pattern, Stop};
 use crate::setup::{self, PlanInputs, SetupError};
 use crate::Finished;
 
@@ -50,18 +50,10 @@ pub fn run(args: &RunArgs) -> Result<Finished, SetupError> {
         },
         &args.sock,
     )?;
-    let outcome = engine::run(&plan, args.load.engine).map_err(|e| SetupError {
-        message: format!("{} engine failed: {e}", args.load.engine.name()),
-        exit_code: 1,
-    })?;
+    let outcome = setup::run_engine(&plan, args.load.engine)?;
     let mut report =
         crate::report::base_report(&plan, &outcome, args.load.engine, &format!("{host}:{port}"));
-    if outcome.setup_failures > 0 {
-        report.extra.insert(
-            "setup_connect_failures".into(),
-            outcome.setup_failures.into(),
-        );
-    }
+    crate::report::note_setup_failures(&mut report, &outcome);
     if outcome.recorder.warmup_completed > 0 {
         report.extra.insert(
             "warmup_requests".into(),

@@ -246,21 +246,10 @@ fn positive_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A clap error as one line (the first paragraph of its message, joined), so a bad value is
-/// reported without a usage dump.
-pub fn one_line(e: &clap::Error) -> String {
-    let text = e.render().to_string();
-    let first: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .take_while(|l| !l.is_empty())
-        .collect();
-    first.join(" ").trim_start_matches("error: ").to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use echolab_core::cli::one_line_error;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("echo-bench").chain(args.iter().copied()))
@@ -311,13 +300,13 @@ mod tests {
     #[test]
     fn bad_values_give_one_line_naming_flag_and_value() {
         let e = parse(&["h", "1", "10", "--duration", "10x"]).unwrap_err();
-        let line = one_line(&e);
+        let line = one_line_error(&e.render().to_string());
         assert!(
             line.contains("--duration") && line.contains("10x"),
             "{line}"
         );
         assert!(!line.contains('\n'));
-        let line = one_line(&parse(&["h", "1"]).unwrap_err());
+        let line = one_line_error(&parse(&["h", "1"]).unwrap_err().render().to_string());
         assert!(line.contains("<CONNS>"), "{line}");
     }
 }

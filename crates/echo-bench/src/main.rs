@@ -15,7 +15,6 @@ mod syscalls;
 
 use std::io::Write as _;
 
-use clap::error::ErrorKind;
 use clap::Parser as _;
 use echolab_core::stats::BenchReport;
 use hdrhistogram::Histogram;
@@ -38,16 +37,9 @@ fn main() {
 }
 
 fn real_main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match echolab_core::cli::parsed_or_exit("echo-bench", Cli::try_parse()) {
         Ok(c) => c,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            let _ = e.print();
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("echo-bench: {}", cli::one_line(&e));
-            return 2;
-        }
+        Err(code) => return i32::from(code),
     };
     let (result, out) = match &cli.command {
         None => (bench::run(&cli.run), &cli.run.out),

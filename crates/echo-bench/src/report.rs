@@ -55,6 +55,17 @@ pub fn base_report(
     }
 }
 
+/// Adds `extra.setup_connect_failures` to `report` when connections of the closed/open-loop
+/// commands failed to connect before the measurement began (nothing when none did).
+pub fn note_setup_failures(report: &mut BenchReport, outcome: &RunOutcome) {
+    if outcome.setup_failures > 0 {
+        report.extra.insert(
+            "setup_connect_failures".into(),
+            outcome.setup_failures.into(),
+        );
+    }
+}
+
 /// Client CPU microseconds per successful request, `None` without requests.
 pub fn cpu_us_per_request(r: &BenchReport) -> Option<f64> {
     (r.requests_ok > 0)

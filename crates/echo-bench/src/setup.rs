@@ -8,7 +8,7 @@ use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use socket2::SockAddr;
 
 use crate::cli::SocketArgs;
-use crate::engine::{Pattern, Plan, Stop};
+use crate::engine::{self, EngineKind, Pattern, Plan, RunOutcome, Stop};
 use crate::syscalls::SocketOptions;
 
 /// Descriptors needed besides the connections: stdio, epoll instances, the Rust runtime.
@@ -125,6 +125,17 @@ pub fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupError> {
         },
         threads: threads(sock),
         interval: inputs.interval,
+    })
+}
+
+/// Runs `plan` on `engine`: the step every command takes after [`plan`].
+///
+/// # Errors
+/// Exit code 1, `"<engine> engine failed: <why>"`, when the engine cannot start.
+pub fn run_engine(plan: &Plan, engine: EngineKind) -> Result<RunOutcome, SetupError> {
+    engine::run(plan, engine).map_err(|e| SetupError {
+        message: format!("{} engine failed: {e}", engine.name()),
+        exit_code: 1,
     })
 }
 

@@ -10,7 +10,7 @@ use echolab_core::hist::LatencySummary;
 use echolab_core::protocol;
 
 use crate::cli::StormArgs;
-use crate::engine::{self, EngineKind, Pattern, Stop};
+use crate::engine::{EngineKind, Pattern, Stop};
 use crate::setup::{self, PlanInputs, SetupError};
 use crate::Finished;
 
@@ -42,10 +42,7 @@ pub fn run(args: &StormArgs) -> Result<Finished, SetupError> {
         },
         &args.sock,
     )?;
-    let outcome = engine::run(&plan, EngineKind::Event).map_err(|e| SetupError {
-        message: format!("event engine failed: {e}"),
-        exit_code: 1,
-    })?;
+    let outcome = setup::run_engine(&plan, EngineKind::Event)?;
     let target = format!("{}:{}", args.host, args.port);
     let mut report = crate::report::base_report(&plan, &outcome, EngineKind::Event, &target);
     let connect = LatencySummary::from_histogram(&outcome.connect_hist);

@@ -6,7 +6,7 @@
 use echolab_core::protocol;
 
 use crate::cli::SustainArgs;
-use crate::engine::{self, Pattern, Stop};
+use crate::engine::{Pattern, Stop};
 use crate::setup::{self, PlanInputs, SetupError};
 use crate::Finished;
 
@@ -33,10 +33,7 @@ pub fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
         },
         &args.sock,
     )?;
-    let outcome = engine::run(&plan, args.load.engine).map_err(|e| SetupError {
-        message: format!("{} engine failed: {e}", args.load.engine.name()),
-        exit_code: 1,
-    })?;
+    let outcome = setup::run_engine(&plan, args.load.engine)?;
     let target = format!("{}:{}", args.host, args.port);
     let mut report = crate::report::base_report(&plan, &outcome, args.load.engine, &target);
     report.mode = "sustain".into();
@@ -44,12 +41,7 @@ pub fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
     report
         .extra
         .insert("interval_s".into(), args.interval.as_secs_f64().into());
-    if outcome.setup_failures > 0 {
-        report.extra.insert(
-            "setup_connect_failures".into(),
-            outcome.setup_failures.into(),
-        );
-    }
+    crate::report::note_setup_failures(&mut report, &outcome);
     let mut text = String::from(
         "interval    t(s)        ok   failed        QPS     rx MB/s   P50(µs)   P99(µs)\n",
     );

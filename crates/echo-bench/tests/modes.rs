@@ -5,39 +5,47 @@ mod common;
 
 use common::{calls, report, time_wait_towards};
 use echolab_core::hist;
+use echolab_core::stats::BenchReport;
 use echolab_testkit::spawn_echo_server;
+
+/// `echo-bench 127.0.0.1 PORT ARGS... --json` against the test's echo-server on `port`.
+fn bench(port: &str, args: &[&str]) -> BenchReport {
+    let mut all = vec!["127.0.0.1", port];
+    all.extend_from_slice(args);
+    report(&all)
+}
+
+/// Seed 002's run, 100 connections x 10 rounds in `mode` with `engine`: all 1000 requests must
+/// succeed. Returns the report for the mode's own call counts.
+fn hundred_by_ten(port: &str, mode: &str, engine: &str) -> BenchReport {
+    let r = bench(port, &["100", "10", "--mode", mode, "--engine", engine]);
+    assert_eq!(
+        (r.requests_ok, r.requests_failed),
+        (1000, 0),
+        "{mode}/{engine}: {:?}",
+        r.failures
+    );
+    r
+}
+
+/// (connect, close, write) calls of a report.
+fn connects_closes_writes(r: &BenchReport) -> (u64, u64, u64) {
+    (calls(r, "connect"), calls(r, "close"), calls(r, "write"))
+}
 
 #[test]
 fn short_mode_100x10_makes_exactly_1000_connects_and_closes() {
     let server = spawn_echo_server("epoll-et", &[]);
-    let port = server.addr.port().to_string();
-    let r = report(&["127.0.0.1", &port, "100", "10", "--mode", "short"]);
-    assert_eq!(
-        (r.requests_ok, r.requests_failed),
-        (1000, 0),
-        "{:?}",
-        r.failures
-    );
-    assert_eq!(calls(&r, "connect"), 1000);
-    assert_eq!(calls(&r, "close"), 1000);
-    assert_eq!(calls(&r, "write"), 1000);
+    let r = hundred_by_ten(&server.addr.port().to_string(), "short", "event");
+    assert_eq!(connects_closes_writes(&r), (1000, 1000, 1000));
     assert!(r.syscalls["connect"].total_ns.unwrap() > 0);
 }
 
 #[test]
 fn long_mode_100x10_makes_exactly_100_connects_and_closes() {
     let server = spawn_echo_server("epoll-et", &[]);
-    let port = server.addr.port().to_string();
-    let r = report(&["127.0.0.1", &port, "100", "10", "--mode", "long"]);
-    assert_eq!(
-        (r.requests_ok, r.requests_failed),
-        (1000, 0),
-        "{:?}",
-        r.failures
-    );
-    assert_eq!(calls(&r, "connect"), 100);
-    assert_eq!(calls(&r, "close"), 100);
-    assert_eq!(calls(&r, "write"), 1000);
+    let r = hundred_by_ten(&server.addr.port().to_string(), "long", "event");
+    assert_eq!(connects_closes_writes(&r), (100, 100, 1000));
     assert!(calls(&r, "read") >= 1000);
     assert!(calls(&r, "epoll_wait") > 0);
 }
@@ -46,42 +54,13 @@ fn long_mode_100x10_makes_exactly_100_connects_and_closes() {
 fn thread_engine_counts_the_same_calls() {
     let server = spawn_echo_server("epoll-et", &[]);
     let port = server.addr.port().to_string();
-    let short = report(&[
-        "127.0.0.1",
-        &port,
-        "100",
-        "10",
-        "--mode",
-        "short",
-        "--engine",
-        "thread",
-    ]);
+    let short = hundred_by_ten(&port, "short", "thread");
     assert_eq!(
-        (
-            short.requests_ok,
-            calls(&short, "connect"),
-            calls(&short, "close")
-        ),
-        (1000, 1000, 1000)
+        (calls(&short, "connect"), calls(&short, "close")),
+        (1000, 1000)
     );
-    let long = report(&[
-        "127.0.0.1",
-        &port,
-        "100",
-        "10",
-        "--mode",
-        "long",
-        "--engine",
-        "thread",
-    ]);
-    assert_eq!(
-        (
-            long.requests_ok,
-            calls(&long, "connect"),
-            calls(&long, "close")
-        ),
-        (1000, 100, 100)
-    );
+    let long = hundred_by_ten(&port, "long", "thread");
+    assert_eq!((calls(&long, "connect"), calls(&long, "close")), (100, 100));
     assert_eq!(long.engine, "thread");
     assert_eq!(calls(&long, "epoll_wait"), 0);
 }
@@ -90,16 +69,10 @@ fn thread_engine_counts_the_same_calls() {
 fn json_is_a_bench_report_whose_histogram_decodes_to_requests_ok() {
     let server = spawn_echo_server("epoll-et", &[]);
     let port = server.addr.port().to_string();
-    let r = report(&[
-        "127.0.0.1",
+    let r = bench(
         &port,
-        "20",
-        "50",
-        "--mode",
-        "long",
-        "--payload-size",
-        "100",
-    ]);
+        &["20", "50", "--mode", "long", "--payload-size", "100"],
+    );
     assert_eq!(
         (r.tool.as_str(), r.mode.as_str(), r.engine.as_str()),
         ("echo-bench", "long", "event")
@@ -131,17 +104,18 @@ fn json_is_a_bench_report_whose_histogram_decodes_to_requests_ok() {
 fn timed_run_with_warmup_excludes_warmup_and_reports_intervals() {
     let server = spawn_echo_server("epoll-et", &[]);
     let port = server.addr.port().to_string();
-    let r = report(&[
-        "127.0.0.1",
+    let r = bench(
         &port,
-        "10",
-        "--duration",
-        "2s",
-        "--warmup",
-        "1s",
-        "--mode",
-        "short",
-    ]);
+        &[
+            "10",
+            "--duration",
+            "2s",
+            "--warmup",
+            "1s",
+            "--mode",
+            "short",
+        ],
+    );
     assert_eq!(r.duration_s, 2.0);
     assert_eq!(r.rounds, None);
     assert!(
@@ -169,30 +143,13 @@ fn timed_run_with_warmup_excludes_warmup_and_reports_intervals() {
 fn open_loop_rate_is_held() {
     let server = spawn_echo_server("epoll-et", &[]);
     let port = server.addr.port().to_string();
-    let r = report(&[
-        "127.0.0.1",
-        &port,
-        "20",
-        "--duration",
-        "3s",
-        "--rate",
-        "2000",
-    ]);
+    let r = bench(&port, &["20", "--duration", "3s", "--rate", "2000"]);
     assert_eq!(r.target_rate, Some(2000.0));
     assert_eq!(r.requests_failed, 0, "{:?}", r.failures);
     // 6000 slots in 3 s; a loaded machine may fall a little behind, never ahead.
     assert!(r.qps > 1700.0 && r.qps <= 2001.0, "qps {}", r.qps);
     for e in ["event", "thread"] {
-        let r = report(&[
-            "127.0.0.1",
-            &port,
-            "10",
-            "100",
-            "--rate",
-            "1000",
-            "--engine",
-            e,
-        ]);
+        let r = bench(&port, &["10", "100", "--rate", "1000", "--engine", e]);
         // 1000 requests at 1000/s take about one second: the schedule, not the server, sets it.
         assert!(
             r.duration_s > 0.9 && r.duration_s < 1.5,
@@ -207,7 +164,7 @@ fn linger0_leaves_no_client_time_wait() {
     let server = spawn_echo_server("epoll-et", &[]);
     let port = server.addr.port();
     let p = port.to_string();
-    let r = report(&["127.0.0.1", &p, "20", "5", "--mode", "short", "--linger0"]);
+    let r = bench(&p, &["20", "5", "--mode", "short", "--linger0"]);
     assert_eq!(r.requests_ok, 100);
     assert_eq!(
         time_wait_towards(port),
@@ -215,7 +172,7 @@ fn linger0_leaves_no_client_time_wait() {
         "--linger0 must leave no TIME_WAIT"
     );
     // Without it the client, which closes first, keeps TIME_WAIT sockets (for 60 s).
-    let r = report(&["127.0.0.1", &p, "20", "5", "--mode", "short"]);
+    let r = bench(&p, &["20", "5", "--mode", "short"]);
     assert_eq!(r.requests_ok, 100);
     assert!(
         time_wait_towards(port) > 0,
@@ -227,8 +184,8 @@ fn linger0_leaves_no_client_time_wait() {
 fn nagle_can_be_left_on() {
     let server = spawn_echo_server("epoll-et", &[]);
     let port = server.addr.port().to_string();
-    let with = report(&["127.0.0.1", &port, "4", "10", "--nodelay=false"]);
-    let without = report(&["127.0.0.1", &port, "4", "10"]);
+    let with = bench(&port, &["4", "10", "--nodelay=false"]);
+    let without = bench(&port, &["4", "10"]);
     assert_eq!((with.requests_ok, without.requests_ok), (40, 40));
     // TCP_NODELAY is one setsockopt per socket; leaving Nagle on skips it.
     assert_eq!(calls(&with, "setsockopt"), 0);

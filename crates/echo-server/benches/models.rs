@@ -116,38 +116,12 @@ fn run_model(model: &str, o: &Options) -> Result<Row, String> {
         ],
     );
     let cpu_before = common::tree_cpu_seconds(server.pid());
-    let port = server.addr.port().to_string();
-    let out = Command::new(workspace_bin("echo-bench"))
-        .args([
-            "127.0.0.1",
-            &port,
-            &o.conns,
-            "--mode",
-            "long",
-            "--duration",
-            &o.duration,
-        ])
-        .args([
-            "--warmup",
-            &o.warmup,
-            "--threads",
-            &o.client_threads,
-            "--json",
-        ])
-        .output()
-        .map_err(|e| format!("run echo-bench: {e}"))?;
+    let bench = drive(server.addr.port(), o);
     let server_cpu_s = common::tree_cpu_seconds(server.pid()) - cpu_before;
+    // Stopped before the load's result is looked at, so the stats line is read either way.
     let (_, stats, _) = server.stop();
-    if !out.status.success() {
-        return Err(format!(
-            "echo-bench failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let bench: BenchReport = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("echo-bench --json output: {e}"))?;
     Ok(Row {
-        bench,
+        bench: bench?,
         server: stats,
         server_cpu_s,
     })

@@ -13,13 +13,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser as _;
+use echolab_core::cli::EXIT_USAGE;
 use echolab_core::stats::ServerStats;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use crate::cli::{Args, Model};
 
-/// Exit status for bad usage (sysexits-style 2, as clap uses).
-const EXIT_USAGE: u8 = 2;
 
 /// Prints one line and exits 2; clap's multi-line usage dump is folded into that line.
 fn usage_error(msg: &str) -> ExitCode {
@@ -27,28 +26,10 @@ fn usage_error(msg: &str) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-/// clap's error text without the usage block, on one line.
-fn one_line(e: &clap::Error) -> String {
-    let text = e.render().to_string();
-    text.lines()
-        .map(str::trim)
-        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-        .trim_start_matches("error: ")
-        .to_string()
-}
-
 fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    let args = match echolab_core::cli::parsed_or_exit("echo-server", Args::try_parse()) {
         Ok(a) => a,
-        Err(e) if !e.use_stderr() => {
-            // --help / --version
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return usage_error(&one_line(&e)),
+        Err(code) => return ExitCode::from(code),
     };
     match run(args) {
         Ok(code) => code,

@@ -7,7 +7,9 @@
 //! - [`experiment`]: experiment files (the seed experiments as data) and their cells.
 //! - [`results`]: the results directory: manifest, one run record per cell and repetition.
 //! - [`hist`]: latency histograms (HdrHistogram V2, base64) and their percentile summaries.
+//! - [`cli`]: a command-line usage error folded into the one line the binaries print.
 
+pub mod cli;
 pub mod experiment;
 pub mod hist;
 pub mod results;

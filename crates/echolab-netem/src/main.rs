@@ -160,7 +160,10 @@ fn print_json<T: serde::Serialize>(v: &T) {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match echolab_core::cli::parsed_or_exit("echolab-netem", Cli::try_parse()) {
+        Ok(c) => c,
+        Err(code) => return ExitCode::from(code),
+    };
     match run(cli) {
         Ok(code) => code,
         Err(Failure(code, msg)) => {

@@ -171,6 +171,18 @@ pub struct NlError {
     pub ext_ack: Option<String>,
 }
 
+impl NlError {
+    /// A socket error while doing `what` (not a refusal by the kernel): the I/O error's errno,
+    /// EIO when it carries none.
+    fn socket(what: &str, e: io::Error) -> Self {
+        NlError {
+            what: what.to_string(),
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+            ext_ack: None,
+        }
+    }
+}
+
 /// A `NETLINK_ROUTE` socket in the caller's network namespace.
 pub struct Socket {
     fd: OwnedFd,
@@ -222,7 +234,9 @@ impl Socket {
         self.seq
     }
 
-    fn send(&self, msg: &Message) -> io::Result<()> {
+    /// Sends `msg` and returns its sequence number (`nlmsg_seq`, bytes 8..12 of the header),
+    /// by which its replies are recognised.
+    fn send(&self, msg: &Message) -> io::Result<u32> {
         let b = msg.bytes();
         // SAFETY: `b` is a live slice; a zeroed sockaddr_nl addresses the kernel (pid 0).
         let n = unsafe {
@@ -240,7 +254,7 @@ impl Socket {
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(())
+        Ok(u32_at(b, 8).unwrap_or(0))
     }
 
     fn recv(&self, buf: &mut Vec<u8>) -> io::Result<usize> {
@@ -266,13 +280,8 @@ impl Socket {
     /// The kernel's refusal as an [`NlError`] labelled `what`; socket errors as errno 0 with
     /// the I/O error text.
     pub fn request(&self, msg: &Message, what: &str) -> Result<(), NlError> {
-        let io_err = |e: io::Error| NlError {
-            what: what.to_string(),
-            errno: e.raw_os_error().unwrap_or(libc::EIO),
-            ext_ack: None,
-        };
-        self.send(msg).map_err(io_err)?;
-        let seq = u32_at(msg.bytes(), 8).unwrap_or(0);
+        let io_err = |e| NlError::socket(what, e);
+        let seq = self.send(msg).map_err(io_err)?;
         let mut buf = Vec::new();
         loop {
             let n = self.recv(&mut buf).map_err(io_err)?;
@@ -297,13 +306,8 @@ impl Socket {
     /// # Errors
     /// As [`Socket::request`].
     pub fn dump(&self, msg: &Message, what: &str) -> Result<Vec<Vec<u8>>, NlError> {
-        let io_err = |e: io::Error| NlError {
-            what: what.to_string(),
-            errno: e.raw_os_error().unwrap_or(libc::EIO),
-            ext_ack: None,
-        };
-        self.send(msg).map_err(io_err)?;
-        let seq = u32_at(msg.bytes(), 8).unwrap_or(0);
+        let io_err = |e| NlError::socket(what, e);
+        let seq = self.send(msg).map_err(io_err)?;
         let mut out = Vec::new();
         let mut buf = Vec::new();
         loop {

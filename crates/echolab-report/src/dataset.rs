@@ -125,6 +125,15 @@ impl<'a> CellData<'a> {
         Ok(merged)
     }
 
+    /// Short, long or sustain mode: the cells that send requests and measure each one's latency
+    /// (connect-storm measures connections instead).
+    pub fn sends_requests(&self) -> bool {
+        matches!(
+            self.cell.mode,
+            BenchMode::Short | BenchMode::Long | BenchMode::Sustain
+        )
+    }
+
     /// Closed loop: short or long mode, and no usable run set an open-loop target rate.
     pub fn is_closed_loop(&self) -> bool {
         matches!(self.cell.mode, BenchMode::Short | BenchMode::Long)

@@ -23,7 +23,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match echolab_core::cli::parsed_or_exit("echolab-report", Args::try_parse()) {
+        Ok(a) => a,
+        Err(code) => return ExitCode::from(code),
+    };
     let result = if args.stdout {
         echolab_report::build(&args.results_dir).map(|r| {
             print!("{}", r.markdown);

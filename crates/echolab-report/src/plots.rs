@@ -227,12 +227,7 @@ pub fn all(ds: &Dataset<'_>) -> (Vec<Plot>, Vec<String>) {
         "QPS vs connections".into(),
         draw_vs_conns("QPS vs connections", "QPS (requests/s)", &qps),
     );
-    for c in ds.cells.iter().filter(|c| {
-        matches!(
-            c.cell.mode,
-            BenchMode::Short | BenchMode::Long | BenchMode::Sustain
-        )
-    }) {
+    for c in ds.cells.iter().filter(|c| c.sends_requests()) {
         let result = match c.merged_histogram() {
             Ok(Some(h)) if !h.is_empty() => Some(latency_plot(c, &h).map_err(|e| e.to_string())),
             Ok(_) => None,

@@ -96,17 +96,3 @@ pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Args, clap::Erro
         .try_get_matches_from(argv)?;
     Args::from_arg_matches(&matches)
 }
-
-/// clap's error on one line, without the usage block.
-pub fn one_line(e: &clap::Error) -> String {
-    e.render()
-        .to_string()
-        .lines()
-        .map(str::trim)
-        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-        .trim_start_matches("error: ")
-        .to_string()
-}

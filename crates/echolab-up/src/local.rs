@@ -48,6 +48,23 @@ impl LocalHosts {
             bin_dir: bin_dir.to_path_buf(),
         })
     }
+
+    /// Starts binary `name` of the binary directory with `args`: stdin empty, stdout and stderr
+    /// piped, killed when the handle is dropped.
+    ///
+    /// # Errors
+    /// When the process cannot be started, naming the binary's path.
+    fn spawn(&self, name: &str, args: &[String]) -> anyhow::Result<Child> {
+        let bin = self.bin_dir.join(name);
+        Command::new(&bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", bin.display()))
+    }
 }
 
 fn drain<R: AsyncRead + Unpin + Send + 'static>(r: R) -> JoinHandle<String> {
@@ -88,15 +105,7 @@ impl Hosts for LocalHosts {
     }
 
     async fn start_server(&mut self, args: &[String]) -> anyhow::Result<(LocalServer, Readiness)> {
-        let bin = self.bin_dir.join("echo-server");
-        let mut child = Command::new(&bin)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start {}", bin.display()))?;
+        let mut child = self.spawn("echo-server", args)?;
         let pid = child
             .id()
             .ok_or_else(|| anyhow!("echo-server exited at once"))?;
@@ -159,15 +168,7 @@ impl Hosts for LocalHosts {
         args: &[String],
         server: &LocalServer,
     ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
-        let bin = self.bin_dir.join("echo-bench");
-        let mut child = Command::new(&bin)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start {}", bin.display()))?;
+        let mut child = self.spawn("echo-bench", args)?;
         let stdout = drain(child.stdout.take().expect("piped"));
         let stderr = drain(child.stderr.take().expect("piped"));
         let pid = server.pid;

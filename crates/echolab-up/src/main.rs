@@ -18,16 +18,9 @@ fn main() -> ExitCode {
         Some("__ifname") => return code(netroute::ifname_main(&argv[2..])),
         _ => {}
     }
-    let args = match cli::parse(argv.clone()) {
+    let args = match echolab_core::cli::parsed_or_exit("echolab-up", cli::parse(argv.clone())) {
         Ok(a) => a,
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("echolab-up: {}", cli::one_line(&e));
-            return ExitCode::from(app::EXIT_USAGE);
-        }
+        Err(code) => return ExitCode::from(code),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

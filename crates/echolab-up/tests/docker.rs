@@ -98,6 +98,44 @@ fn run(out: &Path, bins: &Path, args: &[&str]) -> Output {
     launch(out, bins, args).output().expect("echolab-up runs")
 }
 
+/// echolab-up's arguments for `experiment` (a name or a file) on `profile`.
+fn profile_experiment<'a>(profile: &'a str, experiment: &'a str) -> [&'a str; 4] {
+    ["--profile", profile, "--experiment", experiment]
+}
+
+/// echolab-up, not yet started, running the experiment file `file_name` (`yaml`, written into
+/// `base`) on the loopback profile from a snapshot of the binaries; also returns its results
+/// base directory, `base/results`.
+fn loopback_experiment(base: &TempDir, file_name: &str, yaml: &str) -> (Command, PathBuf) {
+    let exp = base.0.join(file_name);
+    std::fs::write(&exp, yaml).unwrap();
+    let out = base.0.join("results");
+    let bins = snapshot_bins(base);
+    let cmd = launch(
+        &out,
+        &bins,
+        &profile_experiment("loopback", exp.to_str().unwrap()),
+    );
+    (cmd, out)
+}
+
+/// Polls `probe` every 50 ms until it gives a value; fails the test with `timeout_message`
+/// when `limit` passes first.
+fn wait_until<T>(
+    limit: Duration,
+    timeout_message: &str,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{timeout_message}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The single results directory under `base`.
 fn results(base: &Path) -> ResultsDir {
     let dirs: Vec<PathBuf> = std::fs::read_dir(base)
@@ -185,7 +223,7 @@ fn smoke_on_loopback_then_again_right_after() {
     let o = run(
         &first.0.join("results"),
         &bins,
-        &["--profile", "loopback", "--experiment", "smoke"],
+        &profile_experiment("loopback", "smoke"),
     );
     let r1 = check_complete_smoke(&e, &first.0.join("results"), &o, "none");
     assert!(r1.manifest.hosts["client"]["network_mode"]
@@ -194,11 +232,7 @@ fn smoke_on_loopback_then_again_right_after() {
         .starts_with("container:"));
     // The same command again at once: the image is reused, names do not collide.
     let second = TempDir::new("loop2");
-    let o = run(
-        &second.0,
-        &bins,
-        &["--profile", "loopback", "--experiment", "smoke"],
-    );
+    let o = run(&second.0, &bins, &profile_experiment("loopback", "smoke"));
     let r2 = check_complete_smoke(&e, &second.0, &o, "none");
     assert_ne!(r1.manifest.run_id, r2.manifest.run_id);
     assert_eq!(
@@ -215,11 +249,7 @@ fn smoke_on_crossnet_through_the_link() {
     let base = TempDir::new("crossnet");
     let bins = snapshot_bins(&base);
     let out = base.0.join("results");
-    let o = run(
-        &out,
-        &bins,
-        &["--profile", "crossnet", "--experiment", "smoke"],
-    );
+    let o = run(&out, &bins, &profile_experiment("crossnet", "smoke"));
     let probe_has_netem =
         std::fs::read_to_string("/proc/modules").is_ok_and(|m| m.contains("sch_netem"));
     let expected_backend = if probe_has_netem {
@@ -253,24 +283,12 @@ fn a_forced_failure_leaves_nothing_behind() {
         return;
     };
     let base = TempDir::new("fail");
-    let exp = base.0.join("bad-model.yaml");
-    std::fs::write(
-        &exp,
+    let (mut cmd, out) = loopback_experiment(
+        &base,
+        "bad-model.yaml",
         "name: bad-model\nquestion: does a failing cell stop the run cleanly?\nrepetitions: 1\nmatrix:\n  - servers: [no-such-model]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\n",
-    )
-    .unwrap();
-    let out = base.0.join("results");
-    let bins = snapshot_bins(&base);
-    let o = run(
-        &out,
-        &bins,
-        &[
-            "--profile",
-            "loopback",
-            "--experiment",
-            exp.to_str().unwrap(),
-        ],
     );
+    let o = cmd.output().expect("echolab-up runs");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let r = results(&out);
     assert_eq!(r.manifest.status, RunStatus::Failed);
@@ -291,27 +309,12 @@ fn ctrl_c_interrupts_and_cleans_up() {
     };
     let base = TempDir::new("sigint");
     // Many seconds of long-connection runs, so that the signal lands mid-run.
-    let exp = base.0.join("long.yaml");
-    std::fs::write(
-        &exp,
+    let (mut cmd, out) = loopback_experiment(
+        &base,
+        "long.yaml",
         "name: long\nquestion: is a run cut short by Ctrl-C cleaned up?\nrepetitions: 50\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n",
-    )
-    .unwrap();
-    let out = base.0.join("results");
-    let bins = snapshot_bins(&base);
-    let child = launch(
-        &out,
-        &bins,
-        &[
-            "--profile",
-            "loopback",
-            "--experiment",
-            exp.to_str().unwrap(),
-        ],
-    )
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    );
+    let child = cmd.stderr(Stdio::piped()).spawn().unwrap();
     struct Kill(std::process::Child);
     impl Drop for Kill {
         fn drop(&mut self) {
@@ -329,40 +332,34 @@ fn ctrl_c_interrupts_and_cleans_up() {
         s
     });
     // Wait until at least one run record exists: the topology is up and cells are running.
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let run_dir = loop {
-        let found = std::fs::read_dir(&out)
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| e.ok())
-            .map(|e| e.path());
-        if let Some(d) = found
-            .filter(|d| std::fs::read_dir(d.join("runs")).is_ok_and(|mut r| r.next().is_some()))
-        {
-            break d;
-        }
-        assert!(Instant::now() < deadline, "no run record within 180 s");
-        assert!(
-            guard.0.try_wait().unwrap().is_none(),
-            "echolab-up exited before the first run"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let run_dir = wait_until(
+        Duration::from_secs(180),
+        "no run record within 180 s",
+        || {
+            let found = std::fs::read_dir(&out)
+                .ok()
+                .and_then(|mut d| d.next())
+                .and_then(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|d| {
+                    std::fs::read_dir(d.join("runs")).is_ok_and(|mut r| r.next().is_some())
+                });
+            if found.is_none() {
+                assert!(
+                    guard.0.try_wait().unwrap().is_none(),
+                    "echolab-up exited before the first run"
+                );
+            }
+            found
+        },
+    );
     // SAFETY: kill(2) on our own child's pid, which has not been reaped (we still own it).
     unsafe { libc::kill(guard.0.id() as i32, libc::SIGINT) };
-    let status = {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(s) = guard.0.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "echolab-up did not exit within 120 s of SIGINT"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let status = wait_until(
+        Duration::from_secs(120),
+        "echolab-up did not exit within 120 s of SIGINT",
+        || guard.0.try_wait().unwrap(),
+    );
     let err = stderr_reader.join().unwrap();
     assert_eq!(status.code(), Some(130), "{err}");
     let r = ResultsDir::load(&run_dir).unwrap();

@@ -3,29 +3,19 @@
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use anyhow::Context as _;
-use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use super::{Running, ServeCtx};
 use crate::counters::{Sys, WorkerCounters};
-use crate::readiness::conn::{Protocol, Slab};
+use crate::readiness::conn::Slab;
 use crate::readiness::scan::{self, Ready, Scanner};
-use crate::readiness::worker;
 
 /// Starts the poll reactor thread.
 ///
 /// # Errors
 /// When the thread cannot start.
 pub fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
-    let listener = ctx.listeners.into_iter().next().context("no listener")?;
-    let proto = Protocol::new(ctx.read_buf, ctx.reply_bytes);
-    let counters = &ctx.counters[0];
-    counters.pid.add(u64::from(std::process::id()));
-    worker::spawn("poll".into(), move || {
-        scan::run(PollScanner, listener, proto, counters)
-    })?;
-    Ok(Running::default())
+    scan::start("poll", PollScanner, ctx)
 }
 
 struct PollScanner;
@@ -57,15 +47,7 @@ impl Scanner for PollScanner {
             Some(d) => PollTimeout::try_from(d.as_millis() as u64 + 1).unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
         };
-        c.sys(Sys::Poll).inc();
-        let n = match poll(&mut fds, timeout) {
-            Ok(n) => n,
-            Err(Errno::EINTR) => return Ok(false),
-            Err(e) => anyhow::bail!("poll: {e}"),
-        };
-        c.events_returned.add(n as u64);
-        if n == 0 {
-            c.empty_wakeups.inc();
+        if !scan::counted_wait(Sys::Poll, c, || poll(&mut fds, timeout))? {
             return Ok(false);
         }
         // A hang-up or error is reported whatever the interest; the next read or write returns

@@ -8,16 +8,13 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
-use anyhow::Context as _;
-use nix::errno::Errno;
 use nix::sys::select::{select, FdSet, FD_SETSIZE};
 use nix::sys::time::TimeVal;
 
 use super::{Running, ServeCtx};
 use crate::counters::{Sys, WorkerCounters};
-use crate::readiness::conn::{Protocol, Slab};
+use crate::readiness::conn::Slab;
 use crate::readiness::scan::{self, Ready, Scanner};
-use crate::readiness::worker;
 
 /// Starts the select reactor thread.
 ///
@@ -25,19 +22,14 @@ use crate::readiness::worker;
 /// When the listener's own descriptor is >= FD_SETSIZE (it could never be watched) or the thread
 /// cannot start.
 pub fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
-    let listener = ctx.listeners.into_iter().next().context("no listener")?;
-    anyhow::ensure!(
-        watchable(listener.as_raw_fd()),
-        "the listening socket is descriptor {}, at or above select's FD_SETSIZE ({FD_SETSIZE})",
-        listener.as_raw_fd()
-    );
-    let proto = Protocol::new(ctx.read_buf, ctx.reply_bytes);
-    let counters = &ctx.counters[0];
-    counters.pid.add(u64::from(std::process::id()));
-    worker::spawn("select".into(), move || {
-        scan::run(SelectScanner, listener, proto, counters)
-    })?;
-    Ok(Running::default())
+    if let Some(listener) = ctx.listeners.first() {
+        anyhow::ensure!(
+            watchable(listener.as_raw_fd()),
+            "the listening socket is descriptor {}, at or above select's FD_SETSIZE ({FD_SETSIZE})",
+            listener.as_raw_fd()
+        );
+    }
+    scan::start("select", SelectScanner, ctx)
 }
 
 fn watchable(fd: RawFd) -> bool {
@@ -70,15 +62,8 @@ impl Scanner for SelectScanner {
             }
         }
         let mut tv = timeout.map(|d| TimeVal::new(d.as_secs() as _, d.subsec_micros() as _));
-        c.sys(Sys::Select).inc();
-        let n = match select(None, &mut readers, &mut writers, None, tv.as_mut()) {
-            Ok(n) => n,
-            Err(Errno::EINTR) => return Ok(false),
-            Err(e) => anyhow::bail!("select: {e}"),
-        };
-        c.events_returned.add(n as u64);
-        if n == 0 {
-            c.empty_wakeups.inc();
+        let call = || select(None, &mut readers, &mut writers, None, tv.as_mut());
+        if !scan::counted_wait(Sys::Select, c, call)? {
             return Ok(false);
         }
         for conn in conns.iter() {

@@ -1,7 +1,8 @@
 //! The loop shared by the scanning models, `select` and `poll`: every round the interest set is
 //! rebuilt from the open connections (read interest, or write interest while output is pending),
 //! handed to the wait call, and the ready connections are served level-triggered (one read each).
-//! Only the wait call differs, behind [`Scanner`].
+//! Only the wait call differs, behind [`Scanner`]; [`start`] and [`counted_wait`] are the parts
+//! of a model around it that are the same for every scanner.
 
 use std::convert::Infallible;
 use std::net::TcpListener;
@@ -12,8 +13,9 @@ use anyhow::Context as _;
 
 use super::accept::{Accepted, Acceptor};
 use super::conn::{Conn, Protocol, Slab, Step};
-use super::io;
-use crate::counters::{ErrKind, WorkerCounters};
+use super::{io, worker};
+use crate::counters::{ErrKind, Sys, WorkerCounters};
+use crate::models::{Running, ServeCtx};
 
 /// A connection the wait call reported.
 #[derive(Debug, Clone, Copy)]
@@ -50,6 +52,52 @@ pub trait Scanner {
     fn admits(&self, _fd: RawFd) -> bool {
         true
     }
+}
+
+/// Starts reactor thread `name` serving the one listener of `ctx` with `scanner` (see [`run`]);
+/// it counts in `ctx.counters[0]`, stamped with this process's pid.
+///
+/// # Errors
+/// When `ctx` has no listener or the thread cannot start.
+pub fn start<S: Scanner + Send + 'static>(
+    name: &str,
+    scanner: S,
+    ctx: ServeCtx,
+) -> anyhow::Result<Running> {
+    let listener = ctx.listeners.into_iter().next().context("no listener")?;
+    let proto = Protocol::new(ctx.read_buf, ctx.reply_bytes);
+    let counters = &ctx.counters[0];
+    counters.pid.add(u64::from(std::process::id()));
+    worker::spawn(name.into(), move || run(scanner, listener, proto, counters))?;
+    Ok(Running::default())
+}
+
+/// Makes a scanner's wait call `call` (select(2) or poll(2): the number of ready descriptors, or
+/// an errno), counted in `c` as system call `sys`, its events, and an empty wake-up when it
+/// timed out.
+///
+/// Returns whether anything is ready: `false` after a timeout or EINTR, when the round has
+/// nothing to serve.
+///
+/// # Errors
+/// When the call fails other than with EINTR, as `"<sys name>: <errno>"`.
+pub fn counted_wait(
+    sys: Sys,
+    c: &WorkerCounters,
+    call: impl FnOnce() -> nix::Result<i32>,
+) -> anyhow::Result<bool> {
+    c.sys(sys).inc();
+    let n = match call() {
+        Ok(n) => n,
+        Err(nix::errno::Errno::EINTR) => return Ok(false),
+        Err(e) => anyhow::bail!("{}: {e}", sys.name()),
+    };
+    c.events_returned.add(n as u64);
+    if n == 0 {
+        c.empty_wakeups.inc();
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// Serves `listener` forever with `scanner`; returns only when the wait call fails.

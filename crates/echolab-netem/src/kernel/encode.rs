@@ -279,6 +279,7 @@ pub fn decode_netem_options(opt: &[u8]) -> Option<NetemReadBack> {
 mod tests {
     use super::*;
     use echolab_core::units::{BitRate, Dur, Percent};
+    use JitterDistribution::{Normal, Uniform};
 
     /// Reads a fixture written by `tests/fixtures/capture-tc.sh`: strace's hex dump of the
     /// message `tc` sent.
@@ -335,57 +336,37 @@ mod tests {
     // The fixtures were captured in a fresh namespace, where `lo` has index 1.
     const LO: u32 = 1;
 
+    /// Encodes `spec` as a root netem qdisc on `lo` and checks it against `tc`'s `fixture`;
+    /// returns the parameters for checks of their own.
+    fn assert_netem_matches_tc(spec: &LinkSpec, fixture: &str) -> NetemParams {
+        let p = NetemParams::from_spec(spec);
+        assert_same_bytes(&replace_root_netem(LO, &p, 0), fixture);
+        p
+    }
+
     #[test]
     fn uniform_jitter_loss_rate_matches_tc() {
-        let p = NetemParams::from_spec(&spec(
-            10_000,
-            1_000,
-            1.0,
-            Some(100_000_000),
-            2000,
-            JitterDistribution::Uniform,
-        ));
-        assert_same_bytes(&replace_root_netem(LO, &p, 0), "tc-netem-uniform.hex");
+        let s = spec(10_000, 1_000, 1.0, Some(100_000_000), 2000, Uniform);
+        assert_netem_matches_tc(&s, "tc-netem-uniform.hex");
     }
 
     #[test]
     fn lan100_matches_tc() {
-        let p = NetemParams::from_spec(&spec(
-            100,
-            0,
-            0.0,
-            Some(100_000_000),
-            100,
-            JitterDistribution::Normal,
-        ));
+        let s = spec(100, 0, 0.0, Some(100_000_000), 100, Normal);
+        let p = assert_netem_matches_tc(&s, "tc-netem-lan100.hex");
         assert!(!p.normal_table, "no table without jitter");
-        assert_same_bytes(&replace_root_netem(LO, &p, 0), "tc-netem-lan100.hex");
     }
 
     #[test]
     fn normal_distribution_table_matches_tc() {
-        let p = NetemParams::from_spec(&spec(
-            10_000,
-            1_000,
-            0.0,
-            None,
-            1000,
-            JitterDistribution::Normal,
-        ));
-        assert_same_bytes(&replace_root_netem(LO, &p, 0), "tc-netem-normal.hex");
+        let s = spec(10_000, 1_000, 0.0, None, 1000, Normal);
+        assert_netem_matches_tc(&s, "tc-netem-normal.hex");
     }
 
     #[test]
     fn rate_above_32_bits_uses_rate64_like_tc() {
-        let p = NetemParams::from_spec(&spec(
-            10_000,
-            0,
-            0.0,
-            Some(40_000_000_000),
-            1000,
-            JitterDistribution::Normal,
-        ));
-        assert_same_bytes(&replace_root_netem(LO, &p, 0), "tc-netem-rate64.hex");
+        let s = spec(10_000, 0, 0.0, Some(40_000_000_000), 1000, Normal);
+        assert_netem_matches_tc(&s, "tc-netem-rate64.hex");
     }
 
     #[test]
@@ -395,14 +376,7 @@ mod tests {
 
     #[test]
     fn overhead_is_stated_per_ip_packet() {
-        let mut s = spec(
-            100,
-            0,
-            0.0,
-            Some(100_000_000),
-            100,
-            JitterDistribution::Normal,
-        );
+        let mut s = spec(100, 0, 0.0, Some(100_000_000), 100, Normal);
         s.overhead = 38;
         assert_eq!(
             NetemParams::from_spec(&s).packet_overhead,
@@ -413,14 +387,7 @@ mod tests {
 
     #[test]
     fn read_back_decodes_what_was_encoded_and_kernel_64bit_times() {
-        let p = NetemParams::from_spec(&spec(
-            10_000,
-            1_000,
-            1.0,
-            Some(100_000_000),
-            2000,
-            JitterDistribution::Uniform,
-        ));
+        let p = NetemParams::from_spec(&spec(10_000, 1_000, 1.0, Some(100_000_000), 2000, Uniform));
         let msg = replace_root_netem(7, &p, 0);
         let info = decode_qdisc(&msg.bytes()[16..]).unwrap();
         assert_eq!(

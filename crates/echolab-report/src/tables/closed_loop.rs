@@ -138,16 +138,7 @@ pub fn latency_ratios(ds: &Dataset<'_>) -> Vec<Section> {
 /// (b) QPS of every repetition, with the median, the range (max − min, the seeds' 极差) and
 /// the coefficient of variation (seed 001 §3.2), for short, long and sustain cells.
 pub fn per_repetition(ds: &Dataset<'_>) -> Option<Section> {
-    let cells: Vec<&CellData<'_>> = ds
-        .cells
-        .iter()
-        .filter(|c| {
-            matches!(
-                c.cell.mode,
-                BenchMode::Short | BenchMode::Long | BenchMode::Sustain
-            )
-        })
-        .collect();
+    let cells: Vec<&CellData<'_>> = ds.cells.iter().filter(|c| c.sends_requests()).collect();
     let reps = cells.iter().map(|c| c.reps_planned).max()?;
     let mut header = vec!["Cell".to_string()];
     header.extend((1..=reps).map(|r| format!("R{r}")));
@@ -229,12 +220,7 @@ pub fn percentiles(ds: &Dataset<'_>) -> Option<Section> {
     let cells: Vec<&CellData<'_>> = ds
         .cells
         .iter()
-        .filter(|c| {
-            matches!(
-                c.cell.mode,
-                BenchMode::Short | BenchMode::Long | BenchMode::Sustain
-            ) && measured(c)
-        })
+        .filter(|c| c.sends_requests() && measured(c))
         .collect();
     if cells.is_empty() {
         return None;

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use bollard::models::{ContainerSummary, Network};
 use bollard::query_parameters::{
     ListContainersOptions, ListImagesOptions, ListNetworksOptions, RemoveContainerOptions,
     RemoveImageOptions,
@@ -30,6 +31,40 @@ fn label_filter(run_id: Option<&str>) -> HashMap<String, Vec<String>> {
     [("label".to_string(), vec![value])].into_iter().collect()
 }
 
+/// Every container (running or not) that matches `filters`.
+///
+/// # Errors
+/// The engine could not list them, naming the filters.
+async fn containers_matching(
+    docker: &Docker,
+    filters: &HashMap<String, Vec<String>>,
+) -> anyhow::Result<Vec<ContainerSummary>> {
+    docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters.clone()),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|e| failed("list containers", &format!("labelled {filters:?}"), e))
+}
+
+/// Every network that matches `filters`.
+///
+/// # Errors
+/// The engine could not list them, naming the filters.
+async fn networks_matching(
+    docker: &Docker,
+    filters: &HashMap<String, Vec<String>>,
+) -> anyhow::Result<Vec<Network>> {
+    docker
+        .list_networks(Some(ListNetworksOptions {
+            filters: Some(filters.clone()),
+        }))
+        .await
+        .map_err(|e| failed("list networks", &format!("labelled {filters:?}"), e))
+}
+
 /// Removes every container and network labelled with `run_id` (or with any run id, when
 /// None). Goes on past individual failures and reports them all.
 ///
@@ -39,15 +74,7 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
     let filters = label_filter(run_id);
     let mut removed = Removed::default();
     let mut errors = Vec::new();
-    let containers = docker
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(filters.clone()),
-            ..Default::default()
-        }))
-        .await
-        .map_err(|e| failed("list containers", &format!("labelled {filters:?}"), e))?;
-    for c in containers {
+    for c in containers_matching(docker, &filters).await? {
         let id = c.id.unwrap_or_default();
         let name = c
             .names
@@ -72,13 +99,7 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
             Err(e) => errors.push(failed("remove container", &name, e).to_string()),
         }
     }
-    let networks = docker
-        .list_networks(Some(ListNetworksOptions {
-            filters: Some(filters.clone()),
-        }))
-        .await
-        .map_err(|e| failed("list networks", &format!("labelled {filters:?}"), e))?;
-    for n in networks {
+    for n in networks_matching(docker, &filters).await? {
         let name = n.name.or(n.id).unwrap_or_default();
         match docker.remove_network(&name).await {
             Ok(()) => removed.networks.push(name),
@@ -101,20 +122,8 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
 /// The engine could not list them.
 pub async fn list_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::Result<Removed> {
     let filters = label_filter(run_id);
-    let containers = docker
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(filters.clone()),
-            ..Default::default()
-        }))
-        .await
-        .map_err(|e| failed("list containers", "labelled", e))?;
-    let networks = docker
-        .list_networks(Some(ListNetworksOptions {
-            filters: Some(filters),
-        }))
-        .await
-        .map_err(|e| failed("list networks", "labelled", e))?;
+    let containers = containers_matching(docker, &filters).await?;
+    let networks = networks_matching(docker, &filters).await?;
     Ok(Removed {
         containers: containers
             .into_iter()

@@ -281,6 +281,18 @@ async fn device_with(docker: &Docker, container: &str, ip: IpAddr) -> anyhow::Re
     Ok(dev)
 }
 
+/// The spec of endpoint host `role` (client or server): attached to `net` only, with the
+/// endpoint sysctls; the link host is its only way to the other side.
+fn endpoint_on(role: &str, net: &str) -> HostSpec {
+    HostSpec {
+        role: role.into(),
+        network_mode: net.into(),
+        extra_networks: vec![(net.into(), None)],
+        sysctls: endpoint_sysctls(),
+        ..Default::default()
+    }
+}
+
 /// Brings up networks, hosts, routes and the link, and reads the link back.
 ///
 /// # Errors
@@ -313,20 +325,10 @@ pub async fn up(
         ..Default::default()
     };
     let mut server_spec = HostSpec {
-        role: "server".into(),
-        network_mode: server_net.clone(),
-        extra_networks: vec![(server_net.clone(), None)],
-        sysctls: endpoint_sysctls(),
         security_opt: server_security.to_vec(),
-        ..Default::default()
+        ..endpoint_on("server", &server_net)
     };
-    let mut client_spec = HostSpec {
-        role: "client".into(),
-        network_mode: client_net.clone(),
-        extra_networks: vec![(client_net.clone(), None)],
-        sysctls: endpoint_sysctls(),
-        ..Default::default()
-    };
+    let mut client_spec = endpoint_on("client", &client_net);
     let link = create_host(docker, run_id, image, &mut link_spec).await?;
     let server = create_host(docker, run_id, image, &mut server_spec).await?;
     let client = create_host(docker, run_id, image, &mut client_spec).await?;
@@ -519,6 +521,18 @@ pub fn record_of(report: &serde_json::Value) -> CalibrationRecord {
 }
 
 impl LinkUp {
+    /// Sends SIGKILL to echolab-netem in the server host (the calib-server), best effort: a
+    /// failure here leaves it to the host's removal at teardown.
+    async fn kill_calib_server(&self, docker: &Docker) {
+        let _ = exec::run(
+            docker,
+            &self.server,
+            &strings(&[&bin("echolab-up"), "__signal", "echolab-netem", "KILL"]),
+            STOP_DEADLINE,
+        )
+        .await;
+    }
+
     /// Calibrates across the link with echolab-netem (calib-server in the server host,
     /// calibrate in the client host).
     ///
@@ -537,13 +551,7 @@ impl LinkUp {
         let line = match tokio::time::timeout(READY_DEADLINE, &mut s.ready).await {
             Ok(Ok(line)) => line,
             _ => {
-                let _ = exec::run(
-                    docker,
-                    &self.server,
-                    &strings(&[&bin("echolab-up"), "__signal", "echolab-netem", "KILL"]),
-                    STOP_DEADLINE,
-                )
-                .await;
+                self.kill_calib_server(docker).await;
                 return Err(anyhow!(
                     "echolab-netem calib-server in the server host did not get ready"
                 ));
@@ -567,13 +575,7 @@ impl LinkUp {
             "--json",
         ]);
         let out = exec::run(docker, &self.client, &cmd, CALIBRATION_DEADLINE).await;
-        let _ = exec::run(
-            docker,
-            &self.server,
-            &strings(&[&bin("echolab-up"), "__signal", "echolab-netem", "KILL"]),
-            STOP_DEADLINE,
-        )
-        .await;
+        self.kill_calib_server(docker).await;
         let _ = exec::finish(docker, s, STOP_DEADLINE).await;
         let out = out?;
         let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).map_err(|e| {

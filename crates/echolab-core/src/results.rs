@@ -75,6 +75,23 @@ pub struct ImageInfo {
     pub binaries: BTreeMap<String, String>,
 }
 
+/// One comparison of a calibration figure with the range the profile accepts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationCheck {
+    /// What was compared: `rtt_median`, `goodput_uplink`, `goodput_downlink`.
+    pub name: String,
+    /// Unit of `measured`, `low` and `high`: `"us"` or `"mbit/s"`.
+    pub unit: String,
+    /// The measured value.
+    pub measured: f64,
+    /// Lowest accepted value.
+    pub low: f64,
+    /// Highest accepted value.
+    pub high: f64,
+    /// Whether `measured` lies in `low..=high`.
+    pub pass: bool,
+}
+
 /// What a calibration measured and whether it met the profile.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRecord {
@@ -84,8 +101,11 @@ pub struct CalibrationRecord {
     pub reason: String,
     /// Measured figures by name (`rtt_min_us`, `rtt_median_us`, `goodput_bps`, ...).
     pub measured: BTreeMap<String, f64>,
-    /// Expected figures by name, from the profile.
+    /// Nominal expected figures by name, from the profile (same names as `measured`).
     pub expected: BTreeMap<String, f64>,
+    /// Each comparison with its accepted range; the verdict is the conjunction.
+    #[serde(default)]
+    pub checks: Vec<CalibrationCheck>,
 }
 
 /// The link as it was really installed.

@@ -1,7 +1,6 @@
 //! The report's header: what the numbers are (experiment, profile, link and its calibration,
 //! machine, image, git revision, dates) and whether the directory is complete.
 
-use std::collections::BTreeSet;
 
 use echolab_core::results::{Manifest, RunStatus};
 
@@ -156,25 +155,31 @@ fn calibration(manifest: &Manifest) -> String {
             format!(": {}", cal.reason)
         }
     );
-    let keys: BTreeSet<&String> = cal.measured.keys().chain(cal.expected.keys()).collect();
-    if !keys.is_empty() {
-        let mut t = Table::new([
-            "Calibration figure",
-            "Measured",
-            "Expected",
-            "Measured/expected",
-        ]);
-        for k in keys {
-            let (m, x) = (cal.measured.get(k), cal.expected.get(k));
-            let ratio = match (m, x) {
-                (Some(m), Some(x)) if *x != 0.0 => format::times(m / x),
-                _ => "—".into(),
-            };
-            let show = |v: Option<&f64>| v.map_or_else(|| "—".into(), |v| format::num(*v));
-            t.row([k.clone(), show(m), show(x), ratio]);
+    if !cal.checks.is_empty() {
+        let mut t = Table::new(["Check", "Measured", "Accepted", "Result"]);
+        for c in &cal.checks {
+            t.row([
+                c.name.clone(),
+                format!("{} {}", format::num(c.measured), c.unit),
+                format!("{}–{} {}", format::num(c.low), format::num(c.high), c.unit),
+                if c.pass { "pass".to_string() } else { "**FAIL**".to_string() },
+            ]);
         }
         out.push_str(&t.to_markdown());
         out.push('\n');
+    }
+    // Figures measured beside the checks (minimum RTT, probe counts), with the profile's
+    // nominal value where it names the same figure.
+    if !cal.measured.is_empty() {
+        let figures: Vec<String> = cal
+            .measured
+            .iter()
+            .map(|(k, m)| match cal.expected.get(k) {
+                Some(x) => format!("{k} {} (nominal {})", format::num(*m), format::num(*x)),
+                None => format!("{k} {}", format::num(*m)),
+            })
+            .collect();
+        out.push_str(&format!("Measured: {}.\n\n", figures.join(", ")));
     }
     out
 }

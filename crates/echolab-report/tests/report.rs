@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use echolab_core::experiment::{BenchMode, Cell, Experiment};
 use echolab_core::hist::{self, LatencySummary};
 use echolab_core::results::{
-    run_file_name, CalibrationRecord, Environment, ImageInfo, LinkRecord, Manifest, ResourceSample,
+    run_file_name, CalibrationCheck, CalibrationRecord, Environment, ImageInfo, LinkRecord, Manifest, ResourceSample,
     RunRecord, RunStatus, Timings, MANIFEST_FILE, MANIFEST_SCHEMA, RUNS_DIR,
 };
 use echolab_core::stats::{BenchReport, SyscallStat};
@@ -238,6 +238,14 @@ fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64) -> Manife
     };
     cal.measured.insert("rtt_median_us".into(), 45.0);
     cal.expected.insert("rtt_median_us".into(), 50.0);
+    cal.checks.push(CalibrationCheck {
+        name: "rtt_median".into(),
+        unit: "us".into(),
+        measured: 45.0,
+        low: 40.0,
+        high: 140.0,
+        pass: true,
+    });
     Manifest {
         schema: MANIFEST_SCHEMA.into(),
         run_id: "20261130T015737Z-exp-test-loopback".into(),
@@ -349,7 +357,8 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         "42 usable of 42 planned",
         "loopback (loopback topology)",
         "Calibration passed",
-        "| rtt_median_us | 45.0 | 50.0 | 0.90× |",
+        "| rtt_median | 45.0 us | 40.0–140 us | pass |",
+        "Measured: rtt_median_us 45.0 (nominal 50.0).",
         "6.1.0-test-amd64",
         "sha256:feedface00",
         "0123abcd-dirty",

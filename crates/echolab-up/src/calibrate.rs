@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context as _;
 use echolab_core::profile::Profile;
-use echolab_core::results::CalibrationRecord;
+use echolab_core::results::{CalibrationCheck, CalibrationRecord};
 
 use crate::commands::{parse_bench_report, parse_final_stats};
 use crate::hosts::Hosts;
@@ -39,9 +39,16 @@ pub fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationReco
         "rtt_median_us".into(),
         profile.expected.rtt.value.0.as_secs_f64() * 1e6,
     );
-    record.expected.insert("rtt_median_low_us".into(), lo_us);
-    record.expected.insert("rtt_median_high_us".into(), hi_us);
     let ok = (lo_us..=hi_us).contains(&median_us);
+    record.checks.retain(|c| c.name != "rtt_median");
+    record.checks.push(CalibrationCheck {
+        name: "rtt_median".into(),
+        unit: "us".into(),
+        measured: median_us,
+        low: lo_us,
+        high: hi_us,
+        pass: ok,
+    });
     let verdict = format!("RTT median {median_us:.1} us, expected {lo_us:.1}..{hi_us:.1} us");
     record.passed = ok;
     record.reason = if ok {
@@ -119,18 +126,23 @@ pub async fn calibrate_rtt<H: Hosts>(
 
 /// The one-line message of a failed calibration: measured and expected figures.
 pub fn failure_message(profile: &str, record: &CalibrationRecord) -> String {
-    let fmt = |m: &BTreeMap<String, f64>| {
-        m.iter()
-            .map(|(k, v)| format!("{k}={v:.1}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    format!(
-        "calibration of profile {profile} {}; measured: {}; expected: {}",
-        record.reason,
-        fmt(&record.measured),
-        fmt(&record.expected)
-    )
+    let checks = record
+        .checks
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {:.1} {} (expected {:.1}..{:.1}{})",
+                c.name,
+                c.measured,
+                c.unit,
+                c.low,
+                c.high,
+                if c.pass { "" } else { ", FAILED" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!("calibration of profile {profile} {}; {checks}", record.reason)
 }
 
 #[cfg(test)]
@@ -159,10 +171,10 @@ mod tests {
         );
         judge_rtt(&p, 9.0, &mut r);
         assert!(!r.passed);
-        r.measured.insert("rtt_median_us".into(), 9.0);
+        assert_eq!(r.checks.len(), 1, "re-judging replaces the check");
         let msg = failure_message("loopback", &r);
         assert!(
-            msg.contains("measured: rtt_median_us=9.0") && msg.contains("rtt_median_low_us=10.0"),
+            msg.contains("rtt_median 9.0 us (expected 10.0..110.0, FAILED)"),
             "{msg}"
         );
     }

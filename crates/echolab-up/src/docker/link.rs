@@ -33,7 +33,7 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 use echolab_core::profile::Profile;
-use echolab_core::results::{CalibrationRecord, LinkRecord};
+use echolab_core::results::{CalibrationCheck, CalibrationRecord, LinkRecord};
 use futures_util::StreamExt as _;
 use serde_json::json;
 
@@ -496,16 +496,8 @@ pub fn record_of(report: &serde_json::Value) -> CalibrationRecord {
         .into_iter()
         .flatten()
     {
-        let name = c.get("name").and_then(|v| v.as_str()).unwrap_or("check");
-        let unit = c
-            .get("unit")
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .replace('/', "_per_");
-        for bound in ["low", "high"] {
-            if let Some(v) = c.get(bound).and_then(|v| v.as_f64()) {
-                r.expected.insert(format!("{name}_{bound}_{unit}"), v);
-            }
+        if let Ok(check) = serde_json::from_value::<CalibrationCheck>(c.clone()) {
+            r.checks.push(check);
         }
     }
     r.passed = report
@@ -604,7 +596,8 @@ mod tests {
         let r = record_of(&report);
         assert!(r.passed);
         assert_eq!(r.measured["rtt_median_us"], 20900.0);
-        assert_eq!(r.expected["rtt_median_low_us"], 18600.0);
+        assert_eq!((r.checks[0].low, r.checks[0].high), (18600.0, 22100.0));
+        assert_eq!(r.checks[0].name, "rtt_median");
         let failed =
             record_of(&json!({"pass": false, "reason": "rtt_median 5000 us below 18600 us"}));
         assert!(!failed.passed && failed.reason.contains("below"));

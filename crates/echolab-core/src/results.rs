@@ -240,11 +240,17 @@ pub fn run_file_name(cell: &Cell, repetition: u64) -> String {
 /// Any I/O error, with the path in the message.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
     let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let ctx = |e: std::io::Error, what: &str, p: &Path| std::io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()));
+    let ctx = |e: std::io::Error, what: &str, p: &Path| {
+        std::io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()))
+    };
     let mut f = std::fs::File::create(&tmp).map_err(|e| ctx(e, "cannot create", &tmp))?;
-    f.write_all(bytes).map_err(|e| ctx(e, "cannot write", &tmp))?;
+    f.write_all(bytes)
+        .map_err(|e| ctx(e, "cannot write", &tmp))?;
     f.sync_all().map_err(|e| ctx(e, "cannot sync", &tmp))?;
     std::fs::rename(&tmp, path).map_err(|e| ctx(e, "cannot rename into place", path))
 }
@@ -257,7 +263,10 @@ pub enum ResultsError {
     NotResults(String),
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     /// A file did not parse.
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
@@ -289,8 +298,10 @@ impl ResultsDir {
             move |source| ResultsError::Io { path: p, source }
         };
         let text = std::fs::read_to_string(&mpath).map_err(io(&mpath))?;
-        let manifest: Manifest = serde_yaml::from_str(&text)
-            .map_err(|e| ResultsError::Parse { path: mpath.display().to_string(), message: e.to_string() })?;
+        let manifest: Manifest = serde_yaml::from_str(&text).map_err(|e| ResultsError::Parse {
+            path: mpath.display().to_string(),
+            message: e.to_string(),
+        })?;
         let mut runs = Vec::new();
         let rdir = dir.join(RUNS_DIR);
         if rdir.is_dir() {
@@ -299,18 +310,27 @@ impl ResultsDir {
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| {
                     p.extension().is_some_and(|x| x == "json")
-                        && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                        && !p
+                            .file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
                 })
                 .collect();
             files.sort();
             for f in files {
                 let text = std::fs::read_to_string(&f).map_err(io(&f))?;
-                let rec: RunRecord = serde_json::from_str(&text)
-                    .map_err(|e| ResultsError::Parse { path: f.display().to_string(), message: e.to_string() })?;
+                let rec: RunRecord =
+                    serde_json::from_str(&text).map_err(|e| ResultsError::Parse {
+                        path: f.display().to_string(),
+                        message: e.to_string(),
+                    })?;
                 runs.push(rec);
             }
         }
-        Ok(Self { path: dir.to_path_buf(), manifest, runs })
+        Ok(Self {
+            path: dir.to_path_buf(),
+            manifest,
+            runs,
+        })
     }
 }
 
@@ -326,7 +346,10 @@ mod tests {
         write_atomic(&p, b"first").unwrap();
         write_atomic(&p, b"second").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "second");
-        let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).collect();
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .collect();
         assert_eq!(leftovers.len(), 1, "no temporary file left behind");
         std::fs::remove_dir_all(&dir).unwrap();
     }

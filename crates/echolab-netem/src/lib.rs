@@ -15,5 +15,6 @@ pub mod calibrate;
 pub mod kernel;
 pub mod netdev;
 pub mod nl;
+pub mod route;
 pub mod testbed;
 pub mod wire;

@@ -1,7 +1,6 @@
 //! The report's header: what the numbers are (experiment, profile, link and its calibration,
 //! machine, image, git revision, dates) and whether the directory is complete.
 
-
 use echolab_core::results::{Manifest, RunStatus};
 
 use crate::dataset::Counts;
@@ -162,7 +161,11 @@ fn calibration(manifest: &Manifest) -> String {
                 c.name.clone(),
                 format!("{} {}", format::num(c.measured), c.unit),
                 format!("{}–{} {}", format::num(c.low), format::num(c.high), c.unit),
-                if c.pass { "pass".to_string() } else { "**FAIL**".to_string() },
+                if c.pass {
+                    "pass".to_string()
+                } else {
+                    "**FAIL**".to_string()
+                },
             ]);
         }
         out.push_str(&t.to_markdown());

@@ -142,7 +142,10 @@ pub fn failure_message(profile: &str, record: &CalibrationRecord) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ");
-    format!("calibration of profile {profile} {}; {checks}", record.reason)
+    format!(
+        "calibration of profile {profile} {}; {checks}",
+        record.reason
+    )
 }
 
 #[cfg(test)]

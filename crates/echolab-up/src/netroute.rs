@@ -8,15 +8,8 @@
 
 use std::net::Ipv4Addr;
 
-use echolab_netem::nl::{Message, Socket, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST};
-
-const RTM_NEWROUTE: u16 = 24;
-const RTA_DST: u16 = 1;
-const RTA_GATEWAY: u16 = 5;
-const RT_TABLE_MAIN: u8 = 254;
-const RTPROT_STATIC: u8 = 4;
-const RT_SCOPE_UNIVERSE: u8 = 0;
-const RTN_UNICAST: u8 = 1;
+use echolab_netem::nl::{Message, Socket};
+use echolab_netem::route::{replace_message, Route, RT_TABLE_MAIN};
 
 /// An IPv4 prefix `a.b.c.d/len`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,30 +41,13 @@ pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
 
 /// The RTM_NEWROUTE message for `ip route replace DST via GW` in the main table.
 pub fn route_message(seq: u32, dst: Prefix, gw: Ipv4Addr) -> Message {
-    // rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags (u32).
-    let rtmsg = [
-        libc::AF_INET as u8,
-        dst.len,
-        0,
-        0,
-        RT_TABLE_MAIN,
-        RTPROT_STATIC,
-        RT_SCOPE_UNIVERSE,
-        RTN_UNICAST,
-        0,
-        0,
-        0,
-        0,
-    ];
-    let mut msg = Message::new(
-        RTM_NEWROUTE,
-        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
-        seq,
-        &rtmsg,
-    );
-    msg.attr(RTA_DST, &dst.addr.octets())
-        .attr(RTA_GATEWAY, &gw.octets());
-    msg
+    let route = Route {
+        dst: Some((dst.addr, dst.len)),
+        gateway: Some(gw),
+        oif: None,
+        table: RT_TABLE_MAIN,
+    };
+    replace_message(&route, seq)
 }
 
 /// `__route add CIDR GW`; returns the exit code.
@@ -164,7 +140,10 @@ mod tests {
         let b = m.bytes();
         // nlmsghdr (16) + rtmsg (12) + RTA_DST (4 + 4) + RTA_GATEWAY (4 + 4).
         assert_eq!(b.len(), 16 + 12 + 8 + 8);
-        assert_eq!(u16::from_ne_bytes([b[4], b[5]]), RTM_NEWROUTE);
+        assert_eq!(
+            u16::from_ne_bytes([b[4], b[5]]),
+            echolab_netem::route::RTM_NEWROUTE
+        );
         assert_eq!(b[16 + 1], 16, "dst_len");
         assert_eq!(&b[28..36], &[8, 0, 1, 0, 172, 20, 0, 0]);
         assert_eq!(&b[36..44], &[8, 0, 5, 0, 172, 21, 0, 2]);

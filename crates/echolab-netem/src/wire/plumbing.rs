@@ -14,25 +14,18 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::nl::{
-    self, Message, NlError, Socket, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE,
-    NLM_F_REQUEST,
+    self, Message, NlError, Socket, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
 };
 
 const RTM_NEWLINK: u16 = 16;
-const RTM_NEWROUTE: u16 = 24;
 const RTM_NEWRULE: u16 = 32;
 const RTM_DELRULE: u16 = 33;
-const RTA_OIF: u16 = 4;
 const IFLA_TXQLEN: u16 = 13;
-const RTA_TABLE: u16 = 15;
 const FRA_DST: u16 = 1;
 const FRA_IIFNAME: u16 = 3;
 const FRA_PRIORITY: u16 = 6;
 const FRA_TABLE: u16 = 15;
 const FR_ACT_TO_TBL: u8 = 1;
-const RTPROT_STATIC: u8 = 4;
-const RT_SCOPE_LINK: u8 = 253;
-const RTN_UNICAST: u8 = 1;
 /// `TUNSETIFF` = `_IOW('T', 202, int)` (linux/if_tun.h).
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TUN: libc::c_short = 0x0001;
@@ -118,30 +111,14 @@ pub fn default_route_via(
     name: &str,
 ) -> Result<(), NlError> {
     let seq = sock.next_seq();
-    // rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
-    let rtmsg = [
-        libc::AF_INET as u8,
-        0,
-        0,
-        0,
-        0,
-        RTPROT_STATIC,
-        RT_SCOPE_LINK,
-        RTN_UNICAST,
-        0,
-        0,
-        0,
-        0,
-    ];
-    let mut msg = Message::new(
-        RTM_NEWROUTE,
-        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
-        seq,
-        &rtmsg,
-    );
-    msg.attr_u32(RTA_TABLE, table).attr_u32(RTA_OIF, ifindex);
+    let route = crate::route::Route {
+        dst: None,
+        gateway: None,
+        oif: Some(ifindex),
+        table,
+    };
     sock.request(
-        &msg,
+        &crate::route::replace_message(&route, seq),
         &format!("add default route via {name} in table {table}"),
     )
 }

@@ -55,7 +55,9 @@ Examples:
     long_about = LONG_ABOUT,
     after_help = EXAMPLES,
     args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true
+    subcommand_negates_reqs = true,
+    // "-1" reaches the value parser (and its range message) instead of reading as a flag.
+    allow_negative_numbers = true
 )]
 pub struct Cli {
     /// A seed-004 experiment instead of the short/long run.

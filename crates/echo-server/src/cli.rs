@@ -86,7 +86,8 @@ Examples:
 
 /// TCP echo server with selectable I/O model and per-model syscall counters.
 #[derive(Debug, Parser)]
-#[command(name = "echo-server", version, about, after_help = AFTER_HELP)]
+// allow_negative_numbers: "-5" reaches the value parser and its range message.
+#[command(name = "echo-server", version, about, after_help = AFTER_HELP, allow_negative_numbers = true)]
 pub struct Args {
     /// I/O model.
     #[arg(long, value_enum)]
@@ -98,7 +99,7 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0")]
     pub bind: IpAddr,
     /// listen(2) backlog; the kernel caps it at net.core.somaxconn.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(i32).range(1..))]
     pub backlog: i32,
     /// Per-connection read buffer, bytes (e.g. 4096, 16KiB).
     #[arg(long, default_value = "16KiB", value_parser = parse_read_buf)]
@@ -110,10 +111,30 @@ pub struct Args {
     /// Answer each '\n'-terminated request with N bytes instead of echoing.
     #[arg(long, value_parser = parse_size)]
     pub reply_bytes: Option<usize>,
-    /// Print a ServerStats JSON line this often (e.g. 1s, 500ms).
-    #[arg(long, value_parser = parse_duration)]
+    /// Print a ServerStats JSON line this often (e.g. 1s, 500ms); absent or 0: only the final
+    /// line at shutdown.
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub stats_interval: Option<Duration>,
     /// prefork only: register the shared listener with EPOLLEXCLUSIVE.
     #[arg(long)]
     pub exclusive: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn experiments_know_exactly_these_models() {
+        let names: Vec<&str> = Model::value_variants().iter().map(|m| m.name()).collect();
+        assert_eq!(names, echolab_core::experiment::SERVER_MODELS);
+        for m in Model::value_variants() {
+            let typed = m.to_possible_value().expect("every model has a name");
+            assert_eq!(
+                typed.get_name(),
+                m.name(),
+                "clap's name is the documented one"
+            );
+        }
+    }
 }

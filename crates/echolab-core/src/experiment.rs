@@ -14,6 +14,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::units::{ByteSize, Dur};
 
+/// The `echo-server --model` names an experiment may use (echo-server's tests check that this
+/// list and its models agree).
+pub const SERVER_MODELS: &[&str] = &[
+    "select",
+    "poll",
+    "epoll-lt",
+    "epoll-et",
+    "thread",
+    "prefork",
+    "reuseport",
+    "uring",
+    "tokio",
+];
+
 /// What a cell's client does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -117,6 +131,27 @@ pub struct CellSelector {
     /// Connections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conns: Option<u64>,
+}
+
+impl std::fmt::Display for CellSelector {
+    /// `server=epoll-et mode=long conns=100`, naming only the coordinates it has.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(s) = &self.server {
+            parts.push(format!("server={s}"));
+        }
+        if let Some(m) = self.mode {
+            parts.push(format!("mode={}", m.name()));
+        }
+        if let Some(c) = self.conns {
+            parts.push(format!("conns={c}"));
+        }
+        if parts.is_empty() {
+            f.write_str("(every cell)")
+        } else {
+            f.write_str(&parts.join(" "))
+        }
+    }
 }
 
 impl CellSelector {
@@ -247,7 +282,10 @@ impl Cell {
 pub enum ExperimentError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     /// YAML syntax or schema error; serde_yaml's message carries field, line and column.
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
@@ -263,7 +301,10 @@ impl Experiment {
     /// [`ExperimentError`] naming the file, and for parse errors the field, line and column.
     pub fn load(path: &Path) -> Result<Self, ExperimentError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Io { path: p.clone(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Io {
+            path: p.clone(),
+            source,
+        })?;
         Self::parse(&text, &p)
     }
 
@@ -272,9 +313,14 @@ impl Experiment {
     /// # Errors
     /// As [`Experiment::load`].
     pub fn parse(text: &str, origin: &str) -> Result<Self, ExperimentError> {
-        let e: Experiment = serde_yaml::from_str(text)
-            .map_err(|err| ExperimentError::Parse { path: origin.to_string(), message: err.to_string() })?;
-        e.validate().map_err(|message| ExperimentError::Invalid { path: origin.to_string(), message })?;
+        let e: Experiment = serde_yaml::from_str(text).map_err(|err| ExperimentError::Parse {
+            path: origin.to_string(),
+            message: err.to_string(),
+        })?;
+        e.validate().map_err(|message| ExperimentError::Invalid {
+            path: origin.to_string(),
+            message,
+        })?;
         Ok(e)
     }
 
@@ -290,16 +336,34 @@ impl Experiment {
             if b.servers.is_empty() {
                 return Err(format!("{}: needs at least one server", at("servers")));
             }
+            if let Some(bad) = b
+                .servers
+                .iter()
+                .find(|s| !SERVER_MODELS.contains(&s.as_str()))
+            {
+                return Err(format!(
+                    "{}: unknown server model {bad:?} (echo-server has {})",
+                    at("servers"),
+                    SERVER_MODELS.join(", ")
+                ));
+            }
             if b.modes.is_empty() {
                 return Err(format!("{}: needs at least one mode", at("modes")));
             }
             if b.conns.is_empty() || b.conns.contains(&0) {
-                return Err(format!("{}: needs connection counts of at least 1", at("conns")));
+                return Err(format!(
+                    "{}: needs connection counts of at least 1",
+                    at("conns")
+                ));
             }
             for m in &b.modes {
                 let needs_bound = matches!(m, BenchMode::Short | BenchMode::Long);
                 if needs_bound && b.rounds.is_empty() && b.duration.is_none() {
-                    return Err(format!("{}: mode {} needs rounds or duration", at("rounds"), m.name()));
+                    return Err(format!(
+                        "{}: mode {} needs rounds or duration",
+                        at("rounds"),
+                        m.name()
+                    ));
                 }
                 if *m == BenchMode::Sustain && b.duration.is_none() {
                     return Err(format!("{}: mode sustain needs a duration", at("duration")));
@@ -314,13 +378,18 @@ impl Experiment {
         let unmatched = |sel: &CellSelector| !cells.iter().any(|c| sel.matches(c));
         for (i, f) in self.reference.figures.iter().enumerate() {
             if unmatched(&f.cell) {
-                return Err(format!("reference.figures[{i}].cell: {:?} matches no cell of the matrix", f.cell));
+                return Err(format!(
+                    "reference.figures[{i}].cell: {} matches no cell of the matrix",
+                    f.cell
+                ));
             }
         }
         for (i, c) in self.reference.claims.iter().enumerate() {
             for (side, sel) in [("numerator", &c.numerator), ("denominator", &c.denominator)] {
                 if unmatched(sel) {
-                    return Err(format!("reference.claims[{i}].{side}: {sel:?} matches no cell of the matrix"));
+                    return Err(format!(
+                        "reference.claims[{i}].{side}: {sel} matches no cell of the matrix"
+                    ));
                 }
             }
         }
@@ -335,16 +404,24 @@ impl Experiment {
             for server in &b.servers {
                 for &mode in &b.modes {
                     for &conns in &b.conns {
-                        let bounded_by_rounds = matches!(mode, BenchMode::Short | BenchMode::Long) && b.duration.is_none();
-                        let rounds: Vec<Option<u64>> =
-                            if bounded_by_rounds { b.rounds.iter().map(|&r| Some(r)).collect() } else { vec![None] };
+                        let bounded_by_rounds = matches!(mode, BenchMode::Short | BenchMode::Long)
+                            && b.duration.is_none();
+                        let rounds: Vec<Option<u64>> = if bounded_by_rounds {
+                            b.rounds.iter().map(|&r| Some(r)).collect()
+                        } else {
+                            vec![None]
+                        };
                         for rounds in rounds {
                             let cell = Cell {
                                 server: server.clone(),
                                 mode,
                                 conns,
                                 rounds,
-                                duration: if mode == BenchMode::ConnectStorm { None } else { b.duration },
+                                duration: if mode == BenchMode::ConnectStorm {
+                                    None
+                                } else {
+                                    b.duration
+                                },
                                 payload,
                                 reply_bytes: b.reply_bytes.map(|r| r.0),
                             };
@@ -397,14 +474,39 @@ reference:
     #[test]
     fn errors_name_file_field_and_position() {
         let bad = EXP31.replace("repetitions: 3", "repetitions: 3\nrepetitons: 4");
-        let msg = Experiment::parse(&bad, "exp31.yaml").unwrap_err().to_string();
-        assert!(msg.starts_with("exp31.yaml:") && msg.contains("repetitons") && msg.contains("line"), "{msg}");
+        let msg = Experiment::parse(&bad, "exp31.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("exp31.yaml:") && msg.contains("repetitons") && msg.contains("line"),
+            "{msg}"
+        );
         let bad = EXP31.replace("rounds: [10]", "rounds: []");
         let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
-        assert!(msg.contains("matrix[0].rounds") && msg.contains("short"), "{msg}");
-        let bad = EXP31.replace("server: epoll-et, mode: long}", "server: epoll-ett, mode: long}");
+        assert!(
+            msg.contains("matrix[0].rounds") && msg.contains("short"),
+            "{msg}"
+        );
+        let bad = EXP31.replace(
+            "server: epoll-et, mode: long}",
+            "server: epoll-ett, mode: long}",
+        );
         let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
-        assert!(msg.contains("reference.claims[0].numerator") && msg.contains("epoll-ett"), "{msg}");
+        assert!(
+            msg.contains(
+                "reference.claims[0].numerator: server=epoll-ett mode=long matches no cell"
+            ),
+            "{msg}"
+        );
+        let bad = EXP31.replace(
+            "servers: [epoll-lt, epoll-et]",
+            "servers: [epoll-lt, epoll-zz]",
+        );
+        let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
+        assert!(
+            msg.contains("matrix[0].servers: unknown server model \"epoll-zz\""),
+            "{msg}"
+        );
         let bad = EXP31.replace("modes: [short, long]", "modes: [shorty]");
         let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
         assert!(msg.contains("shorty") && msg.contains("line 7"), "{msg}");

@@ -281,13 +281,18 @@ pub struct ResultsDir {
     pub manifest: Manifest,
     /// Its run records.
     pub runs: Vec<RunRecord>,
+    /// Run files that could not be read or parsed, with the reason: left out, not fatal, so
+    /// one damaged file does not hide every other run.
+    pub unreadable: Vec<(PathBuf, String)>,
 }
 
 impl ResultsDir {
-    /// Reads `dir`. Temporary files (`.*.tmp-*`) of a run cut short are ignored.
+    /// Reads `dir`. Temporary files (`.*.tmp-*`) of a run cut short are ignored; a run file
+    /// that cannot be read or parsed goes to [`ResultsDir::unreadable`].
     ///
     /// # Errors
-    /// [`ResultsError::NotResults`] without a manifest; otherwise the file that failed.
+    /// [`ResultsError::NotResults`] without a manifest; a manifest or `runs/` listing that
+    /// cannot be read or parsed.
     pub fn load(dir: &Path) -> Result<Self, ResultsError> {
         let mpath = dir.join(MANIFEST_FILE);
         if !mpath.is_file() {
@@ -303,6 +308,7 @@ impl ResultsDir {
             message: e.to_string(),
         })?;
         let mut runs = Vec::new();
+        let mut unreadable = Vec::new();
         let rdir = dir.join(RUNS_DIR);
         if rdir.is_dir() {
             let mut files: Vec<PathBuf> = std::fs::read_dir(&rdir)
@@ -317,19 +323,22 @@ impl ResultsDir {
                 .collect();
             files.sort();
             for f in files {
-                let text = std::fs::read_to_string(&f).map_err(io(&f))?;
-                let rec: RunRecord =
-                    serde_json::from_str(&text).map_err(|e| ResultsError::Parse {
-                        path: f.display().to_string(),
-                        message: e.to_string(),
-                    })?;
-                runs.push(rec);
+                let parsed = std::fs::read_to_string(&f)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| {
+                        serde_json::from_str::<RunRecord>(&text).map_err(|e| e.to_string())
+                    });
+                match parsed {
+                    Ok(rec) => runs.push(rec),
+                    Err(why) => unreadable.push((f, why)),
+                }
             }
         }
         Ok(Self {
             path: dir.to_path_buf(),
             manifest,
             runs,
+            unreadable,
         })
     }
 }

@@ -61,13 +61,13 @@ enum Cmd {
     },
     /// Removes the root qdisc of each device (JSON: device -> whether something was removed).
     Clear {
-        /// Device; repeat for several.
+        /// Device (a name, or an IPv4 address it holds); repeat for several.
         #[arg(long = "dev", required = true)]
         devs: Vec<String>,
     },
     /// Prints the root qdisc of a device as JSON.
     Show {
-        /// Device name.
+        /// Device (a name, or an IPv4 address it holds).
         dev: String,
     },
     /// Runs the userspace wire until SIGTERM/SIGINT; stats JSON on stdout.
@@ -147,9 +147,35 @@ fn load_profile(dir: &Path, p: &str) -> Result<Profile, Failure> {
     let path = if as_path.is_file() || p.contains('/') || p.ends_with(".yaml") {
         as_path
     } else {
-        dir.join(format!("{p}.yaml"))
+        let named = dir.join(format!("{p}.yaml"));
+        if !named.is_file() {
+            return Err(bad_input(format!(
+                "unknown profile {p:?}: no {} (profiles in {}: {}; or give a file path, or --profile-dir)",
+                named.display(),
+                dir.display(),
+                available_profiles(dir)
+            )));
+        }
+        named
     };
     Profile::load(&path).map_err(bad_input)
+}
+
+/// The profile names in `dir`, comma-separated, or a note that there are none.
+fn available_profiles(dir: &Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        "none found".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {
@@ -192,8 +218,18 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 )));
             };
             let installed = vec![
-                kernel::apply(&netdev::resolve(&uplink_dev).map_err(bad_input)?, "uplink", up).map_err(failed)?,
-                kernel::apply(&netdev::resolve(&downlink_dev).map_err(bad_input)?, "downlink", down).map_err(failed)?,
+                kernel::apply(
+                    &netdev::resolve(&uplink_dev).map_err(bad_input)?,
+                    "uplink",
+                    up,
+                )
+                .map_err(failed)?,
+                kernel::apply(
+                    &netdev::resolve(&downlink_dev).map_err(bad_input)?,
+                    "downlink",
+                    down,
+                )
+                .map_err(failed)?,
             ];
             print_json(&installed);
             Ok(ExitCode::SUCCESS)
@@ -201,14 +237,16 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Cmd::Clear { devs } => {
             let mut out = serde_json::Map::new();
             for dev in devs {
-                let removed = kernel::clear(&dev).map_err(failed)?;
-                out.insert(dev, removed.into());
+                let name = netdev::resolve(&dev).map_err(bad_input)?;
+                let removed = kernel::clear(&name).map_err(failed)?;
+                out.insert(name, removed.into());
             }
             print_json(&out);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Show { dev } => {
-            print_json(&kernel::show(&dev).map_err(failed)?);
+            let name = netdev::resolve(&dev).map_err(bad_input)?;
+            print_json(&kernel::show(&name).map_err(failed)?);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Wire {

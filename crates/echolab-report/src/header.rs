@@ -120,7 +120,13 @@ pub fn render(manifest: &Manifest, counts: &Counts) -> String {
     ]);
     t.row([
         "Command".to_string(),
-        format!("`echolab-up {}`", manifest.args.join(" ")),
+        format!(
+            "`{}`",
+            std::iter::once("echolab-up")
+                .chain(manifest.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
     ]);
     t.row(["Run id".to_string(), manifest.run_id.clone()]);
     if !e.reference.source.is_empty() {

@@ -48,7 +48,7 @@ pub enum Error {
     /// The path is not a results directory (no directory, or no manifest.yaml).
     #[error("{0}")]
     NotResults(String),
-    /// The manifest or a run record does not parse; the message names the file.
+    /// The manifest does not parse; the message names the file.
     #[error("{0}")]
     BadInput(String),
     /// Reading or writing a file failed; the message names the file.
@@ -130,8 +130,15 @@ Failed runs (a record with an error) are excluded from figures and shown in the 
 ///
 /// # Errors
 /// [`Error::NotResults`] when `dir` is not a results directory, [`Error::BadInput`] when its
-/// manifest or a run record does not parse, [`Error::Io`] when one cannot be read.
+/// manifest does not parse, [`Error::Io`] when it cannot be read; run files that do not parse
+/// are left out and named in the report.
 pub fn build(dir: &Path) -> Result<Report, Error> {
+    if !dir.exists() {
+        return Err(Error::NotResults(format!(
+            "{} does not exist",
+            dir.display()
+        )));
+    }
     if !dir.is_dir() {
         return Err(Error::NotResults(format!(
             "{} is not an echolab results directory (not a directory)",
@@ -171,6 +178,19 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
     notes.extend(plot_notes);
 
     let mut md = header::render(manifest, &counts);
+    if !results.unreadable.is_empty() {
+        md.push_str(
+            "⚠ Unreadable run files, left out of every figure (their cells count as missing):\n\n",
+        );
+        for (path, why) in &results.unreadable {
+            let name = path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            md.push_str(&format!("- `{name}`: {why}\n"));
+        }
+        md.push('\n');
+    }
     for (section, beside) in sections.iter().zip(&placed.beside) {
         md.push_str(&format!(
             "## {}\n\n{}\n\n{}\n",

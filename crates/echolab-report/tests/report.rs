@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use echolab_core::experiment::{BenchMode, Cell, Experiment};
 use echolab_core::hist::{self, LatencySummary};
 use echolab_core::results::{
-    run_file_name, CalibrationCheck, CalibrationRecord, Environment, ImageInfo, LinkRecord, Manifest, ResourceSample,
-    RunRecord, RunStatus, Timings, MANIFEST_FILE, MANIFEST_SCHEMA, RUNS_DIR,
+    run_file_name, CalibrationCheck, CalibrationRecord, Environment, ImageInfo, LinkRecord,
+    Manifest, ResourceSample, RunRecord, RunStatus, Timings, MANIFEST_FILE, MANIFEST_SCHEMA,
+    RUNS_DIR,
 };
 use echolab_core::stats::{BenchReport, SyscallStat};
 use echolab_report::claims::Verdict;
@@ -57,10 +58,10 @@ matrix:
     modes: [short, long]
     conns: [500]
     rounds: [10]
-  - servers: [select, epoll]
+  - servers: [select, epoll-lt]
     modes: [connect-storm]
     conns: [100, 300]
-  - servers: [select, epoll]
+  - servers: [select, epoll-lt]
     modes: [sustain]
     conns: [100, 200]
     duration: 2s
@@ -669,6 +670,11 @@ fn a_directory_that_is_not_a_results_directory_fails_clearly() {
     let missing = tmp.0.join("does-not-exist");
     let out = Command::new(bin).arg(&missing).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    let file = tmp.0.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = Command::new(bin).arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
 
     // A broken manifest names the file.
@@ -679,6 +685,29 @@ fn a_directory_that_is_not_a_results_directory_fails_clearly() {
 
     let help = Command::new(bin).arg("--help").output().unwrap();
     assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("Example:"));
+}
+
+#[test]
+fn a_damaged_run_file_is_named_and_left_out_not_fatal() {
+    let tmp = TempDir::new("damaged");
+    results_dir(&tmp.0, RunStatus::Complete, |_, _| true, |_, _| None);
+    let runs = tmp.0.join("runs");
+    let mut files: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let victim = files[0].clone();
+    std::fs::write(&victim, "{broken").unwrap();
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    assert!(!summary.complete, "a left-out run makes the report partial");
+    assert_eq!(summary.counts.missing, 1, "{:?}", summary.counts);
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let name = victim.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        md.contains("Unreadable run files") && md.contains(&name),
+        "{md}"
+    );
 }
 
 #[test]

@@ -47,11 +47,10 @@ fn resolve(args: &Args) -> Result<Inputs, String> {
         load_experiment(&root, &args.experiment).map_err(|e| e.to_string())?;
     let experiment = plan::with_repetitions(experiment, args.reps)?;
     let runs = plan::runs(&experiment);
-    let bin_dir = args.bin_dir.clone().unwrap_or_else(|| {
-        let target =
-            std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-        target.join("release")
-    });
+    let bin_dir = args
+        .bin_dir
+        .clone()
+        .unwrap_or_else(|| default_bin_dir(&root));
     let out = args.out.clone().unwrap_or_else(|| root.join("results"));
     Ok(Inputs {
         root,
@@ -63,6 +62,41 @@ fn resolve(args: &Args) -> Result<Inputs, String> {
         bin_dir,
         out,
     })
+}
+
+/// The lab binaries this launcher was built with: its own directory when echo-server is beside
+/// it (any target directory, an installed copy), else `$CARGO_TARGET_DIR/release` or
+/// `<root>/target/release`.
+fn default_bin_dir(root: &Path) -> PathBuf {
+    let own = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf));
+    if let Some(dir) = own.filter(|d| d.join("echo-server").is_file()) {
+        return dir;
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    target.join("release")
+}
+
+/// Checks, before anything is created, that the binaries an image is built from are there.
+fn preflight(inputs: &Inputs, prebuilt_image: Option<&str>) -> Result<(), String> {
+    if prebuilt_image.is_some() {
+        return Ok(());
+    }
+    let missing: Vec<&str> = crate::image::REQUIRED_BINARIES
+        .iter()
+        .copied()
+        .filter(|b| !inputs.bin_dir.join(b).is_file())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} missing in {}; build them with `cargo build --release --workspace --bins`, or point --bin-dir at where they are",
+        missing.join(", "),
+        inputs.bin_dir.display()
+    ))
 }
 
 fn file_digest(path: &Path) -> String {
@@ -108,6 +142,10 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if let Err(e) = preflight(&inputs, args.image.as_deref()) {
+        eprintln!("echolab-up: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     if args.build_image {
         return build_image(&inputs, args.image.as_deref()).await;
     }
@@ -275,7 +313,10 @@ async fn build_image(inputs: &Inputs, prebuilt: Option<&str>) -> ExitCode {
     match docker::image::ensure(&engine.docker, &inputs.bin_dir, prebuilt).await {
         Ok(image) => {
             println!("{} {}", image.reference, image.id);
-            eprintln!("echolab-up: image {} ({}) is also tagged echolab:latest", image.reference, image.id);
+            eprintln!(
+                "echolab-up: image {} ({}) is also tagged echolab:latest",
+                image.reference, image.id
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

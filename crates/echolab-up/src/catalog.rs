@@ -37,10 +37,9 @@ pub fn find_root() -> PathBuf {
 
 /// The workspace root this crate was compiled in (crates/echolab-up/../..).
 pub fn build_workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .components()
-        .collect()
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Resolved so that results paths read `<root>/results`, not `crates/echolab-up/../../results`.
+    root.canonicalize().unwrap_or(root)
 }
 
 /// The stems of the `*.yaml` files in `dir`, sorted; empty if the directory is missing.
@@ -72,6 +71,10 @@ pub fn resolve(kind: &str, arg: &str, dir: &Path) -> Result<PathBuf, CatalogErro
         let p = PathBuf::from(arg);
         return if p.is_file() {
             Ok(p)
+        } else if p.is_dir() {
+            Err(CatalogError(format!(
+                "{kind} {arg} is a directory, not a file"
+            )))
         } else {
             Err(CatalogError(format!("{kind} file {arg} does not exist")))
         };

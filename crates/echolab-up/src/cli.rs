@@ -25,7 +25,8 @@ pub enum BackendChoice {
 /// Run a seed experiment in containers under a network profile, verify the link, collect
 /// everything, clean up.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "echolab-up", version)]
+// allow_negative_numbers: "--reps -1" reaches the value parser instead of reading as a flag.
+#[command(name = "echolab-up", version, allow_negative_numbers = true)]
 pub struct Args {
     /// Link profile: a name from netem/ or a path to a profile file.
     #[arg(long, default_value = DEFAULT_PROFILE, value_name = "NAME|PATH")]
@@ -46,9 +47,10 @@ pub struct Args {
     /// Leave the run's containers and networks up afterwards (remove them with --down).
     #[arg(long)]
     pub keep: bool,
-    /// Remove every container and network left by earlier runs (label echolab.run), and lab
-    /// images that no tag but their content hash points to, then exit.
-    #[arg(long)]
+    /// Remove every container and network labelled echolab.run (earlier runs', compose's, and
+    /// those of a run still going in another shell), and lab images that no tag but their
+    /// content hash points to, then exit.
+    #[arg(long, conflicts_with = "keep")]
     pub down: bool,
     /// Build the lab image from --bin-dir (or check --image), tag it echolab:latest for
     /// compose/docker-compose.yml, print its reference and id, then exit.

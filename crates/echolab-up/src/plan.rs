@@ -86,13 +86,16 @@ mod tests {
     #[test]
     fn runs_repeat_each_cell_back_to_back() {
         let e = Experiment::parse(
-            "name: t\nquestion: q\nrepetitions: 3\nmatrix:\n  - servers: [a, b]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\n",
+            "name: t\nquestion: q\nrepetitions: 3\nmatrix:\n  - servers: [select, poll]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\n",
             "t.yaml",
         )
         .unwrap();
         let r = runs(&e);
         let ids: Vec<String> = r.iter().map(|(c, n)| format!("{}#{n}", c.server)).collect();
-        assert_eq!(ids, ["a#1", "a#2", "a#3", "b#1", "b#2", "b#3"]);
+        assert_eq!(
+            ids,
+            ["select#1", "select#2", "select#3", "poll#1", "poll#2", "poll#3"]
+        );
         let e2 = with_repetitions(e.clone(), Some(1)).unwrap();
         assert_eq!(runs(&e2).len(), 2);
         assert!(with_repetitions(e, Some(0)).unwrap_err().contains("--reps"));

@@ -283,10 +283,12 @@ fn a_forced_failure_leaves_nothing_behind() {
         return;
     };
     let base = TempDir::new("fail");
+    // A valid experiment whose server refuses to start (echo-server caps --read-buf at 64 MiB):
+    // the failure happens inside the run, after hosts exist, which is what cleanup must survive.
     let (mut cmd, out) = loopback_experiment(
         &base,
-        "bad-model.yaml",
-        "name: bad-model\nquestion: does a failing cell stop the run cleanly?\nrepetitions: 1\nmatrix:\n  - servers: [no-such-model]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\n",
+        "bad-server.yaml",
+        "name: bad-server\nquestion: does a failing cell stop the run cleanly?\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\nserver:\n  read_buf: 1GiB\n",
     );
     let o = cmd.output().expect("echolab-up runs");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -294,8 +296,8 @@ fn a_forced_failure_leaves_nothing_behind() {
     assert_eq!(r.manifest.status, RunStatus::Failed);
     let error = r.manifest.error.clone().unwrap_or_default();
     assert!(
-        error.contains("no-such-model"),
-        "the error names the bad model: {error}"
+        error.contains("read") && error.contains("64 MiB"),
+        "the error carries the server's reason: {error}"
     );
     assert_eq!(r.runs.len(), 1, "the failed run is recorded");
     assert!(r.runs[0].error.is_some());
@@ -394,6 +396,20 @@ fn bad_input_exits_2_and_creates_nothing() {
     let err = stderr(&o);
     assert!(
         err.contains("broken.yaml") && err.contains("line") && err.contains("column"),
+        "{err}"
+    );
+    // Missing lab binaries are found before anything is created.
+    let o = Command::new(BIN)
+        .args(["--experiment", "smoke", "--bin-dir"])
+        .arg(base.0.join("no-binaries-here"))
+        .arg("--out")
+        .arg(&base.0)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("echo-server") && err.contains("missing") && err.contains("--bin-dir"),
         "{err}"
     );
     let leftovers: Vec<_> = std::fs::read_dir(&base.0)

@@ -44,22 +44,8 @@ fn start_wire(tb: &Testbed, bin: &Path, profile: &str) -> ChildGuard {
 }
 
 fn start_wire_seeded(tb: &Testbed, bin: &Path, profile: &str, seed: u64) -> ChildGuard {
-    let mut cmd = tb.command(&tb.lnk, bin);
-    cmd.arg("--profile-dir").arg(netem_dir()).args([
-        "wire",
-        "--profile",
-        profile,
-        "--client-side",
-        LINK_CLIENT_SIDE,
-        "--server-side",
-        LINK_SERVER_SIDE,
-        "--seed",
-        &seed.to_string(),
-    ]);
-    let mut w = ChildGuard::spawn(cmd).expect("spawn wire");
-    w.wait_for_stderr("wire ready", DEADLINE)
-        .expect("wire ready");
-    w
+    tb.start_wire(bin, &netem_dir(), profile, seed, DEADLINE)
+        .expect("wire ready")
 }
 
 fn stop_wire(mut w: ChildGuard) -> WireStats {

@@ -156,6 +156,37 @@ impl Testbed {
         c
     }
 
+    /// Starts `echolab-netem wire` (binary `bin`) in the link namespace between the two sides,
+    /// with `profile` looked up in `profile_dir` and a fixed loss/jitter `seed`, and waits up to
+    /// `deadline` for its readiness line.
+    ///
+    /// # Errors
+    /// The wire cannot start, exits, or does not say it is ready in time.
+    pub fn start_wire(
+        &self,
+        bin: &std::path::Path,
+        profile_dir: &std::path::Path,
+        profile: &str,
+        seed: u64,
+        deadline: Duration,
+    ) -> io::Result<ChildGuard> {
+        let mut cmd = self.command(&self.lnk, bin);
+        cmd.arg("--profile-dir").arg(profile_dir).args([
+            "wire",
+            "--profile",
+            profile,
+            "--client-side",
+            LINK_CLIENT_SIDE,
+            "--server-side",
+            LINK_SERVER_SIDE,
+            "--seed",
+            &seed.to_string(),
+        ]);
+        let mut wire = ChildGuard::spawn(cmd)?;
+        wire.wait_for_stderr("echolab-netem wire ready", deadline)?;
+        Ok(wire)
+    }
+
     /// Runs `f` on a thread that has entered namespace `ns`; sockets it creates stay in `ns`
     /// wherever they are used afterwards.
     ///

@@ -22,22 +22,8 @@ fn profile_dir() -> PathBuf {
 }
 
 fn start_wire(tb: &Testbed, profile: &str) -> ChildGuard {
-    let mut cmd = tb.command(&tb.lnk, BIN.as_ref());
-    cmd.args(["--profile-dir"]).arg(profile_dir()).args([
-        "wire",
-        "--profile",
-        profile,
-        "--client-side",
-        LINK_CLIENT_SIDE,
-        "--server-side",
-        LINK_SERVER_SIDE,
-        "--seed",
-        "4",
-    ]);
-    let mut wire = ChildGuard::spawn(cmd).expect("spawn wire");
-    wire.wait_for_stderr("echolab-netem wire ready", DEADLINE)
-        .expect("wire readiness");
-    wire
+    tb.start_wire(BIN.as_ref(), &profile_dir(), profile, 4, DEADLINE)
+        .expect("wire readiness")
 }
 
 fn start_calib_server(tb: &Testbed) -> ChildGuard {

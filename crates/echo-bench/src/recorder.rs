@@ -1,9 +1,14 @@
 //! What one worker measured: outcomes, latencies and per-second intervals.
 //!
 //! Each worker owns a [`Recorder`]; recorders are merged once at the end (no lock on the hot
-//! path). Outcomes are filed by the time they complete relative to the measurement window:
-//! completions during warm-up are only counted as such, completions after the window of a
-//! timed run are dropped, as wrk does.
+//! path). A request belongs to the window in which it **started** (its intended send time in
+//! open loop): one started during warm-up is only counted as a warm-up request, whenever it
+//! completes; one started inside the window counts, with its whole latency, even when it
+//! completes after the window of a timed run has closed (the engines drain such requests, up
+//! to `--timeout`, instead of dropping them). Filing by completion time instead lets a request
+//! that started in warm-up and stalled across the boundary into the window, and truncates the
+//! tail at the end of a timed run: both bias the figures, and the first lets a short window
+//! report a QPS above what Little's law allows.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -114,7 +119,8 @@ pub struct Recorder {
     pub rx_bytes: u64,
     /// Requests completed (either way) during warm-up, not counted above.
     pub warmup_completed: u64,
-    /// Latest completion recorded in the window (the end of a rounds-bounded run).
+    /// Latest completion of a request that started in the window (the end of a
+    /// rounds-bounded run).
     pub last_completion: Option<Instant>,
     intervals: Vec<IntervalAcc>,
 }
@@ -135,19 +141,20 @@ impl Recorder {
         }
     }
 
-    /// Whether a completion at `at` belongs to the measurement (after warm-up, before the end).
-    /// Files warm-up completions as such.
-    fn admit(&mut self, at: Instant) -> Option<Option<usize>> {
-        if at < self.window.start {
+    /// Whether a request that started at `started` (and ended at `ended`) belongs to the
+    /// measurement: it started at or after the end of warm-up and before the end of a timed
+    /// run. Files warm-up requests as such. Returns the interval slot of its start.
+    fn admit(&mut self, started: Instant, ended: Instant) -> Option<Option<usize>> {
+        if started < self.window.start {
             self.warmup_completed += 1;
             return None;
         }
-        if self.window.end.is_some_and(|end| at > end) {
+        if self.window.end.is_some_and(|end| started >= end) {
             return None;
         }
-        self.last_completion = Some(self.last_completion.map_or(at, |l| l.max(at)));
+        self.last_completion = Some(self.last_completion.map_or(ended, |l| l.max(ended)));
         let slot = self.window.interval.map(|iv| {
-            let idx = ((at - self.window.start).as_nanos() / iv.as_nanos().max(1)) as usize;
+            let idx = ((started - self.window.start).as_nanos() / iv.as_nanos().max(1)) as usize;
             while self.intervals.len() <= idx {
                 self.intervals.push(IntervalAcc::new());
             }
@@ -156,11 +163,19 @@ impl Recorder {
         Some(slot)
     }
 
-    /// Records a request that completed correctly at `at` after `latency_ns`, having received
-    /// `rx_bytes` reply bytes.
+    /// Whether a request that started at `started` counts against the measurement (ROUNDS
+    /// are counted with the same rule as the figures).
+    pub fn in_window(&self, started: Instant) -> bool {
+        started >= self.window.start && self.window.end.is_none_or(|end| started < end)
+    }
+
+    /// Records a request that started at `started` (its latency origin) and completed
+    /// correctly at `ended` after `latency_ns`, having received `rx_bytes` reply bytes.
     #[inline]
-    pub fn ok(&mut self, at: Instant, latency_ns: u64, rx_bytes: u64) {
-        let Some(slot) = self.admit(at) else { return };
+    pub fn ok(&mut self, started: Instant, ended: Instant, latency_ns: u64, rx_bytes: u64) {
+        let Some(slot) = self.admit(started, ended) else {
+            return;
+        };
         self.ok += 1;
         self.rx_bytes += rx_bytes;
         hist::record_ns(&mut self.hist, latency_ns);
@@ -172,9 +187,11 @@ impl Recorder {
         }
     }
 
-    /// Records a request that failed at `at` for `kind`.
-    pub fn failure(&mut self, at: Instant, kind: FailureKind) {
-        let Some(slot) = self.admit(at) else { return };
+    /// Records a request that started at `started` and failed at `ended` for `kind`.
+    pub fn failure(&mut self, started: Instant, ended: Instant, kind: FailureKind) {
+        let Some(slot) = self.admit(started, ended) else {
+            return;
+        };
         self.failed += 1;
         *self.failures.entry(kind.name()).or_insert(0) += 1;
         if let Some(i) = slot {
@@ -251,23 +268,44 @@ mod tests {
     }
 
     #[test]
-    fn warmup_and_late_completions_are_excluded() {
+    fn a_request_belongs_to_the_window_it_started_in() {
         let t0 = Instant::now();
         let start = t0 + Duration::from_secs(1);
+        let ms = Duration::from_millis;
         let mut r = Recorder::new(window(start));
-        r.ok(t0, 1_000, 12);
-        r.ok(start + Duration::from_millis(500), 2_000, 12);
-        r.failure(start + Duration::from_millis(1500), FailureKind::Timeout);
-        r.ok(start + Duration::from_secs(4), 3_000, 12);
-        assert_eq!((r.ok, r.failed, r.warmup_completed), (1, 1, 1));
+        // Started in warm-up, completed 0.5 s into the window: a warm-up request.
+        r.ok(t0 + ms(900), start + ms(500), 600_000_000, 12);
+        // Started at 0.5 s, completed at 0.6 s: counted in interval 0.
+        r.ok(start + ms(500), start + ms(600), 100_000_000, 12);
+        // Started at 1.5 s, failed at 2.5 s: counted in interval 1 (its start).
+        r.failure(start + ms(1500), start + ms(2500), FailureKind::Timeout);
+        // Started at 2.9 s, completed after the 3 s window closed: counted, in interval 2.
+        r.ok(start + ms(2900), start + ms(3400), 500_000_000, 12);
+        // Started after the window closed: not counted at all.
+        r.ok(start + ms(3100), start + ms(3200), 100_000_000, 12);
+        assert_eq!((r.ok, r.failed, r.warmup_completed), (2, 1, 1));
         assert_eq!(r.failures["timeout"], 1);
+        assert_eq!(r.hist.len(), 2);
+        assert_eq!(r.last_completion, Some(start + ms(3400)));
         let iv = r.interval_records(Duration::from_secs(3));
         assert_eq!(iv.len(), 3);
-        assert_eq!(
-            (iv[0].requests_ok, iv[1].requests_failed, iv[2].requests_ok),
-            (1, 1, 0)
-        );
+        let counts: Vec<(u64, u64)> = iv
+            .iter()
+            .map(|i| (i.requests_ok, i.requests_failed))
+            .collect();
+        assert_eq!(counts, vec![(1, 0), (0, 1), (1, 0)]);
         assert_eq!(iv[0].rx_bytes_per_s, 12.0);
+    }
+
+    #[test]
+    fn in_window_is_the_admission_rule() {
+        let t0 = Instant::now();
+        let start = t0 + Duration::from_secs(1);
+        let r = Recorder::new(window(start));
+        assert!(!r.in_window(t0));
+        assert!(r.in_window(start));
+        assert!(r.in_window(start + Duration::from_millis(2999)));
+        assert!(!r.in_window(start + Duration::from_secs(3)));
     }
 
     #[test]
@@ -275,9 +313,10 @@ mod tests {
         let start = Instant::now();
         let mut a = Recorder::new(window(start));
         let mut b = Recorder::new(window(start));
-        a.ok(start, 1_000, 1);
-        b.ok(start + Duration::from_millis(2500), 1_000, 1);
-        b.failure(start, FailureKind::Errno(libc::EMFILE));
+        a.ok(start, start, 1_000, 1);
+        let late = start + Duration::from_millis(2500);
+        b.ok(late, late, 1_000, 1);
+        b.failure(start, start, FailureKind::Errno(libc::EMFILE));
         a.merge(&b);
         assert_eq!((a.ok, a.failed, a.hist.len()), (2, 1, 2));
         assert_eq!(a.failures["emfile"], 1);

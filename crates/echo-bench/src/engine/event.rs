@@ -170,6 +170,9 @@ struct Worker<'p> {
     setup_failures: u64,
     established: u64,
     sweep_every: Duration,
+    /// A timed run's window has closed: no request starts any more, those in flight finish
+    /// (they belong to the window they started in), for at most `--timeout`.
+    draining: bool,
 }
 
 impl Drop for Worker<'_> {
@@ -240,6 +243,7 @@ impl<'p> Worker<'p> {
             setup_failures: 0,
             established: 0,
             sweep_every,
+            draining: false,
         };
         sys::epoll_add(
             &mut worker.sys,
@@ -315,10 +319,16 @@ impl<'p> Worker<'p> {
                 {
                     self.sys_baseline = Some(self.sys.clone());
                 }
-                if self.window.end.is_some_and(|end| now >= end) {
-                    self.finish();
-                    self.active = 0;
-                    return Ok(());
+                if let Some(end) = self.window.end {
+                    if now >= end && !self.draining {
+                        self.begin_drain(end);
+                    }
+                    if self.draining && now >= end + self.plan.timeout {
+                        self.abandon(end, now);
+                        self.finish();
+                        self.active = 0;
+                        return Ok(());
+                    }
                 }
             }
             for _ in 0..self.runnable.len().min(START_BATCH) {
@@ -342,11 +352,14 @@ impl<'p> Worker<'p> {
             // Sweeps are woken by the tick timerfd; only an open-loop slot, or an end of run
             // that comes before the next tick, needs a timeout on the wait itself.
             let mut wake = self.timers.peek().map(|&Reverse((due, _))| due);
-            if let Some(end) = self
-                .window
-                .end
-                .filter(|&e| self.phase == Phase::Run && e < next_sweep)
-            {
+            let phase_end = self.window.end.map(|end| {
+                if self.draining {
+                    end + self.plan.timeout
+                } else {
+                    end
+                }
+            });
+            if let Some(end) = phase_end.filter(|&e| self.phase == Phase::Run && e < next_sweep) {
                 wake = Some(wake.map_or(end, |w| w.min(end)));
             }
             let timeout = if self.runnable.is_empty() {
@@ -403,6 +416,37 @@ impl<'p> Worker<'p> {
         }
     }
 
+    /// The window of a timed run closed at `end`: connections with nothing in flight retire,
+    /// except open-loop ones whose next slot was due before `end` (that request belongs to the
+    /// window and is still sent); the rest finish what they have in flight.
+    fn begin_drain(&mut self, end: Instant) {
+        self.draining = true;
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            let owes_slot = c.pacer.as_ref().is_some_and(|p| p.due() < end);
+            if c.state == State::Idle && !owes_slot {
+                self.retire(i);
+            }
+        }
+    }
+
+    /// The drain's `--timeout` ran out at `now`: what is still in flight, and every open-loop
+    /// slot of the window not yet sent, failed by timeout (each counted against the window it
+    /// started in, so the schedule's backlog is not silently dropped).
+    fn abandon(&mut self, end: Instant, now: Instant) {
+        for i in 0..self.conns.len() {
+            if matches!(self.conns[i].state, State::Connecting | State::Exchanging) {
+                self.fail(i, FailureKind::Timeout);
+            }
+            if let Some(p) = self.conns[i].pacer.as_mut() {
+                while p.due() < end {
+                    let slot = p.take();
+                    self.recorder.failure(slot, now, FailureKind::Timeout);
+                }
+            }
+        }
+    }
+
     /// Schedules connection `i`'s next request after one ended at `now`: at once (closed loop
     /// or a late open-loop slot) or at its slot. `direct` starts it within this call; failures
     /// pass `false` and go through the runnable queue.
@@ -424,11 +468,14 @@ impl<'p> Worker<'p> {
 
     fn start_request(&mut self, i: usize) {
         let now = Instant::now();
-        let ended = self.window.end.is_some_and(|end| now >= end);
         let c = &mut self.conns[i];
         if c.state != State::Idle {
             return;
         }
+        // A request starts at its slot in open loop (however late it is sent), else now; one
+        // that would start after a timed run's window is not made.
+        let starts_at = c.pacer.as_ref().map_or(now, Pacer::due);
+        let ended = self.window.end.is_some_and(|end| starts_at >= end);
         if c.rounds_left == 0 || ended {
             return self.retire(i);
         }
@@ -558,22 +605,26 @@ impl<'p> Worker<'p> {
         }
         let now = Instant::now();
         let latency = now.saturating_duration_since(c.origin).as_nanos() as u64;
-        self.recorder
-            .ok(now, latency, self.plan.expected_reply.len() as u64);
+        self.recorder.ok(
+            c.origin,
+            now,
+            latency,
+            self.plan.expected_reply.len() as u64,
+        );
         if self.plan.pattern == Pattern::Storm {
             c.state = State::Held;
             self.established += 1;
             self.active -= 1;
             return;
         }
-        self.count_round(i, now);
+        self.count_round(i);
         self.next_request(i, now, true);
     }
 
-    /// A request of connection `i` ended at `now`; it counts against ROUNDS unless it ended
-    /// during warm-up.
-    fn count_round(&mut self, i: usize, now: Instant) {
-        if now >= self.window.start {
+    /// A request of connection `i` ended; it counts against ROUNDS when it started in the
+    /// window (the recorder's rule), so warm-up requests never use up rounds.
+    fn count_round(&mut self, i: usize) {
+        if self.recorder.in_window(self.conns[i].origin) {
             let c = &mut self.conns[i];
             c.rounds_left = c.rounds_left.saturating_sub(1);
         }
@@ -592,13 +643,13 @@ impl<'p> Worker<'p> {
             return;
         }
         let now = Instant::now();
-        self.recorder.failure(now, kind);
+        self.recorder.failure(c.origin, now, kind);
         if self.plan.pattern == Pattern::Storm {
             c.state = State::Done;
             self.active -= 1;
             return;
         }
-        self.count_round(i, now);
+        self.count_round(i);
         self.next_request(i, now, false);
     }
 }

@@ -34,9 +34,18 @@ struct Shared {
     setup_failures: u64,
 }
 
+/// One finished request: when it started (its latency origin), when it ended, and how.
 enum Sample {
-    Ok { at: Instant, latency_ns: u64 },
-    Failed { at: Instant, kind: FailureKind },
+    Ok {
+        started: Instant,
+        at: Instant,
+        latency_ns: u64,
+    },
+    Failed {
+        started: Instant,
+        at: Instant,
+        kind: FailureKind,
+    },
 }
 
 /// Runs `plan` with one thread per connection.
@@ -117,7 +126,23 @@ fn connection_thread(plan: &Plan, id: usize, ticket: Ticket<'_>, shared: &Mutex<
         if baseline.is_none() && !plan.warmup.is_zero() && now >= window.start {
             baseline = Some(sys.clone());
         }
-        if rounds_left == 0 || window.end.is_some_and(|end| now >= end) {
+        // A request starts at its slot in open loop (however late it is sent), else now; the
+        // window's rule (recorder.rs) decides both what counts and when a timed run stops.
+        let starts_at = pacer.as_ref().map_or(now, |p| p.due());
+        let ended = window.end.is_some_and(|end| starts_at >= end);
+        if rounds_left == 0 || ended {
+            break;
+        }
+        if let Some(end) = window.end.filter(|end| now >= *end + plan.timeout) {
+            // Open loop far behind its schedule after the window closed: the slots of the
+            // window not yet sent failed by timeout, as the event engine counts them.
+            while let Some(slot) = pacer.as_mut().filter(|p| p.due() < end).map(|p| p.take()) {
+                samples.push(Sample::Failed {
+                    started: slot,
+                    at: now,
+                    kind: FailureKind::Timeout,
+                });
+            }
             break;
         }
         let mut origin = now;
@@ -137,12 +162,17 @@ fn connection_thread(plan: &Plan, id: usize, ticket: Ticket<'_>, shared: &Mutex<
         let at = Instant::now();
         samples.push(match outcome {
             Ok(()) => Sample::Ok {
+                started: origin,
                 at,
                 latency_ns: at.saturating_duration_since(origin).as_nanos() as u64,
             },
-            Err(kind) => Sample::Failed { at, kind },
+            Err(kind) => Sample::Failed {
+                started: origin,
+                at,
+                kind,
+            },
         });
-        if at >= window.start {
+        if origin >= window.start {
             rounds_left -= 1;
         }
         if samples.len() >= FLUSH_EVERY {
@@ -169,8 +199,12 @@ fn flush(shared: &Mutex<Shared>, window: Window, plan: &Plan, samples: &mut Vec<
     let rx = plan.expected_reply.len() as u64;
     for s in samples.drain(..) {
         match s {
-            Sample::Ok { at, latency_ns } => rec.ok(at, latency_ns, rx),
-            Sample::Failed { at, kind } => rec.failure(at, kind),
+            Sample::Ok {
+                started,
+                at,
+                latency_ns,
+            } => rec.ok(started, at, latency_ns, rx),
+            Sample::Failed { started, at, kind } => rec.failure(started, at, kind),
         }
     }
 }

@@ -51,8 +51,52 @@ pub fn base_report(
         syscalls: outcome.syscalls.to_table(),
         client_cpu: outcome.cpu,
         intervals: rec.interval_records(measured),
+        load_model: if plan.rate.is_some() {
+            echolab_core::stats::LOAD_OPEN
+        } else {
+            echolab_core::stats::LOAD_CLOSED
+        }
+        .into(),
+        threads: outcome.threads,
+        cpus: allowed_cpus(),
+        kernel_counters: echolab_core::netstat::deltas(
+            &outcome.counters_at_start,
+            &echolab_core::netstat::read(),
+        ),
         extra: Default::default(),
     }
+}
+
+/// The CPUs this process may run on (sched_getaffinity(2)) as a cpuset list: `"1"`, `"0-3"`,
+/// `"0,2"`; empty when the call fails.
+pub fn allowed_cpus() -> String {
+    let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
+        return String::new();
+    };
+    let cpus: Vec<usize> = (0..nix::sched::CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .collect();
+    cpu_list(&cpus)
+}
+
+/// Formats ascending CPU numbers as a cpuset list (cpuset(7) "List format"): runs of three or
+/// more become `a-b`.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        match j - i {
+            0 => parts.push(cpus[i].to_string()),
+            1 => parts.push(format!("{},{}", cpus[i], cpus[j])),
+            _ => parts.push(format!("{}-{}", cpus[i], cpus[j])),
+        }
+        i = j + 1;
+    }
+    parts.join(",")
 }
 
 /// Adds `extra.setup_connect_failures` to `report` when connections of the closed/open-loop
@@ -185,6 +229,14 @@ pub fn render_histogram(h: &Histogram<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_use_ranges_from_three() {
+        assert_eq!(cpu_list(&[]), "");
+        assert_eq!(cpu_list(&[1]), "1");
+        assert_eq!(cpu_list(&[0, 1]), "0,1");
+        assert_eq!(cpu_list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8,9");
+    }
 
     #[test]
     fn histogram_bars_account_for_every_request() {

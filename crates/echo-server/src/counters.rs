@@ -107,7 +107,8 @@ impl ErrKind {
 
     /// Maps an I/O error to its kind (`Other` when it carries no errno).
     pub fn from_io(e: &std::io::Error) -> Self {
-        e.raw_os_error().map_or(Self::Other, |n| Self::from_errno(Errno::from_raw(n)))
+        e.raw_os_error()
+            .map_or(Self::Other, |n| Self::from_errno(Errno::from_raw(n)))
     }
 }
 
@@ -163,7 +164,13 @@ impl WorkerCounters {
         for &s in Sys::ALL {
             let count = self.sys(s).get();
             if count > 0 || always.contains(&s) {
-                syscalls.insert(s.name().to_string(), SyscallStat { count, total_ns: None });
+                syscalls.insert(
+                    s.name().to_string(),
+                    SyscallStat {
+                        count,
+                        total_ns: None,
+                    },
+                );
             }
         }
         let nonzero = |names: &mut KindCounts, name: &str, v: u64| {
@@ -172,9 +179,13 @@ impl WorkerCounters {
             }
         };
         let mut ops = KindCounts::new();
-        Op::ALL.iter().for_each(|&o| nonzero(&mut ops, o.name(), self.op(o).get()));
+        Op::ALL
+            .iter()
+            .for_each(|&o| nonzero(&mut ops, o.name(), self.op(o).get()));
         let mut errors = KindCounts::new();
-        ErrKind::ALL.iter().for_each(|&k| nonzero(&mut errors, k.name(), self.error(k).get()));
+        ErrKind::ALL
+            .iter()
+            .for_each(|&k| nonzero(&mut errors, k.name(), self.error(k).get()));
         ServerCounters {
             accepted: self.accepted.get(),
             closed: self.closed.get(),
@@ -209,7 +220,10 @@ pub fn alloc_shared(n: usize) -> nix::Result<&'static [WorkerCounters]> {
             nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
             nix::sys::mman::MapFlags::MAP_SHARED,
         )?;
-        Ok(std::slice::from_raw_parts(ptr.as_ptr() as *const WorkerCounters, n))
+        Ok(std::slice::from_raw_parts(
+            ptr.as_ptr() as *const WorkerCounters,
+            n,
+        ))
     }
 }
 
@@ -236,7 +250,11 @@ pub fn merge(slots: &[WorkerCounters], always: &[Sys]) -> (ServerCounters, Vec<W
         for (k, v) in &c.errors {
             *total.errors.entry(k.clone()).or_default() += v;
         }
-        workers.push(WorkerStats { worker: i as u32, pid: slot.pid.get() as u32, counters: c });
+        workers.push(WorkerStats {
+            worker: i as u32,
+            pid: slot.pid.get() as u32,
+            counters: c,
+        });
     }
     (total, workers)
 }
@@ -256,7 +274,10 @@ mod tests {
         assert_eq!(total.accepted, 4);
         assert_eq!(total.syscalls["epoll_wait"].count, 5);
         assert_eq!(total.syscalls["accept"].count, 0, "listed even at zero");
-        assert!(!total.syscalls.contains_key("select"), "zero and not listed");
+        assert!(
+            !total.syscalls.contains_key("select"),
+            "zero and not listed"
+        );
         assert_eq!(total.errors["emfile"], 1);
         assert_eq!(workers.len(), 2);
         assert_eq!(workers[1].counters.accepted, 1);

@@ -13,7 +13,12 @@ use socket2::{Domain, Protocol, Socket, Type};
 ///
 /// # Errors
 /// socket/bind/listen failures, e.g. EADDRINUSE when another socket holds the port.
-pub fn listeners(addr: SocketAddr, backlog: i32, count: usize, reuseport: bool) -> io::Result<Vec<TcpListener>> {
+pub fn listeners(
+    addr: SocketAddr,
+    backlog: i32,
+    count: usize,
+    reuseport: bool,
+) -> io::Result<Vec<TcpListener>> {
     let mut out = Vec::with_capacity(count);
     let mut addr = addr;
     for _ in 0..count.max(1) {

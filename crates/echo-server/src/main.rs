@@ -19,7 +19,6 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 
 use crate::cli::{Args, Model};
 
-
 /// Prints one line and exits 2; clap's multi-line usage dump is folded into that line.
 fn usage_error(msg: &str) -> ExitCode {
     eprintln!("echo-server: {msg}");
@@ -53,7 +52,12 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let addr = SocketAddr::new(args.bind, args.port);
     let reuseport = model == Model::Reuseport;
-    let listeners = match listen::listeners(addr, args.backlog, if reuseport { workers } else { 1 }, reuseport) {
+    let listeners = match listen::listeners(
+        addr,
+        args.backlog,
+        if reuseport { workers } else { 1 },
+        reuseport,
+    ) {
         Ok(l) => l,
         Err(e) => return Ok(usage_error(&format!("cannot listen on {addr}: {e}"))),
     };
@@ -62,6 +66,8 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Registered before any worker exists so that no thread or child can miss the disposition.
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
     let started = Instant::now();
+    // Leaked once so the printing closure stays Copy for the --stats-interval thread.
+    let counters_at_start: &'static _ = Box::leak(Box::new(echolab_core::netstat::read()));
     let ctx = models::ServeCtx {
         read_buf: args.read_buf,
         reply_bytes: args.reply_bytes,
@@ -86,6 +92,10 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             is_final,
             totals,
             workers,
+            kernel_counters: echolab_core::netstat::deltas(
+                counters_at_start,
+                &echolab_core::netstat::read(),
+            ),
         };
         let mut out = std::io::stdout().lock();
         let _ = serde_json::to_writer(&mut out, &line);

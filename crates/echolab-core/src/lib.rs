@@ -12,6 +12,7 @@
 pub mod cli;
 pub mod experiment;
 pub mod hist;
+pub mod netstat;
 pub mod results;
 pub mod stats;
 pub mod units;
@@ -22,5 +23,5 @@ pub fn utc_now_rfc3339() -> String {
     humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
 }
 
-pub mod protocol;
 pub mod profile;
+pub mod protocol;

@@ -89,6 +89,10 @@ pub struct ServerStats {
     pub totals: ServerCounters,
     /// Per-worker counters; one entry for single-reactor models.
     pub workers: Vec<WorkerStats>,
+    /// Changes of the kernel's TCP counters in the server's network namespace since it
+    /// started listening, by nstat name ([`crate::netstat`]); absent in older records.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_counters: crate::netstat::CounterDeltas,
 }
 
 /// CPU time a process used, from getrusage(2).
@@ -115,6 +119,15 @@ pub struct IntervalRecord {
     pub rx_bytes_per_s: f64,
     /// Latency percentiles of this interval, microseconds.
     pub latency_us: LatencySummary,
+}
+
+/// [`BenchReport::load_model`] of a closed-loop run.
+pub const LOAD_CLOSED: &str = "closed";
+/// [`BenchReport::load_model`] of an open-loop run.
+pub const LOAD_OPEN: &str = "open";
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The result of one `echo-bench` run, as printed by `--json`.
@@ -169,6 +182,23 @@ pub struct BenchReport {
     /// Per-interval records (timed runs and `sustain`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<IntervalRecord>,
+    /// The load model: [`LOAD_CLOSED`] (the next request of a connection leaves when the
+    /// previous reply is in) or [`LOAD_OPEN`] (requests leave on a schedule at `target_rate`);
+    /// empty in records older than the field.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub load_model: String,
+    /// Event-engine worker threads that ran (the thread engine: one per connection).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub threads: u64,
+    /// The CPUs the client could run on (sched_getaffinity(2)), as a cpuset list (`"1"`,
+    /// `"0-3"`): what the launcher's CPU plan gave it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cpus: String,
+    /// Changes of the kernel's TCP counters in the client's network namespace over the
+    /// measurement window (end of warm-up to the end of the run), by nstat name
+    /// ([`crate::netstat`]); absent in older records.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_counters: crate::netstat::CounterDeltas,
     /// Mode-specific results (e.g. connect-storm's `time_to_establish_s`), kept open so a new
     /// mode does not need a new schema.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -181,14 +211,43 @@ mod tests {
 
     #[test]
     fn server_stats_json_has_the_contract_field_names() {
-        let mut s = ServerStats { model: "epoll-et".into(), pid: 7, is_final: true, ..Default::default() };
+        let mut s = ServerStats {
+            model: "epoll-et".into(),
+            pid: 7,
+            is_final: true,
+            ..Default::default()
+        };
         s.totals.accepted = 3;
-        s.totals.syscalls.insert("epoll_wait".into(), SyscallStat { count: 9, total_ns: None });
-        s.workers.push(WorkerStats { worker: 0, pid: 7, counters: s.totals.clone() });
+        s.totals.syscalls.insert(
+            "epoll_wait".into(),
+            SyscallStat {
+                count: 9,
+                total_ns: None,
+            },
+        );
+        s.workers.push(WorkerStats {
+            worker: 0,
+            pid: 7,
+            counters: s.totals.clone(),
+        });
         let v: serde_json::Value = serde_json::to_value(&s).unwrap();
-        for key in ["model", "pid", "uptime_s", "final", "accepted", "closed", "bytes_in", "bytes_out",
-                    "syscalls", "events_returned", "empty_wakeups", "eagain_read", "eagain_write",
-                    "errors", "workers"] {
+        for key in [
+            "model",
+            "pid",
+            "uptime_s",
+            "final",
+            "accepted",
+            "closed",
+            "bytes_in",
+            "bytes_out",
+            "syscalls",
+            "events_returned",
+            "empty_wakeups",
+            "eagain_read",
+            "eagain_write",
+            "errors",
+            "workers",
+        ] {
             assert!(v.get(key).is_some(), "missing {key} in {v}");
         }
         assert_eq!(v["syscalls"]["epoll_wait"], serde_json::json!({"count": 9}));
@@ -199,11 +258,26 @@ mod tests {
 
     #[test]
     fn bench_report_round_trips() {
-        let mut r = BenchReport { tool: "echo-bench".into(), mode: "long".into(), conns: 100, rounds: Some(10), ..Default::default() };
-        r.syscalls.insert("connect".into(), SyscallStat { count: 100, total_ns: Some(12345) });
+        let mut r = BenchReport {
+            tool: "echo-bench".into(),
+            mode: "long".into(),
+            conns: 100,
+            rounds: Some(10),
+            ..Default::default()
+        };
+        r.syscalls.insert(
+            "connect".into(),
+            SyscallStat {
+                count: 100,
+                total_ns: Some(12345),
+            },
+        );
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"latency_us\":{\"min\":0.0"), "{text}");
-        assert!(!text.contains("intervals"), "empty intervals are omitted: {text}");
+        assert!(
+            !text.contains("intervals"),
+            "empty intervals are omitted: {text}"
+        );
         assert_eq!(serde_json::from_str::<BenchReport>(&text).unwrap(), r);
     }
 }

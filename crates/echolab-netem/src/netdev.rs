@@ -14,7 +14,10 @@ use std::net::Ipv4Addr;
 pub fn device_with_address(ip: Ipv4Addr) -> Result<String, String> {
     let addrs = nix::ifaddrs::getifaddrs().map_err(|e| format!("getifaddrs: {e}"))?;
     for a in addrs {
-        if a.address.and_then(|s| s.as_sockaddr_in().map(|sin| sin.ip())) == Some(ip) {
+        if a.address
+            .and_then(|s| s.as_sockaddr_in().map(|sin| sin.ip()))
+            == Some(ip)
+        {
             return Ok(a.interface_name);
         }
     }

@@ -32,7 +32,13 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe is readable");
     let profile_dir = exe
         .parent()
-        .and_then(|deps| if deps.ends_with("deps") { deps.parent() } else { Some(deps) })
+        .and_then(|deps| {
+            if deps.ends_with("deps") {
+                deps.parent()
+            } else {
+                Some(deps)
+            }
+        })
         .expect("test executable has a parent directory");
     let path = profile_dir.join(name);
     assert!(
@@ -80,7 +86,11 @@ impl ServerProcess {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(rest) = line.strip_prefix(READY_PREFIX) {
-                    let addr = rest.split_whitespace().next().unwrap_or("").parse::<SocketAddr>();
+                    let addr = rest
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("")
+                        .parse::<SocketAddr>();
                     let _ = tx.send(addr);
                 }
                 let mut l = log.lock().unwrap();
@@ -89,11 +99,19 @@ impl ServerProcess {
             }
         });
         let stdout = child.stdout.take();
-        let mut me = Self { addr: ([0, 0, 0, 0], 0).into(), child: Some(child), stdout, stderr_log };
+        let mut me = Self {
+            addr: ([0, 0, 0, 0], 0).into(),
+            child: Some(child),
+            stdout,
+            stderr_log,
+        };
         match rx.recv_timeout(READY_DEADLINE) {
             Ok(Ok(addr)) => me.addr = addr,
             Ok(Err(e)) => panic!("unparsable readiness line ({e}); stderr:\n{}", me.stderr()),
-            Err(_) => panic!("server not ready within {READY_DEADLINE:?}; stderr:\n{}", me.stderr()),
+            Err(_) => panic!(
+                "server not ready within {READY_DEADLINE:?}; stderr:\n{}",
+                me.stderr()
+            ),
         }
         me
     }
@@ -141,8 +159,17 @@ impl ServerProcess {
         let last = out
             .lines()
             .rev()
-            .find_map(|l| serde_json::from_str::<ServerStats>(l).ok().filter(|s| s.is_final))
-            .unwrap_or_else(|| panic!("no final stats line on stdout:\n{out}\nstderr:\n{}", self.stderr()));
+            .find_map(|l| {
+                serde_json::from_str::<ServerStats>(l)
+                    .ok()
+                    .filter(|s| s.is_final)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "no final stats line on stdout:\n{out}\nstderr:\n{}",
+                    self.stderr()
+                )
+            });
         (status.code().unwrap_or(-1), last, out)
     }
 }

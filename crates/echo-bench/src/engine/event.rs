@@ -36,7 +36,7 @@ pub fn run(plan: &Plan) -> io::Result<RunOutcome> {
     // The storm keeps every connection open until all workers have established theirs.
     let hold_gate = StartGate::new(workers);
     let mut cpu = CpuMeter::start();
-    let (opened, started_at, results) = std::thread::scope(|s| {
+    let (start, results) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 let ids = share(plan.conns, workers, w);
@@ -50,7 +50,7 @@ pub fn run(plan: &Plan) -> io::Result<RunOutcome> {
                     })
             })
             .collect();
-        let (opened, started_at) = await_start(plan, &start_gate, &mut cpu);
+        let start = await_start(plan, &start_gate, &mut cpu);
         let results: Vec<io::Result<WorkerResult>> = handles
             .into_iter()
             .map(|h| {
@@ -60,10 +60,10 @@ pub fn run(plan: &Plan) -> io::Result<RunOutcome> {
                 })
             })
             .collect();
-        (opened, started_at, results)
+        (start, results)
     });
     let cpu = cpu.stop();
-    let mut out = RunOutcome::empty(plan, opened, started_at, cpu);
+    let mut out = RunOutcome::empty(plan, start, cpu, workers as u64);
     for r in results {
         let r = r?;
         out.recorder.merge(&r.recorder);

@@ -168,11 +168,21 @@ pub struct RunOutcome {
     pub setup_failures: u64,
     /// Connections established by the storm (a proven echo each).
     pub established: u64,
+    /// The kernel's TCP counters of the client's namespace at the start of measurement (end
+    /// of warm-up, or the gate with none).
+    pub counters_at_start: echolab_core::netstat::CounterSnapshot,
+    /// Worker threads that ran.
+    pub threads: u64,
 }
 
 impl RunOutcome {
     /// An outcome with nothing recorded yet, for a run whose gate opened at `opened`.
-    pub(crate) fn empty(plan: &Plan, opened: Instant, started_at: String, cpu: CpuTime) -> Self {
+    pub(crate) fn empty(plan: &Plan, start: StartInfo, cpu: CpuTime, threads: u64) -> Self {
+        let StartInfo {
+            opened,
+            started_at,
+            counters,
+        } = start;
         let window = plan.window(opened);
         Self {
             recorder: Recorder::new(window),
@@ -184,6 +194,8 @@ impl RunOutcome {
             cpu,
             setup_failures: 0,
             established: 0,
+            counters_at_start: counters,
+            threads,
         }
     }
 
@@ -251,19 +263,33 @@ impl CpuMeter {
     }
 }
 
+/// What the coordinating thread saw at the start of measurement.
+pub(crate) struct StartInfo {
+    /// The instant the start gate opened.
+    pub(crate) opened: Instant,
+    /// Wall-clock time at which measurement began, RFC 3339.
+    pub(crate) started_at: String,
+    /// The namespace's TCP counters then.
+    pub(crate) counters: echolab_core::netstat::CounterSnapshot,
+}
+
 /// The coordinating thread's part of the start: passes the gate with the workers, then
-/// restarts the CPU meter at the end of warm-up. Returns the instant the gate opened and the
-/// wall-clock time at which measurement began.
+/// restarts the CPU meter and reads the kernel's counters at the end of warm-up, so that both
+/// cover the measurement window.
 pub(crate) fn await_start(
     plan: &Plan,
     gate: &crate::gate::StartGate,
     cpu: &mut CpuMeter,
-) -> (Instant, String) {
+) -> StartInfo {
     let opened = gate.ticket().wait();
     if !plan.warmup.is_zero() {
         cpu.restart_at(opened + plan.warmup);
     }
-    (opened, echolab_core::utc_now_rfc3339())
+    StartInfo {
+        opened,
+        started_at: echolab_core::utc_now_rfc3339(),
+        counters: echolab_core::netstat::read(),
+    }
 }
 
 /// Runs `plan` on the event engine or the thread engine.

@@ -66,7 +66,7 @@ pub fn run(plan: &Plan) -> io::Result<RunOutcome> {
         setup_failures: 0,
     });
     let mut cpu = CpuMeter::start();
-    let (opened, started_at, spawn_error) = std::thread::scope(|s| {
+    let (start, spawn_error) = std::thread::scope(|s| {
         let mut spawn_error = None;
         for id in 0..plan.conns {
             let ticket = gate.ticket();
@@ -82,15 +82,15 @@ pub fn run(plan: &Plan) -> io::Result<RunOutcome> {
                 ));
             }
         }
-        let (opened, started_at) = await_start(plan, &gate, &mut cpu);
-        (opened, started_at, spawn_error)
+        let start = await_start(plan, &gate, &mut cpu);
+        (start, spawn_error)
     });
     let cpu = cpu.stop();
     if let Some(e) = spawn_error {
         return Err(e);
     }
     let shared = shared.into_inner().unwrap_or_else(|p| p.into_inner());
-    let mut out = RunOutcome::empty(plan, opened, started_at, cpu);
+    let mut out = RunOutcome::empty(plan, start, cpu, plan.conns as u64);
     if let Some(r) = &shared.recorder {
         out.recorder.merge(r);
     }

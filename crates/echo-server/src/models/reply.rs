@@ -21,7 +21,9 @@ pub struct ReplyBody {
 impl ReplyBody {
     /// The body for replies of `reply_len` bytes (`--reply-bytes`); 0 means empty replies.
     pub fn new(reply_len: usize) -> Self {
-        let copies = BODY_TARGET_BYTES.checked_div(reply_len).map_or(0, |n| n.max(1));
+        let copies = BODY_TARGET_BYTES
+            .checked_div(reply_len)
+            .map_or(0, |n| n.max(1));
         let one = reply_body(reply_len);
         let bytes = one
             .iter()

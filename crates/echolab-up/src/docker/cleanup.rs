@@ -148,9 +148,14 @@ pub fn is_content_tag(tag: &str) -> bool {
 /// Listing images failed; a refused removal is skipped, not an error.
 pub async fn remove_stale_images(docker: &Docker) -> anyhow::Result<Vec<String>> {
     let filters: HashMap<String, Vec<String>> =
-        [("reference".to_string(), vec!["echolab".to_string()])].into_iter().collect();
+        [("reference".to_string(), vec!["echolab".to_string()])]
+            .into_iter()
+            .collect();
     let images = docker
-        .list_images(Some(ListImagesOptions { filters: Some(filters), ..Default::default() }))
+        .list_images(Some(ListImagesOptions {
+            filters: Some(filters),
+            ..Default::default()
+        }))
         .await
         .map_err(|e| failed("list images", "echolab", e))?;
     let mut removed = Vec::new();
@@ -159,7 +164,11 @@ pub async fn remove_stale_images(docker: &Docker) -> anyhow::Result<Vec<String>>
             continue;
         }
         for tag in &image.repo_tags {
-            if docker.remove_image(tag, None::<RemoveImageOptions>, None).await.is_ok() {
+            if docker
+                .remove_image(tag, None::<RemoveImageOptions>, None)
+                .await
+                .is_ok()
+            {
                 removed.push(tag.clone());
             }
         }

@@ -224,6 +224,13 @@ pub struct Experiment {
     /// results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<Dur>,
+    /// The measurement window of every short/long cell that the matrix bounds by rounds: the
+    /// cell runs for this long after warm-up instead of CONNS × ROUNDS requests, so that it
+    /// measures enough work to be stable (the seeds' 100 × 10 long cells last a few
+    /// milliseconds). `echolab-up --as-published` removes it and runs the rounds as the seed
+    /// did. Absent: the rounds, as published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Dur>,
     /// Server options.
     #[serde(default)]
     pub server: ServerOptions,
@@ -324,9 +331,19 @@ impl Experiment {
         Ok(e)
     }
 
+    /// The experiment as the seed published it: without [`Experiment::window`], so every
+    /// short/long cell the matrix bounds by rounds runs CONNS × ROUNDS requests.
+    pub fn as_published(mut self) -> Self {
+        self.window = None;
+        self
+    }
+
     fn validate(&self) -> Result<(), String> {
         if self.repetitions == 0 {
             return Err("repetitions: must be at least 1".into());
+        }
+        if self.window.is_some_and(|w| w.0.is_zero()) {
+            return Err("window: must be longer than 0s".into());
         }
         if self.matrix.is_empty() {
             return Err("matrix: needs at least one block".into());
@@ -404,8 +421,9 @@ impl Experiment {
             for server in &b.servers {
                 for &mode in &b.modes {
                     for &conns in &b.conns {
-                        let bounded_by_rounds = matches!(mode, BenchMode::Short | BenchMode::Long)
-                            && b.duration.is_none();
+                        let timed = b.duration.or(self.window);
+                        let bounded_by_rounds =
+                            matches!(mode, BenchMode::Short | BenchMode::Long) && timed.is_none();
                         let rounds: Vec<Option<u64>> = if bounded_by_rounds {
                             b.rounds.iter().map(|&r| Some(r)).collect()
                         } else {
@@ -417,10 +435,10 @@ impl Experiment {
                                 mode,
                                 conns,
                                 rounds,
-                                duration: if mode == BenchMode::ConnectStorm {
-                                    None
-                                } else {
-                                    b.duration
+                                duration: match mode {
+                                    BenchMode::ConnectStorm => None,
+                                    BenchMode::Short | BenchMode::Long => timed,
+                                    BenchMode::Sustain => b.duration,
                                 },
                                 payload,
                                 reply_bytes: b.reply_bytes.map(|r| r.0),

@@ -178,6 +178,46 @@ pub struct Manifest {
     /// Phase timings.
     #[serde(default)]
     pub timings: Timings,
+    /// Which CPUs each role ran on; absent in records older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_plan: Option<CpuPlanRecord>,
+    /// The order in which cells ran; absent in records older than the field (they ran in
+    /// matrix order, each cell's repetitions back to back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<OrderRecord>,
+}
+
+/// The CPUs of each role, as cpuset lists (cpuset(7) "List format", e.g. `"0"`, `"1-3"`);
+/// `None` for a role that is not pinned.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuPlanRecord {
+    /// `auto`, `shared`, or the plan given on the command line.
+    pub mode: String,
+    /// The server host's CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The client host's CPUs (echo-bench's default thread count follows them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// The link host's CPUs (link topologies only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// CPUs of the machine the plan was made for.
+    pub machine_cpus: u64,
+    /// What the plan shares and why, in a sentence.
+    pub note: String,
+}
+
+/// How the runs were ordered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OrderRecord {
+    /// `shuffled` (each repetition round in its own random order) or `listed` (matrix order).
+    pub kind: String,
+    /// Seed of the shuffle (`echolab-up --order-seed` repeats the order).
+    pub seed: u64,
+    /// Whether each cell started from fresh client and server hosts (new network namespaces:
+    /// no TIME_WAIT, no cached route metrics from an earlier cell).
+    pub fresh_hosts_per_cell: bool,
 }
 
 /// A sample of the server host's resource use (from the container's stats, or /proc locally).

@@ -288,6 +288,8 @@ fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64) -> Manife
         runs_planned,
         runs_done,
         timings: Timings::default(),
+        cpu_plan: None,
+        order: None,
     }
 }
 

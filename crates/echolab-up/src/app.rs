@@ -36,6 +36,7 @@ struct Inputs {
     experiment_path: PathBuf,
     experiment: Experiment,
     runs: Vec<PlannedRun>,
+    order: plan::Order,
     bin_dir: PathBuf,
     out: PathBuf,
 }
@@ -46,7 +47,18 @@ fn resolve(args: &Args) -> Result<Inputs, String> {
     let (experiment_path, experiment) =
         load_experiment(&root, &args.experiment).map_err(|e| e.to_string())?;
     let experiment = plan::with_repetitions(experiment, args.reps)?;
-    let runs = plan::runs(&experiment);
+    let experiment = if args.as_published {
+        experiment.as_published()
+    } else {
+        experiment
+    };
+    let order = match args.order {
+        crate::cli::OrderChoice::Listed => plan::Order::Listed,
+        crate::cli::OrderChoice::Shuffled => {
+            plan::Order::Shuffled(args.order_seed.unwrap_or_else(plan::fresh_seed))
+        }
+    };
+    let runs = plan::runs(&experiment, order);
     let bin_dir = args
         .bin_dir
         .clone()
@@ -59,6 +71,7 @@ fn resolve(args: &Args) -> Result<Inputs, String> {
         experiment_path,
         experiment,
         runs,
+        order,
         bin_dir,
         out,
     })
@@ -206,6 +219,29 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     );
     manifest.created_at = created;
     manifest.environment = crate::environment::capture(&inputs.root);
+    let has_link = inputs.profile.topology != Topology::Loopback;
+    let cpu_plan = if engine.is_some() {
+        match crate::cpuplan::resolve(&args.cpu_plan, manifest.environment.cpus, has_link) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("echolab-up: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        }
+    } else {
+        echolab_core::results::CpuPlanRecord {
+            mode: "shared".into(),
+            machine_cpus: manifest.environment.cpus,
+            note: "local backend: processes on this machine, not pinned".into(),
+            ..Default::default()
+        }
+    };
+    manifest.cpu_plan = Some(cpu_plan);
+    manifest.order = Some(echolab_core::results::OrderRecord {
+        kind: inputs.order.kind().into(),
+        seed: inputs.order.seed(),
+        fresh_hosts_per_cell: engine.is_some() && !args.reuse_hosts,
+    });
     if let Some(e) = &engine {
         manifest.environment.docker_version = format!("{} (API {})", e.version, e.api_version);
     }
@@ -384,7 +420,21 @@ async fn calibrate_and_run<H: Hosts>(
     }
     let t = Instant::now();
     let bar = progress_bar(inputs.runs.len() as u64);
-    let result = run_all(hosts, &inputs.experiment, &inputs.runs, out, &bar, skip).await;
+    let fresh = out
+        .manifest
+        .order
+        .as_ref()
+        .is_some_and(|o| o.fresh_hosts_per_cell);
+    let result = run_all(
+        hosts,
+        &inputs.experiment,
+        &inputs.runs,
+        out,
+        &bar,
+        skip,
+        fresh,
+    )
+    .await;
     bar.finish_and_clear();
     out.phase("cells", t.elapsed().as_secs_f64())?;
     result.map_err(|e| match e {
@@ -453,8 +503,15 @@ async fn run_docker(
     let uring_record = uring.as_ref().map(|u| u.record());
     match inputs.profile.topology {
         Topology::Loopback => {
-            let (mut hosts, records) =
-                docker::topology::up_loopback(d, run_id, &image, &security).await?;
+            let cpus = out.manifest.cpu_plan.clone().unwrap_or_default();
+            let spec = docker::topology::LoopbackSpec {
+                run_id: run_id.to_string(),
+                image: image.clone(),
+                server_security: security.clone(),
+                server_cpus: cpus.server,
+                client_cpus: cpus.client,
+            };
+            let (mut hosts, records) = docker::topology::up_loopback(d, &spec).await?;
             out.manifest.hosts = records;
             if let Some(u) = uring_record {
                 out.manifest.hosts.insert("io_uring".into(), u);
@@ -475,6 +532,7 @@ async fn run_docker(
                 &security,
                 &inputs.profile,
                 &inputs.profile_path,
+                &out.manifest.cpu_plan.clone().unwrap_or_default(),
             )
             .await?;
             out.manifest.hosts = up.records.clone();

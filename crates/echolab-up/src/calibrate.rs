@@ -94,7 +94,9 @@ pub async fn calibrate_rtt<H: Hosts>(
         "--json".into(),
     ]
     .to_vec();
-    let bench = hosts.run_bench(&bench_args, &server).await;
+    let bench = hosts
+        .run_bench(&bench_args, &server, std::time::Duration::ZERO)
+        .await;
     let stopped = hosts.stop_server(server).await;
     let (out, _) = bench.context("calibration client")?;
     let report = parse_bench_report(&out.stdout)

@@ -67,6 +67,39 @@ pub struct Args {
     /// seccomp=unconfined instead of skipping the uring cells.
     #[arg(long)]
     pub allow_uring_unconfined: bool,
+    /// Which CPUs each host runs on: `auto` gives server and client disjoint CPUs (on 2 CPUs:
+    /// server on 0, client and link on 1), `shared` pins nothing, or
+    /// `server=LIST,client=LIST[,link=LIST]` with LIST like `0`, `1-3` or `0+2`. Recorded in
+    /// the manifest; echo-bench's thread count follows the client's CPUs.
+    #[arg(long, default_value = "auto", value_name = "PLAN", value_parser = crate::cpuplan::parse_choice)]
+    pub cpu_plan: crate::cpuplan::CpuPlanChoice,
+    /// Order of the cells within each repetition round: `shuffled` (a new permutation per
+    /// round, so that an order effect cannot pass for a difference between cells) or `listed`
+    /// (matrix order).
+    #[arg(long, value_enum, default_value = "shuffled")]
+    pub order: OrderChoice,
+    /// Seed of the shuffle (default: from the clock); recorded in the manifest, so that a
+    /// run's order can be repeated.
+    #[arg(long, value_name = "N")]
+    pub order_seed: Option<u64>,
+    /// Keep one client and one server host for all cells instead of fresh ones per cell:
+    /// faster, but each cell then inherits the TIME_WAIT sockets and route metrics of the
+    /// cells before it.
+    #[arg(long)]
+    pub reuse_hosts: bool,
+    /// Run every short/long cell as the seed published it (CONNS × ROUNDS requests, often a
+    /// few milliseconds) instead of for the experiment's `window`.
+    #[arg(long)]
+    pub as_published: bool,
+}
+
+/// `--order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OrderChoice {
+    /// A new seeded permutation of the cells in every repetition round.
+    Shuffled,
+    /// Matrix order in every round.
+    Listed,
 }
 
 fn listing() -> String {

@@ -56,6 +56,15 @@ pub trait Hosts {
     /// A running echo-server.
     type Server;
 
+    /// Replaces the client and server hosts with fresh ones (new network namespaces), so that
+    /// a cell starts with no TIME_WAIT sockets, connection state or cached route metrics of
+    /// an earlier one. Returns `false` when the backend cannot (local processes share this
+    /// machine's namespace).
+    ///
+    /// # Errors
+    /// A host could not be removed or made again.
+    async fn fresh_hosts(&mut self) -> anyhow::Result<bool>;
+
     /// The address echo-server binds: 127.0.0.1 for loopback, 0.0.0.0 behind a link.
     fn server_bind(&self) -> IpAddr;
 
@@ -70,7 +79,9 @@ pub trait Hosts {
     async fn start_server(&mut self, args: &[String]) -> anyhow::Result<(Self::Server, Readiness)>;
 
     /// Runs `echo-bench ARGS` on the client host to completion (at most [`BENCH_DEADLINE`]),
-    /// sampling `server`'s host meanwhile.
+    /// sampling `server`'s host meanwhile, and returns the samples of the measurement window,
+    /// which opens `window_start` (the warm-up) after the client starts
+    /// ([`sample_schedule`], [`window_samples`]).
     ///
     /// # Errors
     /// It could not be started or did not finish in time; a non-zero exit is not an error
@@ -79,6 +90,7 @@ pub trait Hosts {
         &mut self,
         args: &[String],
         server: &Self::Server,
+        window_start: Duration,
     ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)>;
 
     /// Sends SIGTERM to `server` and collects its output once it exited (within
@@ -87,6 +99,29 @@ pub trait Hosts {
     /// # Errors
     /// The signal could not be delivered, or it did not exit in time.
     async fn stop_server(&mut self, server: Self::Server) -> anyhow::Result<ProcOutput>;
+}
+
+/// The sampling schedule of a client run whose measurement window opens `window_start` after
+/// it starts: the first reading at the window's start, so that one sample covers the warm-up
+/// alone, then one every [`SAMPLE_INTERVAL`].
+pub fn sample_schedule(window_start: Duration) -> tokio::time::Interval {
+    let first = if window_start.is_zero() {
+        SAMPLE_INTERVAL
+    } else {
+        window_start
+    };
+    tokio::time::interval_at(tokio::time::Instant::now() + first, SAMPLE_INTERVAL)
+}
+
+/// The samples of the measurement window: those that end later than half an interval past
+/// `window_start` (a sample is stamped when it ends; the warm-up's ends at `window_start`
+/// plus the time of one reading).
+pub fn window_samples(samples: Vec<ResourceSample>, window_start: Duration) -> Vec<ResourceSample> {
+    if window_start.is_zero() {
+        return samples;
+    }
+    let cut = (window_start + SAMPLE_INTERVAL / 2).as_secs_f64();
+    samples.into_iter().filter(|s| s.t_s > cut).collect()
 }
 
 /// CPU percent of one core between two readings of cumulative CPU time, as top(1) shows it.
@@ -108,6 +143,26 @@ pub fn host_mem_bytes() -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_samples_are_dropped() {
+        let at = |t_s: f64| ResourceSample {
+            t_s,
+            ..Default::default()
+        };
+        let samples = vec![at(1.002), at(1.503), at(2.004), at(2.1)];
+        let kept: Vec<f64> = window_samples(samples.clone(), Duration::from_secs(1))
+            .iter()
+            .map(|s| s.t_s)
+            .collect();
+        assert_eq!(kept, [1.503, 2.004, 2.1]);
+        assert_eq!(window_samples(samples, Duration::ZERO).len(), 4);
+    }
 }
 
 /// Memory as percent of the host's total.

@@ -3,7 +3,8 @@
 //! every run into a results directory, and clean up on every path (DESIGN.md "Data flow").
 //!
 //! - [`cli`], [`app`]: the command line and one call from start to end.
-//! - [`catalog`], [`plan`]: inputs (profiles, experiments) and the runs they expand to.
+//! - [`catalog`], [`plan`]: inputs (profiles, experiments) and the runs they expand to, in
+//!   shuffled rounds; [`cpuplan`]: which CPUs each host gets.
 //! - [`image`]: the lab image as a deterministic archive; [`docker`]: the Docker backend;
 //!   [`local`]: the local backend; [`hosts`]: what both provide.
 //! - [`commands`]: echo-server/echo-bench command lines and output parsing.
@@ -16,6 +17,7 @@ pub mod calibrate;
 pub mod catalog;
 pub mod cli;
 pub mod commands;
+pub mod cpuplan;
 pub mod docker;
 pub mod environment;
 pub mod hold;

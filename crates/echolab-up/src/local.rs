@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
 use echolab_core::results::ResourceSample;
@@ -15,8 +15,8 @@ use tokio::task::JoinHandle;
 
 use crate::commands::{parse_readiness, Readiness};
 use crate::hosts::{
-    cpu_percent, host_mem_bytes, mem_percent, Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE,
-    SAMPLE_INTERVAL, STOP_DEADLINE,
+    cpu_percent, host_mem_bytes, mem_percent, sample_schedule, Hosts, ProcOutput, BENCH_DEADLINE,
+    READY_DEADLINE, STOP_DEADLINE,
 };
 
 /// Processes from a binary directory (target/release by default).
@@ -96,6 +96,10 @@ fn proc_usage(pid: u32) -> Option<(f64, u64)> {
 impl Hosts for LocalHosts {
     type Server = LocalServer;
 
+    async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {
+        Ok(false)
+    }
+
     fn server_bind(&self) -> IpAddr {
         IpAddr::V4(Ipv4Addr::LOCALHOST)
     }
@@ -167,6 +171,7 @@ impl Hosts for LocalHosts {
         &mut self,
         args: &[String],
         server: &LocalServer,
+        window_start: Duration,
     ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
         let mut child = self.spawn("echo-bench", args)?;
         let stdout = drain(child.stdout.take().expect("piped"));
@@ -180,10 +185,7 @@ impl Hosts for LocalHosts {
             let start = Instant::now();
             let mut samples = Vec::new();
             let mut last = proc_usage(pid).map(|(cpu, _)| (cpu, Instant::now()));
-            let mut tick = tokio::time::interval_at(
-                tokio::time::Instant::now() + SAMPLE_INTERVAL,
-                SAMPLE_INTERVAL,
-            );
+            let mut tick = sample_schedule(window_start);
             tokio::pin!(stopped);
             loop {
                 let done = tokio::select! {

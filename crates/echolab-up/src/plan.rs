@@ -1,5 +1,11 @@
-//! The plan of one `echolab-up` call: the experiment (after `--reps`), its runs in order
-//! (every cell, then every repetition of it), the run id, and the manifest it starts from.
+//! The plan of one `echolab-up` call: the experiment (after `--reps`), its runs in order,
+//! the run id, and the manifest it starts from.
+//!
+//! Runs go in rounds: round r holds repetition r of every cell. Within a round the cells are
+//! shuffled (seeded, recorded), so that whatever the machine carries from one cell to the
+//! next (a warm cache, a CPU's frequency, kernel state a fresh host does not reset) falls on
+//! every cell alike instead of always on the first one: an order effect can then widen an
+//! interval but never pass for a difference between models.
 
 use std::collections::BTreeMap;
 
@@ -9,12 +15,55 @@ use echolab_core::results::{Environment, Manifest, RunStatus, MANIFEST_SCHEMA};
 /// One run: a cell and its 1-based repetition number.
 pub type PlannedRun = (Cell, u64);
 
-/// The runs of `exp`: for each cell in matrix order, repetitions 1..=N back to back, so a
-/// cell's repetitions share the machine state of one moment.
-pub fn runs(exp: &Experiment) -> Vec<PlannedRun> {
-    exp.cells()
-        .into_iter()
-        .flat_map(|c| (1..=exp.repetitions).map(move |r| (c.clone(), r)))
+/// How the cells of a round are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Matrix order in every round.
+    Listed,
+    /// A fresh permutation per round from this seed (round r uses `seed + r`).
+    Shuffled(u64),
+}
+
+impl Order {
+    /// The manifest's `order.kind`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Order::Listed => "listed",
+            Order::Shuffled(_) => "shuffled",
+        }
+    }
+
+    /// The seed (0 for listed).
+    pub fn seed(self) -> u64 {
+        match self {
+            Order::Listed => 0,
+            Order::Shuffled(s) => s,
+        }
+    }
+}
+
+/// A shuffle seed from the clock and the pid, for runs that were given none.
+pub fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+/// Round `round` (1-based): repetition `round` of each of `cells`, in `order`.
+pub fn round(cells: &[Cell], round: u64, order: Order) -> Vec<PlannedRun> {
+    let mut runs: Vec<PlannedRun> = cells.iter().map(|c| (c.clone(), round)).collect();
+    if let Order::Shuffled(seed) = order {
+        fastrand::Rng::with_seed(seed.wrapping_add(round)).shuffle(&mut runs);
+    }
+    runs
+}
+
+/// The runs of `exp`: rounds 1..=repetitions of every cell, each round in `order`.
+pub fn runs(exp: &Experiment, order: Order) -> Vec<PlannedRun> {
+    let cells = exp.cells();
+    (1..=exp.repetitions)
+        .flat_map(|r| round(&cells, r, order))
         .collect()
 }
 
@@ -76,6 +125,8 @@ pub fn new_manifest(
         runs_planned,
         runs_done: 0,
         timings: Default::default(),
+        cpu_plan: None,
+        order: None,
     }
 }
 
@@ -83,22 +134,57 @@ pub fn new_manifest(
 mod tests {
     use super::*;
 
-    #[test]
-    fn runs_repeat_each_cell_back_to_back() {
-        let e = Experiment::parse(
-            "name: t\nquestion: q\nrepetitions: 3\nmatrix:\n  - servers: [select, poll]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\n",
+    fn four_servers(reps: u64) -> Experiment {
+        Experiment::parse(
+            &format!("name: t\nquestion: q\nrepetitions: {reps}\nmatrix:\n  - servers: [select, poll, epoll-lt, epoll-et]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\n"),
             "t.yaml",
         )
-        .unwrap();
-        let r = runs(&e);
-        let ids: Vec<String> = r.iter().map(|(c, n)| format!("{}#{n}", c.server)).collect();
+        .unwrap()
+    }
+
+    fn ids(r: &[PlannedRun]) -> Vec<String> {
+        r.iter().map(|(c, n)| format!("{}#{n}", c.server)).collect()
+    }
+
+    #[test]
+    fn listed_runs_go_round_by_round_in_matrix_order() {
+        let e = four_servers(2);
         assert_eq!(
-            ids,
-            ["select#1", "select#2", "select#3", "poll#1", "poll#2", "poll#3"]
+            ids(&runs(&e, Order::Listed)),
+            [
+                "select#1",
+                "poll#1",
+                "epoll-lt#1",
+                "epoll-et#1",
+                "select#2",
+                "poll#2",
+                "epoll-lt#2",
+                "epoll-et#2"
+            ]
         );
         let e2 = with_repetitions(e.clone(), Some(1)).unwrap();
-        assert_eq!(runs(&e2).len(), 2);
+        assert_eq!(runs(&e2, Order::Listed).len(), 4);
         assert!(with_repetitions(e, Some(0)).unwrap_err().contains("--reps"));
+    }
+
+    #[test]
+    fn shuffled_rounds_are_permutations_repeatable_from_the_seed() {
+        let e = four_servers(30);
+        let a = runs(&e, Order::Shuffled(42));
+        assert_eq!(a, runs(&e, Order::Shuffled(42)), "same seed, same order");
+        assert_ne!(a, runs(&e, Order::Shuffled(43)));
+        let mut firsts = std::collections::BTreeSet::new();
+        for (r, chunk) in a.chunks(4).enumerate() {
+            // Each round holds every cell once, all of that round's repetition.
+            let mut servers: Vec<&str> = chunk.iter().map(|(c, _)| c.server.as_str()).collect();
+            servers.sort_unstable();
+            assert_eq!(servers, ["epoll-et", "epoll-lt", "poll", "select"]);
+            assert!(chunk.iter().all(|(_, n)| *n == r as u64 + 1));
+            firsts.insert(chunk[0].0.server.clone());
+        }
+        // Over 30 rounds every cell goes first at least once (a fixed order would give 1;
+        // the chance that a fair shuffle misses one of 4 is below 4 × 0.75^30 ≈ 0.07%).
+        assert_eq!(firsts.len(), 4, "{firsts:?}");
     }
 
     #[test]

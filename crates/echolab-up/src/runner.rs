@@ -37,12 +37,22 @@ pub enum RunError {
     Results(anyhow::Error),
 }
 
+/// When a cell's measurement window opens after echo-bench starts: its warm-up (none for a
+/// connect storm, which echo-bench runs without one).
+fn window_start(exp: &Experiment, cell: &echolab_core::experiment::Cell) -> std::time::Duration {
+    match cell.mode {
+        echolab_core::experiment::BenchMode::ConnectStorm => std::time::Duration::ZERO,
+        _ => exp.warmup.map_or(std::time::Duration::ZERO, |w| w.0),
+    }
+}
+
 /// Whether a cell may run on these hosts; `Err(reason)` records the run as failed with that
 /// reason and skips it (e.g. io_uring denied by the container's seccomp profile).
 pub type CellFilter<'a> = &'a dyn Fn(&echolab_core::experiment::Cell) -> Result<(), String>;
 
-/// Runs `runs` in order and writes a record for each. Returns the number of runs that ended
-/// with an error but let the run go on (bench failures, skipped cells).
+/// Runs `runs` in order and writes a record for each; with `fresh_hosts`, each run gets new
+/// client and server hosts first ([`Hosts::fresh_hosts`]). Returns the number of runs that
+/// ended with an error but let the run go on (bench failures, skipped cells).
 ///
 /// # Errors
 /// [`RunError`]; the record of the failing run is written first.
@@ -53,6 +63,7 @@ pub async fn run_all<H: Hosts>(
     out: &mut ResultsWriter,
     bar: &ProgressBar,
     filter: CellFilter<'_>,
+    fresh_hosts: bool,
 ) -> Result<u64, RunError> {
     let mut failed = 0;
     for (cell, rep) in runs {
@@ -78,6 +89,14 @@ pub async fn run_all<H: Hosts>(
             bar.inc(1);
             continue;
         }
+        if fresh_hosts {
+            if let Err(e) = hosts.fresh_hosts().await {
+                let message = format!("fresh hosts for the cell: {e:#}");
+                rec.error = Some(message.clone());
+                out.add_run(rec).map_err(RunError::Results)?;
+                return Err(RunError::ServerStart { run: name, message });
+            }
+        }
         let (server, ready) = match hosts
             .start_server(&server_args(exp, cell, hosts.server_bind()))
             .await
@@ -93,13 +112,17 @@ pub async fn run_all<H: Hosts>(
         };
         let target = hosts.target(&ready);
         let bench = hosts
-            .run_bench(&bench_args(exp, cell, target), &server)
+            .run_bench(
+                &bench_args(exp, cell, target),
+                &server,
+                window_start(exp, cell),
+            )
             .await;
         let stopped = hosts.stop_server(server).await;
         let mut errors = Vec::new();
         match bench {
             Ok((output, samples)) => {
-                rec.samples = samples;
+                rec.samples = crate::hosts::window_samples(samples, window_start(exp, cell));
                 match parse_bench_report(&output.stdout) {
                     Ok(report) => rec.bench = Some(report),
                     Err(e) => errors.push(format!("echo-bench {}: {e}", output.describe())),

@@ -293,6 +293,94 @@ fn endpoint_on(role: &str, net: &str) -> HostSpec {
     }
 }
 
+/// What it takes to make the client and server hosts of a link topology, once the networks
+/// and the link host exist: at start-up, and again for every cell that gets fresh hosts.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    run_id: String,
+    image: String,
+    server_security: Vec<String>,
+    client_net: String,
+    server_net: String,
+    client_subnet: String,
+    server_subnet: String,
+    link_client_ip: IpAddr,
+    link_server_ip: IpAddr,
+    server_cpus: Option<String>,
+    client_cpus: Option<String>,
+}
+
+/// Client and server hosts as made by [`Endpoints::make`].
+pub struct MadeEndpoints {
+    /// Server container id.
+    pub server: String,
+    /// Client container id.
+    pub client: String,
+    /// The server's address on its network.
+    pub server_ip: IpAddr,
+    /// Their manifest records (`server`, `client`).
+    pub records: BTreeMap<String, serde_json::Value>,
+}
+
+impl Endpoints {
+    /// Creates the server and client hosts on their networks and routes each to the other
+    /// network through the link host.
+    ///
+    /// # Errors
+    /// Any step, naming the object; what exists carries the run label for teardown.
+    pub async fn make(&self, docker: &Docker) -> anyhow::Result<MadeEndpoints> {
+        let (run_id, image) = (self.run_id.as_str(), self.image.as_str());
+        let mut server_spec = HostSpec {
+            security_opt: self.server_security.clone(),
+            cpuset: self.server_cpus.clone(),
+            ..endpoint_on("server", &self.server_net)
+        };
+        let mut client_spec = HostSpec {
+            cpuset: self.client_cpus.clone(),
+            ..endpoint_on("client", &self.client_net)
+        };
+        let server = create_host(docker, run_id, image, &mut server_spec).await?;
+        let client = create_host(docker, run_id, image, &mut client_spec).await?;
+        let server_ip = ip_on(docker, &server, &self.server_net).await?;
+        let client_ip = ip_on(docker, &client, &self.client_net).await?;
+        let client_route = add_route(
+            docker,
+            run_id,
+            image,
+            "client",
+            &client,
+            &self.server_subnet,
+            self.link_client_ip,
+        )
+        .await?;
+        let server_route = add_route(
+            docker,
+            run_id,
+            image,
+            "server",
+            &server,
+            &self.client_subnet,
+            self.link_server_ip,
+        )
+        .await?;
+        let mut records = BTreeMap::new();
+        let mut server_rec = server_spec.record(&object_name(run_id, "server"), &server);
+        server_rec["address"] = json!(server_ip.to_string());
+        server_rec["routes"] = json!([server_route]);
+        records.insert("server".to_string(), server_rec);
+        let mut client_rec = client_spec.record(&object_name(run_id, "client"), &client);
+        client_rec["address"] = json!(client_ip.to_string());
+        client_rec["routes"] = json!([client_route]);
+        records.insert("client".to_string(), client_rec);
+        Ok(MadeEndpoints {
+            server,
+            client,
+            server_ip,
+            records,
+        })
+    }
+}
+
 /// Brings up networks, hosts, routes and the link, and reads the link back.
 ///
 /// # Errors
@@ -304,6 +392,7 @@ pub async fn up(
     server_security: &[String],
     profile: &Profile,
     profile_path: &Path,
+    cpus: &echolab_core::results::CpuPlanRecord,
 ) -> anyhow::Result<LinkUp> {
     let (client_net, client_subnet) = create_network(docker, run_id, "client-net").await?;
     let (server_net, server_subnet) = create_network(docker, run_id, "server-net").await?;
@@ -322,40 +411,27 @@ pub async fn up(
         cap_add: vec!["NET_ADMIN".into()],
         devices: vec!["/dev/net/tun".into()],
         sysctls: link_sysctls,
+        cpuset: cpus.link.clone(),
         ..Default::default()
     };
-    let mut server_spec = HostSpec {
-        security_opt: server_security.to_vec(),
-        ..endpoint_on("server", &server_net)
-    };
-    let mut client_spec = endpoint_on("client", &client_net);
     let link = create_host(docker, run_id, image, &mut link_spec).await?;
-    let server = create_host(docker, run_id, image, &mut server_spec).await?;
-    let client = create_host(docker, run_id, image, &mut client_spec).await?;
     let link_client_ip = ip_on(docker, &link, &client_net).await?;
     let link_server_ip = ip_on(docker, &link, &server_net).await?;
-    let server_ip = ip_on(docker, &server, &server_net).await?;
-    let client_ip = ip_on(docker, &client, &client_net).await?;
-    let client_route = add_route(
-        docker,
-        run_id,
-        image,
-        "client",
-        &client,
-        &server_subnet,
+    let endpoints = Endpoints {
+        run_id: run_id.to_string(),
+        image: image.to_string(),
+        server_security: server_security.to_vec(),
+        client_net: client_net.clone(),
+        server_net: server_net.clone(),
+        client_subnet: client_subnet.clone(),
+        server_subnet: server_subnet.clone(),
         link_client_ip,
-    )
-    .await?;
-    let server_route = add_route(
-        docker,
-        run_id,
-        image,
-        "server",
-        &server,
-        &client_subnet,
         link_server_ip,
-    )
-    .await?;
+        server_cpus: cpus.server.clone(),
+        client_cpus: cpus.client.clone(),
+    };
+    let made = endpoints.make(docker).await?;
+    let (server, client, server_ip) = (made.server.clone(), made.client.clone(), made.server_ip);
     upload_profile(docker, &link, profile_path).await?;
     upload_profile(docker, &client, profile_path).await?;
     let client_side = device_with(docker, &link, link_client_ip).await?;
@@ -442,14 +518,7 @@ pub async fn up(
     link_rec["addresses"] = json!({ "client_net": link_client_ip.to_string(), "server_net": link_server_ip.to_string() });
     link_rec["devices_by_side"] = json!({ "client": client_side, "server": server_side });
     records.insert("link".to_string(), link_rec);
-    let mut server_rec = server_spec.record(&object_name(run_id, "server"), &server);
-    server_rec["address"] = json!(server_ip.to_string());
-    server_rec["routes"] = json!([server_route]);
-    records.insert("server".to_string(), server_rec);
-    let mut client_rec = client_spec.record(&object_name(run_id, "client"), &client);
-    client_rec["address"] = json!(client_ip.to_string());
-    client_rec["routes"] = json!([client_route]);
-    records.insert("client".to_string(), client_rec);
+    records.extend(made.records.clone());
     records.insert(
         "networks".to_string(),
         json!({ client_net: client_subnet, server_net: server_subnet }),
@@ -466,7 +535,7 @@ pub async fn up(
         calibration: None,
     };
     Ok(LinkUp {
-        hosts: DockerHosts::behind_link(docker, server.clone(), client.clone(), server_ip),
+        hosts: DockerHosts::behind_link(docker, made, endpoints),
         records,
         link: link_record,
         server_ip,

@@ -25,7 +25,7 @@ use futures_util::StreamExt as _;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::hosts::{host_mem_bytes, mem_percent, SAMPLE_INTERVAL};
+use crate::hosts::{host_mem_bytes, mem_percent};
 
 /// A running sampler; [`Sampler::stop`] returns what it collected.
 pub struct Sampler {
@@ -204,8 +204,14 @@ async fn read(docker: &Docker, container: &str, files: &Option<CgroupFiles>) -> 
 }
 
 impl Sampler {
-    /// Takes the first reading of `container`, then samples it until [`Sampler::stop`].
-    pub async fn start(docker: &Docker, container: &str) -> Self {
+    /// Takes the first reading of `container`, then samples it on
+    /// [`sample_schedule`](crate::hosts::sample_schedule)`(window_start)` until
+    /// [`Sampler::stop`].
+    pub async fn start(
+        docker: &Docker,
+        container: &str,
+        window_start: std::time::Duration,
+    ) -> Self {
         let docker = docker.clone();
         let container = container.to_string();
         let files = CgroupFiles::of(&docker, &container).await;
@@ -216,10 +222,7 @@ impl Sampler {
             let total = host_mem_bytes();
             let mut samples = Vec::new();
             let mut last = first;
-            let mut tick = tokio::time::interval_at(
-                tokio::time::Instant::now() + SAMPLE_INTERVAL,
-                SAMPLE_INTERVAL,
-            );
+            let mut tick = crate::hosts::sample_schedule(window_start);
             loop {
                 let done = tokio::select! {
                     _ = &mut stopped => true,

@@ -78,6 +78,8 @@ pub struct HostSpec {
     pub nofile: Option<i64>,
     /// Why `nofile` is below [`NOFILE`], if it is.
     pub nofile_note: Option<String>,
+    /// CPUs the host may run on (cpuset list; `None`: all), from the run's CPU plan.
+    pub cpuset: Option<String>,
 }
 
 impl HostSpec {
@@ -94,6 +96,7 @@ impl HostSpec {
             "privileged": false,
             "sysctls": sysctls,
             "ulimits": { "nofile": self.nofile.unwrap_or(NOFILE), "requested_nofile": NOFILE, "note": self.nofile_note },
+            "cpuset": self.cpuset.clone().unwrap_or_else(|| "all CPUs".into()),
             "seccomp": if self.security_opt.is_empty() { "docker default".to_string() } else { self.security_opt.join(",") },
             "command": self.cmd.clone().unwrap_or_else(|| vec![format!("{IMAGE_BIN_DIR}/echolab-up"), "__hold".into()]),
         })
@@ -190,6 +193,7 @@ async fn create_host_once(
             hard: Some(nofile),
         }]),
         security_opt: (!spec.security_opt.is_empty()).then(|| spec.security_opt.clone()),
+        cpuset_cpus: spec.cpuset.clone(),
         privileged: Some(false),
         ..Default::default()
     };
@@ -250,6 +254,49 @@ pub struct DockerHosts {
     /// its network behind a link).
     server_addr: IpAddr,
     bind: IpAddr,
+    /// How to make client and server again for a cell of their own.
+    remake: Remake,
+}
+
+/// What it takes to make a run's client and server hosts again.
+#[derive(Debug, Clone)]
+pub enum Remake {
+    /// Loopback: the server in a namespace with only `lo`, the client in the server's.
+    Loopback(LoopbackSpec),
+    /// Behind a link: each on its own network, routed through the link host.
+    Link(super::link::Endpoints),
+}
+
+/// The inputs of [`up_loopback`].
+#[derive(Debug, Clone)]
+pub struct LoopbackSpec {
+    /// Run id (labels, names).
+    pub run_id: String,
+    /// Image id.
+    pub image: String,
+    /// The server host's `--security-opt` values (seccomp for io_uring).
+    pub server_security: Vec<String>,
+    /// The server's CPUs.
+    pub server_cpus: Option<String>,
+    /// The client's CPUs.
+    pub client_cpus: Option<String>,
+}
+
+/// Removes a host container (force), for hosts that are made again.
+///
+/// # Errors
+/// The engine refused, naming the container.
+pub async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()> {
+    docker
+        .remove_container(
+            id,
+            Some(bollard::query_parameters::RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            }),
+        )
+        .await
+        .map_err(|e| failed("remove container", id, e))
 }
 
 /// A running echo-server exec.
@@ -264,21 +311,22 @@ pub struct DockerServer {
 /// A container could not be made; what is made carries the run's label for teardown.
 pub async fn up_loopback(
     docker: &Docker,
-    run_id: &str,
-    image: &str,
-    server_security: &[String],
+    spec: &LoopbackSpec,
 ) -> anyhow::Result<(DockerHosts, BTreeMap<String, serde_json::Value>)> {
+    let (run_id, image) = (spec.run_id.as_str(), spec.image.as_str());
     let mut server_spec = HostSpec {
         role: "server".into(),
         network_mode: "none".into(),
         sysctls: endpoint_sysctls(),
-        security_opt: server_security.to_vec(),
+        security_opt: spec.server_security.clone(),
+        cpuset: spec.server_cpus.clone(),
         ..Default::default()
     };
     let server = create_host(docker, run_id, image, &mut server_spec).await?;
     let mut client_spec = HostSpec {
         role: "client".into(),
         network_mode: format!("container:{server}"),
+        cpuset: spec.client_cpus.clone(),
         ..Default::default()
     };
     let client = create_host(docker, run_id, image, &mut client_spec).await?;
@@ -298,6 +346,7 @@ pub async fn up_loopback(
             client,
             server_addr: loopback,
             bind: loopback,
+            remake: Remake::Loopback(spec.clone()),
         },
         record,
     ))
@@ -307,16 +356,16 @@ impl DockerHosts {
     /// Hosts behind a link: the server listens on all addresses and is reached at `server_addr`.
     pub fn behind_link(
         docker: &Docker,
-        server: String,
-        client: String,
-        server_addr: IpAddr,
+        made: super::link::MadeEndpoints,
+        endpoints: super::link::Endpoints,
     ) -> Self {
         Self {
             docker: docker.clone(),
-            server,
-            client,
-            server_addr,
+            server: made.server,
+            client: made.client,
+            server_addr: made.server_ip,
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            remake: Remake::Link(endpoints),
         }
     }
 
@@ -356,6 +405,26 @@ impl DockerHosts {
 
 impl Hosts for DockerHosts {
     type Server = DockerServer;
+
+    async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {
+        // The client first: in loopback it lives in the server's namespace.
+        remove_host(&self.docker, &self.client).await?;
+        remove_host(&self.docker, &self.server).await?;
+        match self.remake.clone() {
+            Remake::Loopback(spec) => {
+                let (fresh, _) = up_loopback(&self.docker, &spec).await?;
+                self.server = fresh.server;
+                self.client = fresh.client;
+            }
+            Remake::Link(endpoints) => {
+                let made = endpoints.make(&self.docker).await?;
+                self.server = made.server;
+                self.client = made.client;
+                self.server_addr = made.server_ip;
+            }
+        }
+        Ok(true)
+    }
 
     fn server_bind(&self) -> IpAddr {
         self.bind
@@ -401,8 +470,9 @@ impl Hosts for DockerHosts {
         &mut self,
         args: &[String],
         _server: &DockerServer,
+        window_start: std::time::Duration,
     ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
-        let sampler = Sampler::start(&self.docker, &self.server).await;
+        let sampler = Sampler::start(&self.docker, &self.server, window_start).await;
         let mut cmd = vec![format!("{IMAGE_BIN_DIR}/echo-bench")];
         cmd.extend_from_slice(args);
         let result = exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await;

@@ -4,11 +4,12 @@
 
 use std::time::Instant;
 
+use echolab_core::cmd::{bench_report, final_stats};
 use echolab_core::experiment::Experiment;
 use echolab_core::results::RunRecord;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::commands::{bench_args, parse_bench_report, parse_final_stats, server_args};
+use crate::commands::{bench_cmd, server_cmd};
 use crate::hosts::Hosts;
 use crate::plan::PlannedRun;
 use crate::results_dir::ResultsWriter;
@@ -78,10 +79,11 @@ pub async fn run_all<H: Hosts>(
             bar.inc(1);
             continue;
         }
-        let (server, ready) = match hosts
-            .start_server(&server_args(exp, cell, hosts.server_bind()))
-            .await
-        {
+        let started = match server_cmd(exp, cell, hosts.server_bind()) {
+            Ok(cmd) => hosts.start_server(&cmd).await,
+            Err(e) => Err(anyhow::Error::new(e)),
+        };
+        let (server, ready) = match started {
             Ok(s) => s,
             Err(e) => {
                 let message = format!("{e:#}");
@@ -93,14 +95,14 @@ pub async fn run_all<H: Hosts>(
         };
         let target = hosts.target(&ready);
         let bench = hosts
-            .run_bench(&bench_args(exp, cell, target), &server)
+            .run_bench(&bench_cmd(exp, cell, target), &server)
             .await;
         let stopped = hosts.stop_server(server).await;
         let mut errors = Vec::new();
         match bench {
             Ok((output, samples)) => {
                 rec.samples = samples;
-                match parse_bench_report(&output.stdout) {
+                match bench_report(&output.stdout) {
                     Ok(report) => rec.bench = Some(report),
                     Err(e) => errors.push(format!("echo-bench {}: {e}", output.describe())),
                 }
@@ -111,7 +113,7 @@ pub async fn run_all<H: Hosts>(
             Err(e) => errors.push(format!("echo-bench: {e:#}")),
         }
         match stopped {
-            Ok(output) => match parse_final_stats(&output.stdout) {
+            Ok(output) => match final_stats(&output.stdout) {
                 Ok(stats) => rec.server = Some(stats),
                 Err(e) => errors.push(format!("echo-server {}: {e}", output.describe())),
             },

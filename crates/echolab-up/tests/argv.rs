@@ -428,31 +428,16 @@ fn the_calibration_probe_parses() {
 #[test]
 fn a_misspelled_flag_is_caught() {
     // The checker itself must fail on a flag the binary does not have, or it proves nothing.
-    let bad = argv_of(
-        ServerCmd::PROGRAM,
-        &[
-            "--model".into(),
-            "poll".into(),
-            "--readbuf".into(),
-            "4096".into(),
-        ],
-    );
+    let words = |program: &str, line: &str| {
+        argv_of(
+            program,
+            &line.split(' ').map(String::from).collect::<Vec<_>>(),
+        )
+    };
+    let bad = words(ServerCmd::PROGRAM, "--model poll --readbuf 4096");
     assert!(echo_server::cli::Args::try_parse_from(bad).is_err());
-    let bad = argv_of(
-        BenchCmd::PROGRAM,
-        &[
-            "h".into(),
-            "1".into(),
-            "1".into(),
-            "1".into(),
-            "--payload".into(),
-            "64".into(),
-        ],
-    );
+    let bad = words(BenchCmd::PROGRAM, "h 1 1 1 --payload 64");
     assert!(echo_bench::cli::Cli::try_parse_from(bad).is_err());
-    let bad = argv_of(
-        NetemCmd::PROGRAM,
-        &["wire".into(), "--client".into(), "eth0".into()],
-    );
+    let bad = words(NetemCmd::PROGRAM, "wire --client eth0");
     assert!(echolab_netem::cli::Cli::try_parse_from(bad).is_err());
 }

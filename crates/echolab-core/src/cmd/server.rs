@@ -93,7 +93,10 @@ impl fmt::Display for ServerModel {
 
 /// A model name echo-server does not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownModel(pub String);
+pub struct UnknownModel(
+    /// The name as given.
+    pub String,
+);
 
 impl fmt::Display for UnknownModel {
     /// `unknown server model "epol-et" (echo-server has select, poll, ...)`.

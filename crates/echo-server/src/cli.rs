@@ -3,55 +3,9 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use echolab_core::cmd::ServerModel;
 use echolab_core::units;
-
-/// The I/O models echo-server implements. Each serves the same echo protocol
-/// (`echolab_core::protocol`) so that an experiment varies one thing only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Model {
-    /// select(2), one thread; descriptors >= FD_SETSIZE (1024) are closed and counted.
-    Select,
-    /// poll(2), one thread.
-    Poll,
-    /// epoll, level-triggered, one read per readiness event (the seeds' "LT server").
-    EpollLt,
-    /// epoll, edge-triggered, reads and accepts drained to EAGAIN (the seeds' "ET server").
-    EpollEt,
-    /// One thread per connection, blocking I/O.
-    Thread,
-    /// --workers processes sharing one listening socket, each with its own epoll (ET);
-    /// --exclusive adds EPOLLEXCLUSIVE against the thundering herd.
-    Prefork,
-    /// --workers reactors, each with its own SO_REUSEPORT listener and epoll (ET).
-    Reuseport,
-    /// io_uring: multishot accept/recv with provided buffers where the kernel has them.
-    Uring,
-    /// The tokio runtime (multi-threaded, --workers threads), the baseline a user reaches for.
-    Tokio,
-}
-
-impl Model {
-    /// The name as typed on the command line (`"epoll-et"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Model::Select => "select",
-            Model::Poll => "poll",
-            Model::EpollLt => "epoll-lt",
-            Model::EpollEt => "epoll-et",
-            Model::Thread => "thread",
-            Model::Prefork => "prefork",
-            Model::Reuseport => "reuseport",
-            Model::Uring => "uring",
-            Model::Tokio => "tokio",
-        }
-    }
-
-    /// Whether `--workers` applies (otherwise the model has exactly one reactor thread).
-    pub fn uses_workers(self) -> bool {
-        matches!(self, Model::Prefork | Model::Reuseport | Model::Tokio)
-    }
-}
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     units::parse_duration(s).map_err(|e| e.to_string())
@@ -91,7 +45,7 @@ Examples:
 pub struct Args {
     /// I/O model.
     #[arg(long, value_enum)]
-    pub model: Model,
+    pub model: ServerModel,
     /// TCP port to listen on; 0 picks a free one (printed on the readiness line).
     #[arg(long, default_value_t = 9988)]
     pub port: u16,
@@ -118,23 +72,4 @@ pub struct Args {
     /// prefork only: register the shared listener with EPOLLEXCLUSIVE.
     #[arg(long)]
     pub exclusive: bool,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn experiments_know_exactly_these_models() {
-        let names: Vec<&str> = Model::value_variants().iter().map(|m| m.name()).collect();
-        assert_eq!(names, echolab_core::experiment::SERVER_MODELS);
-        for m in Model::value_variants() {
-            let typed = m.to_possible_value().expect("every model has a name");
-            assert_eq!(
-                typed.get_name(),
-                m.name(),
-                "clap's name is the documented one"
-            );
-        }
-    }
 }

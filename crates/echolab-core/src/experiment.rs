@@ -12,21 +12,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cmd::{BenchEngine, ServerModel, UnknownModel};
 use crate::units::{ByteSize, Dur};
-
-/// The `echo-server --model` names an experiment may use (echo-server's tests check that this
-/// list and its models agree).
-pub const SERVER_MODELS: &[&str] = &[
-    "select",
-    "poll",
-    "epoll-lt",
-    "epoll-et",
-    "thread",
-    "prefork",
-    "reuseport",
-    "uring",
-    "tokio",
-];
 
 /// What a cell's client does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -58,7 +45,8 @@ impl BenchMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MatrixBlock {
-    /// echo-server models (`--model` names).
+    /// echo-server models (`--model` names). Names, not [`ServerModel`]s, so that loading
+    /// names the block of an unknown one; [`Experiment::parse`] checks each.
     pub servers: Vec<String>,
     /// Client modes.
     pub modes: Vec<BenchMode>,
@@ -108,7 +96,7 @@ pub struct BenchOptions {
     pub timeout: Option<Dur>,
     /// `--engine` (`event` or `thread`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<String>,
+    pub engine: Option<BenchEngine>,
     /// `--linger0`: close with RST, no TIME_WAIT on the client.
     #[serde(default)]
     pub linger0: bool,
@@ -245,7 +233,8 @@ pub struct Experiment {
 /// One point of the matrix.
 #[derive(Debug, Clone, PartialEq, PartialOrd, Serialize, Deserialize)]
 pub struct Cell {
-    /// echo-server model.
+    /// echo-server model, its `--model` name as run records and the report key on it;
+    /// [`Cell::model`] gives the typed one.
     pub server: String,
     /// Client mode.
     pub mode: BenchMode,
@@ -265,6 +254,15 @@ pub struct Cell {
 }
 
 impl Cell {
+    /// The cell's echo-server model.
+    ///
+    /// # Errors
+    /// A name echo-server does not have (a cell of a loaded experiment always has a known one;
+    /// a hand-edited run record may not).
+    pub fn model(&self) -> Result<ServerModel, UnknownModel> {
+        self.server.parse()
+    }
+
     /// A file-name-safe id, e.g. `epoll-et_long_c100_r10`.
     pub fn id(&self) -> String {
         let mut id = format!("{}_{}_c{}", self.server, self.mode.name(), self.conns);
@@ -353,16 +351,12 @@ impl Experiment {
             if b.servers.is_empty() {
                 return Err(format!("{}: needs at least one server", at("servers")));
             }
-            if let Some(bad) = b
+            if let Some(e) = b
                 .servers
                 .iter()
-                .find(|s| !SERVER_MODELS.contains(&s.as_str()))
+                .find_map(|s| s.parse::<ServerModel>().err())
             {
-                return Err(format!(
-                    "{}: unknown server model {bad:?} (echo-server has {})",
-                    at("servers"),
-                    SERVER_MODELS.join(", ")
-                ));
+                return Err(format!("{}: {e}", at("servers")));
             }
             if b.modes.is_empty() {
                 return Err(format!("{}: needs at least one mode", at("modes")));
@@ -384,6 +378,14 @@ impl Experiment {
                 }
                 if *m == BenchMode::Sustain && b.duration.is_none() {
                     return Err(format!("{}: mode sustain needs a duration", at("duration")));
+                }
+                // echo-bench sustain has no --payload-size: its request is the seed payload.
+                if *m == BenchMode::Sustain && b.payload.is_some_and(|p| p.0 != 12) {
+                    return Err(format!(
+                        "{}: mode sustain always sends the seed's 12-byte request; \
+                         payload applies to short and long only",
+                        at("payload")
+                    ));
                 }
             }
             if b.rounds.contains(&0) {
@@ -528,5 +530,26 @@ reference:
         let bad = EXP31.replace("modes: [short, long]", "modes: [shorty]");
         let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
         assert!(msg.contains("shorty") && msg.contains("line 7"), "{msg}");
+    }
+
+    #[test]
+    fn options_the_client_cannot_take_are_caught_at_load() {
+        let sustain = "name: s\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [select]\n    modes: [sustain]\n    conns: [100]\n    duration: 2s\n    reply_bytes: 1024\n";
+        assert!(Experiment::parse(sustain, "s.yaml").is_ok());
+        let msg = Experiment::parse(&format!("{sustain}    payload: 64\n"), "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("matrix[0].payload: mode sustain always sends the seed's 12-byte request"),
+            "{msg}"
+        );
+        let msg = Experiment::parse(&format!("{sustain}bench: {{engine: threads}}\n"), "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("threads") && msg.contains("thread"), "{msg}");
+        let e =
+            Experiment::parse(&format!("{sustain}bench: {{engine: thread}}\n"), "s.yaml").unwrap();
+        assert_eq!(e.bench.engine, Some(BenchEngine::Thread));
+        assert_eq!(e.cells()[0].model(), Ok(ServerModel::Select));
     }
 }

@@ -8,8 +8,11 @@
 //! - [`results`]: the results directory: manifest, one run record per cell and repetition.
 //! - [`hist`]: latency histograms (HdrHistogram V2, base64) and their percentile summaries.
 //! - [`cli`]: a command-line usage error folded into the one line the binaries print.
+//! - [`cmd`]: the binaries' command lines as typed builders, and their readiness lines and
+//!   JSON outputs as types with parsers.
 
 pub mod cli;
+pub mod cmd;
 pub mod experiment;
 pub mod hist;
 pub mod netstat;

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use echolab_core::profile::{Profile, Topology};
 use echolab_core::units::format_duration;
-use serde::Serialize;
 
 /// Size of one RTT probe, bytes: small, so serialization barely adds to the RTT.
 pub const PROBE_BYTES: usize = 16;
@@ -219,49 +218,10 @@ pub fn measure_download(target: SocketAddr, plan: &CalibrationPlan) -> io::Resul
     receive_and_measure(&mut s, plan.warmup)
 }
 
-/// One comparison of a measurement with the profile.
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    /// What was compared: `rtt_median`, `goodput_uplink`, `goodput_downlink`.
-    pub name: String,
-    /// The measured value, in `unit`.
-    pub measured: f64,
-    /// Lowest accepted value.
-    pub low: f64,
-    /// Highest accepted value.
-    pub high: f64,
-    /// `"us"` or `"mbit/s"`.
-    pub unit: String,
-    /// Within the range.
-    pub pass: bool,
-    /// Why it passed or failed, in words.
-    pub reason: String,
-}
-
-/// What `echolab-netem calibrate --json` prints.
-#[derive(Debug, Clone, Serialize)]
-pub struct CalibrationReport {
-    /// Profile name.
-    pub profile: String,
-    /// The calibration peer.
-    pub target: String,
-    /// RTT probes sent.
-    pub probes: usize,
-    /// Smallest RTT, µs.
-    pub rtt_min_us: f64,
-    /// Median RTT, µs.
-    pub rtt_median_us: f64,
-    /// Upload goodput after warm-up, Mbit/s (absent when not measured).
-    pub goodput_uplink_mbit: Option<f64>,
-    /// Download goodput after warm-up, Mbit/s.
-    pub goodput_downlink_mbit: Option<f64>,
-    /// Each comparison.
-    pub checks: Vec<Check>,
-    /// True only when every check passed.
-    pub pass: bool,
-    /// One line: the verdict and the first failure's reason.
-    pub reason: String,
-}
+/// One comparison of a measurement with the profile, and what `echolab-netem calibrate --json`
+/// prints (the types live in `echolab_core::cmd` so that the launcher reads them back with the
+/// same types).
+pub use echolab_core::cmd::{CalibrationReport, Check};
 
 fn median(sorted: &[Duration]) -> Duration {
     let n = sorted.len();

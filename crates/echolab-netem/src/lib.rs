@@ -12,6 +12,7 @@
 //! for tests and measurements.
 
 pub mod calibrate;
+pub mod cli;
 pub mod kernel;
 pub mod netdev;
 pub mod nl;

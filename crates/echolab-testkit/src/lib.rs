@@ -13,15 +13,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use echolab_core::cmd::{final_stats, Ready};
 use echolab_core::stats::ServerStats;
 
 /// How long a spawned server may take to say it is listening. Generous: the machine has two
 /// cores and other tests compile or run beside this one.
 pub const READY_DEADLINE: Duration = Duration::from_secs(30);
-
-/// The stderr line prefix with which `echo-server` announces that it accepts connections;
-/// the rest of the line starts with the bound `IP:PORT`.
-pub const READY_PREFIX: &str = "echo-server listening on ";
 
 /// Path of the workspace binary `name` built in the same profile as the running test.
 ///
@@ -85,13 +82,12 @@ impl ServerProcess {
         // Drain stderr for the whole life of the child so it can never block on a full pipe.
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix(READY_PREFIX) {
-                    let addr = rest
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or("")
-                        .parse::<SocketAddr>();
-                    let _ = tx.send(addr);
+                if line.starts_with(Ready::PREFIX) {
+                    let _ = tx.send(
+                        Ready::parse(&line)
+                            .map(|r| r.addr)
+                            .ok_or_else(|| line.clone()),
+                    );
                 }
                 let mut l = log.lock().unwrap();
                 l.push_str(&line);
@@ -107,7 +103,10 @@ impl ServerProcess {
         };
         match rx.recv_timeout(READY_DEADLINE) {
             Ok(Ok(addr)) => me.addr = addr,
-            Ok(Err(e)) => panic!("unparsable readiness line ({e}); stderr:\n{}", me.stderr()),
+            Ok(Err(line)) => panic!(
+                "unparsable readiness line {line:?}; stderr:\n{}",
+                me.stderr()
+            ),
             Err(_) => panic!(
                 "server not ready within {READY_DEADLINE:?}; stderr:\n{}",
                 me.stderr()
@@ -156,20 +155,8 @@ impl ServerProcess {
             });
         }
         let status = child.wait().expect("wait for server");
-        let last = out
-            .lines()
-            .rev()
-            .find_map(|l| {
-                serde_json::from_str::<ServerStats>(l)
-                    .ok()
-                    .filter(|s| s.is_final)
-            })
-            .unwrap_or_else(|| {
-                panic!(
-                    "no final stats line on stdout:\n{out}\nstderr:\n{}",
-                    self.stderr()
-                )
-            });
+        let last = final_stats(&out)
+            .unwrap_or_else(|e| panic!("{e}; stdout:\n{out}\nstderr:\n{}", self.stderr()));
         (status.code().unwrap_or(-1), last, out)
     }
 }

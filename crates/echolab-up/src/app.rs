@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::anyhow;
+use echolab_core::cmd::ServerModel;
 use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::profile::{Profile, Topology};
 use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
@@ -485,7 +486,7 @@ async fn run_docker(
     let wants_uring = inputs
         .runs
         .iter()
-        .any(|(c, _)| c.server == docker::uring::URING_MODEL);
+        .any(|(c, _)| c.model() == Ok(ServerModel::Uring));
     let uring = if wants_uring {
         Some(docker::uring::probe(d, run_id, &image, args.allow_uring_unconfined).await?)
     } else {
@@ -497,7 +498,7 @@ async fn run_docker(
         .unwrap_or_default();
     let denied = uring.as_ref().and_then(|u| u.denied.clone());
     let skip = move |c: &Cell| match &denied {
-        Some(reason) if c.server == docker::uring::URING_MODEL => Err(reason.clone()),
+        Some(reason) if c.model() == Ok(ServerModel::Uring) => Err(reason.clone()),
         _ => Ok(()),
     };
     let uring_record = uring.as_ref().map(|u| u.record());

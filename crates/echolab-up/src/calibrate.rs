@@ -8,12 +8,16 @@
 //! cells. Goodput (link profiles with a rate) comes from the link tool's calibration.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 
 use anyhow::Context as _;
+use echolab_core::cmd::{
+    bench_report, final_stats, BenchCmd, LoadOpts, RunCmd, RunMode, ServerCmd, ServerModel,
+    SocketOpts,
+};
 use echolab_core::profile::Profile;
 use echolab_core::results::{CalibrationCheck, CalibrationRecord};
 
-use crate::commands::{parse_bench_report, parse_final_stats};
 use crate::hosts::Hosts;
 
 /// Round trips of the RTT probe: enough for a stable median (the median of 2000 samples moves
@@ -29,6 +33,27 @@ pub fn rtt_rounds(profile: &Profile) -> u64 {
         return RTT_ROUNDS;
     }
     ((5.0 / rtt_s) as u64).clamp(100, RTT_ROUNDS)
+}
+
+/// The probe's server: epoll-et (the seeds' ET server) on `bind`, a kernel-chosen port.
+pub fn probe_server_cmd(bind: IpAddr) -> ServerCmd {
+    ServerCmd::new(ServerModel::EpollEt, bind, 0)
+}
+
+/// The probe's client: one long connection making `rounds` round trips to `target`.
+pub fn probe_bench_cmd(target: SocketAddr, rounds: u64) -> BenchCmd {
+    BenchCmd::Run(RunCmd {
+        target,
+        conns: 1,
+        rounds: Some(rounds),
+        mode: RunMode::Long,
+        duration: None,
+        payload_size: None,
+        rate: None,
+        load: LoadOpts::default(),
+        sock: SocketOpts::default(),
+        json: true,
+    })
 }
 
 /// Compares a measured median RTT (µs) with the profile; fills `expected` and `passed`.
@@ -66,42 +91,24 @@ pub async fn calibrate_rtt<H: Hosts>(
     hosts: &mut H,
     profile: &Profile,
 ) -> anyhow::Result<CalibrationRecord> {
-    let bind = hosts.server_bind();
-    let server_args: Vec<String> = [
-        "--model",
-        "epoll-et",
-        "--bind",
-        &bind.to_string(),
-        "--port",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
     let (server, ready) = hosts
-        .start_server(&server_args)
+        .start_server(&probe_server_cmd(hosts.server_bind()))
         .await
         .context("calibration server")?;
     let target = hosts.target(&ready);
     let rounds = rtt_rounds(profile);
-    let bench_args: Vec<String> = [
-        target.ip().to_string(),
-        target.port().to_string(),
-        "1".into(),
-        rounds.to_string(),
-        "--mode".into(),
-        "long".into(),
-        "--json".into(),
-    ]
-    .to_vec();
     let bench = hosts
-        .run_bench(&bench_args, &server, std::time::Duration::ZERO)
+        .run_bench(
+            &probe_bench_cmd(target, rounds),
+            &server,
+            std::time::Duration::ZERO,
+        )
         .await;
     let stopped = hosts.stop_server(server).await;
     let (out, _) = bench.context("calibration client")?;
-    let report = parse_bench_report(&out.stdout)
+    let report = bench_report(&out.stdout)
         .map_err(|e| anyhow::anyhow!("calibration client ({}): {e}", out.describe()))?;
-    let stats = stopped.ok().and_then(|o| parse_final_stats(&o.stdout).ok());
+    let stats = stopped.ok().and_then(|o| final_stats(&o.stdout).ok());
     let mut measured = BTreeMap::new();
     measured.insert("rtt_min_us".into(), report.latency_us.min);
     measured.insert("rtt_median_us".into(), report.latency_us.p50);
@@ -181,6 +188,20 @@ mod tests {
         assert!(
             msg.contains("rtt_median 9.0 us (expected 10.0..110.0, FAILED)"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_probe_is_one_long_connection_to_an_et_server() {
+        let bind: IpAddr = "0.0.0.0".parse().unwrap();
+        assert_eq!(
+            probe_server_cmd(bind).argv().join(" "),
+            "--model epoll-et --bind 0.0.0.0 --port 0"
+        );
+        let target: SocketAddr = "10.0.0.2:41000".parse().unwrap();
+        assert_eq!(
+            probe_bench_cmd(target, 250).argv().join(" "),
+            "10.0.0.2 41000 1 250 --mode long --json"
         );
     }
 

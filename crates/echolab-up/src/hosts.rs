@@ -7,9 +7,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
 use echolab_core::results::ResourceSample;
-
-use crate::commands::Readiness;
 
 /// How long echo-server may take to print its readiness line: generous, since the machine may
 /// have two cores shared with builds and other tests.
@@ -69,16 +68,16 @@ pub trait Hosts {
     fn server_bind(&self) -> IpAddr;
 
     /// The address the client uses to reach a server that announced `ready`.
-    fn target(&self, ready: &Readiness) -> SocketAddr;
+    fn target(&self, ready: &Ready) -> SocketAddr;
 
-    /// Starts `echo-server ARGS` on the server host and returns once it printed its readiness
-    /// line (within [`READY_DEADLINE`]).
+    /// Starts echo-server with `cmd` on the server host and returns once it printed its
+    /// readiness line (within [`READY_DEADLINE`]).
     ///
     /// # Errors
     /// It could not start, exited first (with its stderr), or was not ready in time.
-    async fn start_server(&mut self, args: &[String]) -> anyhow::Result<(Self::Server, Readiness)>;
+    async fn start_server(&mut self, cmd: &ServerCmd) -> anyhow::Result<(Self::Server, Ready)>;
 
-    /// Runs `echo-bench ARGS` on the client host to completion (at most [`BENCH_DEADLINE`]),
+    /// Runs echo-bench with `cmd` on the client host to completion (at most [`BENCH_DEADLINE`]),
     /// sampling `server`'s host meanwhile, and returns the samples of the measurement window,
     /// which opens `window_start` (the warm-up) after the client starts
     /// ([`sample_schedule`], [`window_samples`]).
@@ -88,7 +87,7 @@ pub trait Hosts {
     /// here (the caller reads [`ProcOutput`]).
     async fn run_bench(
         &mut self,
-        args: &[String],
+        cmd: &BenchCmd,
         server: &Self::Server,
         window_start: Duration,
     ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)>;

@@ -8,12 +8,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
+use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
 use echolab_core::results::ResourceSample;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-use crate::commands::{parse_readiness, Readiness};
 use crate::hosts::{
     cpu_percent, host_mem_bytes, mem_percent, sample_schedule, Hosts, ProcOutput, BENCH_DEADLINE,
     READY_DEADLINE, STOP_DEADLINE,
@@ -38,7 +38,7 @@ impl LocalHosts {
     /// # Errors
     /// echo-server or echo-bench is missing, with the command that builds them.
     pub fn new(bin_dir: &Path) -> anyhow::Result<Self> {
-        for name in ["echo-server", "echo-bench"] {
+        for name in [ServerCmd::PROGRAM, BenchCmd::PROGRAM] {
             let p = bin_dir.join(name);
             if !p.is_file() {
                 bail!("{} not found; build it with `cargo build --release --workspace --bins` (or pass --bin-dir)", p.display());
@@ -104,12 +104,13 @@ impl Hosts for LocalHosts {
         IpAddr::V4(Ipv4Addr::LOCALHOST)
     }
 
-    fn target(&self, ready: &Readiness) -> SocketAddr {
+    fn target(&self, ready: &Ready) -> SocketAddr {
         ready.addr
     }
 
-    async fn start_server(&mut self, args: &[String]) -> anyhow::Result<(LocalServer, Readiness)> {
-        let mut child = self.spawn("echo-server", args)?;
+    async fn start_server(&mut self, cmd: &ServerCmd) -> anyhow::Result<(LocalServer, Ready)> {
+        let args = cmd.argv();
+        let mut child = self.spawn(ServerCmd::PROGRAM, &args)?;
         let pid = child
             .id()
             .ok_or_else(|| anyhow!("echo-server exited at once"))?;
@@ -118,7 +119,7 @@ impl Hosts for LocalHosts {
         let mut seen = String::new();
         let wait_ready = async {
             while let Some(line) = lines.next_line().await? {
-                if let Some(r) = parse_readiness(&line) {
+                if let Some(r) = Ready::parse(&line) {
                     return Ok(Some(r));
                 }
                 seen.push_str(&line);
@@ -169,11 +170,11 @@ impl Hosts for LocalHosts {
 
     async fn run_bench(
         &mut self,
-        args: &[String],
+        cmd: &BenchCmd,
         server: &LocalServer,
         window_start: Duration,
     ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
-        let mut child = self.spawn("echo-bench", args)?;
+        let mut child = self.spawn(BenchCmd::PROGRAM, &cmd.argv())?;
         let stdout = drain(child.stdout.take().expect("piped"));
         let stderr = drain(child.stderr.take().expect("piped"));
         let pid = server.pid;

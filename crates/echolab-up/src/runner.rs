@@ -4,11 +4,12 @@
 
 use std::time::Instant;
 
+use echolab_core::cmd::{bench_report, final_stats};
 use echolab_core::experiment::Experiment;
 use echolab_core::results::RunRecord;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::commands::{bench_args, parse_bench_report, parse_final_stats, server_args};
+use crate::commands::{bench_cmd, server_cmd};
 use crate::hosts::Hosts;
 use crate::plan::PlannedRun;
 use crate::results_dir::ResultsWriter;
@@ -97,10 +98,11 @@ pub async fn run_all<H: Hosts>(
                 return Err(RunError::ServerStart { run: name, message });
             }
         }
-        let (server, ready) = match hosts
-            .start_server(&server_args(exp, cell, hosts.server_bind()))
-            .await
-        {
+        let started = match server_cmd(exp, cell, hosts.server_bind()) {
+            Ok(cmd) => hosts.start_server(&cmd).await,
+            Err(e) => Err(anyhow::Error::new(e)),
+        };
+        let (server, ready) = match started {
             Ok(s) => s,
             Err(e) => {
                 let message = format!("{e:#}");
@@ -113,7 +115,7 @@ pub async fn run_all<H: Hosts>(
         let target = hosts.target(&ready);
         let bench = hosts
             .run_bench(
-                &bench_args(exp, cell, target),
+                &bench_cmd(exp, cell, target),
                 &server,
                 window_start(exp, cell),
             )
@@ -123,7 +125,7 @@ pub async fn run_all<H: Hosts>(
         match bench {
             Ok((output, samples)) => {
                 rec.samples = crate::hosts::window_samples(samples, window_start(exp, cell));
-                match parse_bench_report(&output.stdout) {
+                match bench_report(&output.stdout) {
                     Ok(report) => rec.bench = Some(report),
                     Err(e) => errors.push(format!("echo-bench {}: {e}", output.describe())),
                 }
@@ -134,7 +136,7 @@ pub async fn run_all<H: Hosts>(
             Err(e) => errors.push(format!("echo-bench: {e:#}")),
         }
         match stopped {
-            Ok(output) => match parse_final_stats(&output.stdout) {
+            Ok(output) => match final_stats(&output.stdout) {
                 Ok(stats) => rec.server = Some(stats),
                 Err(e) => errors.push(format!("echo-server {}: {e}", output.describe())),
             },

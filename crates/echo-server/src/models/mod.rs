@@ -19,8 +19,8 @@ mod thread;
 mod tokio_rt;
 mod uring;
 
-use crate::cli::Model;
 use crate::counters::{Sys, WorkerCounters};
+use echolab_core::cmd::ServerModel;
 
 /// Everything a model needs to serve.
 pub struct ServeCtx {
@@ -46,19 +46,20 @@ pub struct Running {
 }
 
 /// The system calls a model's stats always list, even at zero: its I/O calls and its wait call.
-pub fn listed_syscalls(model: Model) -> &'static [Sys] {
+pub fn listed_syscalls(model: ServerModel) -> &'static [Sys] {
     use Sys::*;
     match model {
-        Model::Select => &[Accept, Read, Write, Close, Select],
-        Model::Poll => &[Accept, Read, Write, Close, Poll],
-        Model::EpollLt | Model::EpollEt | Model::Prefork | Model::Reuseport => {
-            &[Accept, Read, Write, Close, EpollWait, EpollCtl]
-        }
-        Model::Thread => &[Accept, Read, Write, Close],
-        Model::Uring => &[IoUringEnter],
+        ServerModel::Select => &[Accept, Read, Write, Close, Select],
+        ServerModel::Poll => &[Accept, Read, Write, Close, Poll],
+        ServerModel::EpollLt
+        | ServerModel::EpollEt
+        | ServerModel::Prefork
+        | ServerModel::Reuseport => &[Accept, Read, Write, Close, EpollWait, EpollCtl],
+        ServerModel::Thread => &[Accept, Read, Write, Close],
+        ServerModel::Uring => &[IoUringEnter],
         // tokio's reactor is epoll; its calls happen inside mio, so only what the model itself
         // issues through tokio's API is counted (accept/read/write/close as operations).
-        Model::Tokio => &[Accept, Read, Write, Close],
+        ServerModel::Tokio => &[Accept, Read, Write, Close],
     }
 }
 
@@ -66,16 +67,16 @@ pub fn listed_syscalls(model: Model) -> &'static [Sys] {
 ///
 /// # Errors
 /// Setup failures (epoll_create, io_uring_setup, fork, thread spawn) as a message for the user.
-pub fn start(model: Model, ctx: ServeCtx) -> anyhow::Result<Running> {
+pub fn start(model: ServerModel, ctx: ServeCtx) -> anyhow::Result<Running> {
     match model {
-        Model::Select => select::start(ctx),
-        Model::Poll => poll::start(ctx),
-        Model::EpollLt => epoll::start(ctx, epoll::Trigger::Level),
-        Model::EpollEt => epoll::start(ctx, epoll::Trigger::Edge),
-        Model::Thread => thread::start(ctx),
-        Model::Prefork => prefork::start(ctx),
-        Model::Reuseport => reuseport::start(ctx),
-        Model::Uring => uring::start(ctx),
-        Model::Tokio => tokio_rt::start(ctx),
+        ServerModel::Select => select::start(ctx),
+        ServerModel::Poll => poll::start(ctx),
+        ServerModel::EpollLt => epoll::start(ctx, epoll::Trigger::Level),
+        ServerModel::EpollEt => epoll::start(ctx, epoll::Trigger::Edge),
+        ServerModel::Thread => thread::start(ctx),
+        ServerModel::Prefork => prefork::start(ctx),
+        ServerModel::Reuseport => reuseport::start(ctx),
+        ServerModel::Uring => uring::start(ctx),
+        ServerModel::Tokio => tokio_rt::start(ctx),
     }
 }

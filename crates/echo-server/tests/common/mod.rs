@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use echolab_testkit::{workspace_bin, ServerProcess};
 
-/// Every model `--model` accepts, as typed on the command line: the list experiments are
-/// checked against (a unit test in src/cli.rs pins it to the `Model` enum).
-pub const ALL_MODELS: &[&str] = echolab_core::experiment::SERVER_MODELS;
+/// Every model `--model` accepts, as typed on the command line: the names of
+/// `echolab_core::cmd::ServerModel`, which experiments are checked against too.
+pub const ALL_MODELS: &[&str] = &echolab_core::cmd::ServerModel::NAMES;
 
 /// The readiness models (built on `readiness::`): for these the tests also check the syscall and
 /// error counters in detail, because their counting rules are known exactly.

@@ -14,16 +14,9 @@ use serde::Serialize;
 use crate::nl::{self, NlError, Socket};
 use encode::{NetemParams, QdiscInfo, TC_H_ROOT};
 
-/// Whether this kernel can run netem, and why not.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProbeResult {
-    /// True when a netem qdisc could be created.
-    pub has_netem: bool,
-    /// One line: what was tried and what the kernel said.
-    pub reason: String,
-    /// Where the probe tried: `"fresh network namespace"` or `"lo of this namespace"`.
-    pub method: String,
-}
+/// Whether this kernel can run netem, and why not (what `echolab-netem probe` prints; the
+/// type lives in `echolab_core::cmd` so that the launcher reads it back with the same type).
+pub use echolab_core::cmd::ProbeResult;
 
 /// An error of the kernel backend, naming the device.
 #[derive(Debug, thiserror::Error)]

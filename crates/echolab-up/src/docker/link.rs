@@ -32,6 +32,9 @@ use bollard::query_parameters::{
     LogsOptions, RemoveContainerOptions, UploadToContainerOptions, WaitContainerOptions,
 };
 use bollard::Docker;
+use echolab_core::cmd::{
+    json_from_stdout, CalibServerReady, CalibrationReport, NetemCmd, ProbeResult, WIRE_READY_PREFIX,
+};
 use echolab_core::profile::Profile;
 use echolab_core::results::{CalibrationCheck, CalibrationRecord, LinkRecord};
 use futures_util::StreamExt as _;
@@ -50,11 +53,15 @@ pub const PROFILE_IN_HOST: &str = "/etc/echolab/profile.yaml";
 /// seconds; generous for a loaded 2-core machine).
 pub const CALIBRATION_DEADLINE: Duration = Duration::from_secs(120);
 
-const WIRE_READY: &str = "echolab-netem wire ready: ";
-const CALIB_READY: &str = "echolab-netem calib-server listening on ";
-
 fn bin(name: &str) -> String {
     format!("{IMAGE_BIN_DIR}/{name}")
+}
+
+/// The exec command line of `cmd` in a lab host.
+fn netem(cmd: &NetemCmd) -> Vec<String> {
+    let mut v = vec![bin(NetemCmd::PROGRAM)];
+    v.extend(cmd.argv());
+    v
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -437,39 +444,21 @@ pub async fn up(
     let client_side = device_with(docker, &link, link_client_ip).await?;
     let server_side = device_with(docker, &link, link_server_ip).await?;
 
-    let probe_out = exec::run(
-        docker,
-        &link,
-        &[bin("echolab-netem"), "probe".into()],
-        STOP_DEADLINE,
-    )
-    .await?;
-    let probe: serde_json::Value = serde_json::from_str(probe_out.stdout.trim()).map_err(|e| {
+    let probe_out = exec::run(docker, &link, &netem(&NetemCmd::Probe), STOP_DEADLINE).await?;
+    let probe: ProbeResult = json_from_stdout(&probe_out.stdout).map_err(|e| {
         anyhow!(
-            "echolab-netem probe in the link host printed no JSON ({e}; {})",
+            "echolab-netem probe in the link host printed no probe result ({e}; {})",
             probe_out.describe()
         )
     })?;
-    let has_netem = probe
-        .get("has_netem")
-        .and_then(|v| v.as_bool())
-        .unwrap_or(false);
-    let probe_reason = probe
-        .get("reason")
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
-        .to_string();
+    let has_netem = probe.has_netem;
+    let probe_reason = probe.reason.clone();
     let (backend, installed, wire) = if has_netem {
-        let cmd = strings(&[
-            &bin("echolab-netem"),
-            "apply",
-            "--profile",
-            PROFILE_IN_HOST,
-            "--uplink-dev",
-            &server_side,
-            "--downlink-dev",
-            &client_side,
-        ]);
+        let cmd = netem(&NetemCmd::Apply {
+            profile: PROFILE_IN_HOST.into(),
+            uplink_dev: server_side.clone(),
+            downlink_dev: client_side.clone(),
+        });
         let out = exec::run(docker, &link, &cmd, STOP_DEADLINE).await?;
         if out.exit_code != Some(0) {
             return Err(anyhow!(
@@ -477,21 +466,18 @@ pub async fn up(
                 out.describe()
             ));
         }
+        // The read-back goes into the manifest as printed: free-form, not read by anything.
         let installed =
             serde_json::from_str(out.stdout.trim()).unwrap_or_else(|_| json!(out.stdout.trim()));
         ("kernel-netem", installed, None)
     } else {
-        let cmd = strings(&[
-            &bin("echolab-netem"),
-            "wire",
-            "--profile",
-            PROFILE_IN_HOST,
-            "--client-side",
-            &client_side,
-            "--server-side",
-            &server_side,
-        ]);
-        let mut s = exec::start(docker, &link, &cmd, WIRE_READY).await?;
+        let cmd = netem(&NetemCmd::Wire {
+            profile: PROFILE_IN_HOST.into(),
+            client_side: client_side.clone(),
+            server_side: server_side.clone(),
+            stats_interval: None,
+        });
+        let mut s = exec::start(docker, &link, &cmd, WIRE_READY_PREFIX).await?;
         let line = match tokio::time::timeout(READY_DEADLINE, &mut s.ready).await {
             Ok(Ok(line)) => line,
             Ok(Err(_)) => {
@@ -509,7 +495,7 @@ pub async fn up(
         };
         (
             "userspace-wire",
-            json!({ "ready": line.trim_start_matches(WIRE_READY) }),
+            json!({ "ready": line.trim_start_matches(WIRE_READY_PREFIX) }),
             Some(s),
         )
     };
@@ -546,39 +532,36 @@ pub async fn up(
 }
 
 /// The calibration record of an `echolab-netem calibrate --json` report.
-pub fn record_of(report: &serde_json::Value) -> CalibrationRecord {
-    let mut r = CalibrationRecord::default();
-    let num = |k: &str| report.get(k).and_then(|v| v.as_f64());
-    for k in [
-        "rtt_min_us",
-        "rtt_median_us",
-        "goodput_uplink_mbit",
-        "goodput_downlink_mbit",
+pub fn record_of(report: &CalibrationReport) -> CalibrationRecord {
+    let mut measured = BTreeMap::new();
+    measured.insert("rtt_min_us".to_string(), report.rtt_min_us);
+    measured.insert("rtt_median_us".to_string(), report.rtt_median_us);
+    for (k, v) in [
+        ("goodput_uplink_mbit", report.goodput_uplink_mbit),
+        ("goodput_downlink_mbit", report.goodput_downlink_mbit),
     ] {
-        if let Some(v) = num(k) {
-            r.measured.insert(k.to_string(), v);
+        if let Some(v) = v {
+            measured.insert(k.to_string(), v);
         }
     }
-    for c in report
-        .get("checks")
-        .and_then(|c| c.as_array())
-        .into_iter()
-        .flatten()
-    {
-        if let Ok(check) = serde_json::from_value::<CalibrationCheck>(c.clone()) {
-            r.checks.push(check);
-        }
+    CalibrationRecord {
+        passed: report.pass,
+        reason: report.reason.clone(),
+        measured,
+        checks: report
+            .checks
+            .iter()
+            .map(|c| CalibrationCheck {
+                name: c.name.clone(),
+                unit: c.unit.clone(),
+                measured: c.measured,
+                low: c.low,
+                high: c.high,
+                pass: c.pass,
+            })
+            .collect(),
+        ..Default::default()
     }
-    r.passed = report
-        .get("pass")
-        .and_then(|v| v.as_bool())
-        .unwrap_or(false);
-    r.reason = report
-        .get("reason")
-        .and_then(|v| v.as_str())
-        .unwrap_or("no verdict in the calibration report")
-        .to_string();
-    r
 }
 
 impl LinkUp {
@@ -588,7 +571,7 @@ impl LinkUp {
         let _ = exec::run(
             docker,
             &self.server,
-            &strings(&[&bin("echolab-up"), "__signal", "echolab-netem", "KILL"]),
+            &strings(&[&bin("echolab-up"), "__signal", NetemCmd::PROGRAM, "KILL"]),
             STOP_DEADLINE,
         )
         .await;
@@ -600,15 +583,11 @@ impl LinkUp {
     /// # Errors
     /// The tools could not run or printed no report (a miss is `passed: false`).
     pub async fn calibrate(&self, docker: &Docker) -> anyhow::Result<CalibrationRecord> {
-        let cmd = strings(&[
-            &bin("echolab-netem"),
-            "calib-server",
-            "--port",
-            "0",
-            "--bind",
-            "0.0.0.0",
-        ]);
-        let mut s = exec::start(docker, &self.server, &cmd, CALIB_READY).await?;
+        let cmd = netem(&NetemCmd::CalibServer {
+            port: 0,
+            bind: [0, 0, 0, 0].into(),
+        });
+        let mut s = exec::start(docker, &self.server, &cmd, CalibServerReady::PREFIX).await?;
         let line = match tokio::time::timeout(READY_DEADLINE, &mut s.ready).await {
             Ok(Ok(line)) => line,
             _ => {
@@ -618,30 +597,21 @@ impl LinkUp {
                 ));
             }
         };
-        let port = line
-            .trim_start_matches(CALIB_READY)
-            .split_whitespace()
-            .next()
-            .and_then(|a| a.parse::<SocketAddr>().ok())
-            .map(|a| a.port())
+        let port = CalibServerReady::parse(&line)
+            .map(|r| r.addr.port())
             .ok_or_else(|| anyhow!("calib-server readiness line has no address: {line}"))?;
-        let target = SocketAddr::new(self.server_ip, port).to_string();
-        let cmd = strings(&[
-            &bin("echolab-netem"),
-            "calibrate",
-            "--target",
-            &target,
-            "--profile",
-            PROFILE_IN_HOST,
-            "--json",
-        ]);
+        let cmd = netem(&NetemCmd::Calibrate {
+            target: SocketAddr::new(self.server_ip, port),
+            profile: PROFILE_IN_HOST.into(),
+            json: true,
+        });
         let out = exec::run(docker, &self.client, &cmd, CALIBRATION_DEADLINE).await;
         self.kill_calib_server(docker).await;
         let _ = exec::finish(docker, s, STOP_DEADLINE).await;
         let out = out?;
-        let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).map_err(|e| {
+        let report: CalibrationReport = json_from_stdout(&out.stdout).map_err(|e| {
             anyhow!(
-                "echolab-netem calibrate printed no JSON report ({e}; {})",
+                "echolab-netem calibrate printed no calibration report ({e}; {})",
                 out.describe()
             )
         })?;
@@ -655,20 +625,31 @@ mod tests {
 
     #[test]
     fn a_netem_report_becomes_a_calibration_record() {
-        let report = json!({
+        let report: CalibrationReport = serde_json::from_value(json!({
             "profile": "crossnet", "target": "10.0.0.2:7070", "probes": 40,
             "rtt_min_us": 19800.0, "rtt_median_us": 20900.0,
             "goodput_uplink_mbit": 46.5, "goodput_downlink_mbit": 47.0,
             "checks": [{"name": "rtt_median", "measured": 20900.0, "low": 18600.0, "high": 22100.0, "unit": "us", "pass": true, "reason": "ok"}],
             "pass": true, "reason": "all checks passed"
-        });
+        }))
+        .unwrap();
         let r = record_of(&report);
         assert!(r.passed);
         assert_eq!(r.measured["rtt_median_us"], 20900.0);
         assert_eq!((r.checks[0].low, r.checks[0].high), (18600.0, 22100.0));
         assert_eq!(r.checks[0].name, "rtt_median");
-        let failed =
-            record_of(&json!({"pass": false, "reason": "rtt_median 5000 us below 18600 us"}));
+        let failed = record_of(&CalibrationReport {
+            goodput_uplink_mbit: None,
+            goodput_downlink_mbit: None,
+            checks: vec![],
+            pass: false,
+            reason: "rtt_median 5000 us below 18600 us".into(),
+            ..report
+        });
         assert!(!failed.passed && failed.reason.contains("below"));
+        assert!(
+            !failed.measured.contains_key("goodput_uplink_mbit"),
+            "an unmeasured goodput is left out, not recorded as 0"
+        );
     }
 }

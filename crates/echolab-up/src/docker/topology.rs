@@ -24,6 +24,7 @@ use bollard::models::{
 };
 use bollard::query_parameters::CreateContainerOptionsBuilder;
 use bollard::Docker;
+use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
 use echolab_core::results::ResourceSample;
 use serde_json::json;
 
@@ -31,7 +32,6 @@ use super::engine::failed;
 use super::exec;
 use super::stats::Sampler;
 use super::{labels, object_name};
-use crate::commands::{parse_readiness, Readiness, READY_PREFIX};
 use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADLINE};
 use crate::image::IMAGE_BIN_DIR;
 
@@ -430,19 +430,20 @@ impl Hosts for DockerHosts {
         self.bind
     }
 
-    fn target(&self, ready: &Readiness) -> SocketAddr {
+    fn target(&self, ready: &Ready) -> SocketAddr {
         SocketAddr::new(self.server_addr, ready.addr.port())
     }
 
-    async fn start_server(&mut self, args: &[String]) -> anyhow::Result<(DockerServer, Readiness)> {
-        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/echo-server")];
-        cmd.extend_from_slice(args);
-        let mut stream = exec::start(&self.docker, &self.server, &cmd, READY_PREFIX).await?;
+    async fn start_server(&mut self, server: &ServerCmd) -> anyhow::Result<(DockerServer, Ready)> {
+        let args = server.argv();
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", ServerCmd::PROGRAM)];
+        cmd.extend_from_slice(&args);
+        let mut stream = exec::start(&self.docker, &self.server, &cmd, Ready::PREFIX).await?;
         let ready = tokio::time::timeout(READY_DEADLINE, &mut stream.ready).await;
         match ready {
             Ok(Ok(line)) => {
-                let r = parse_readiness(&line).ok_or_else(|| {
-                    anyhow!("echo-server's readiness line has no address or pid: {line}")
+                let r = Ready::parse(&line).ok_or_else(|| {
+                    anyhow!("echo-server's readiness line is not of the expected form ({}ADDR model=M workers=N pid=P): {line}", Ready::PREFIX)
                 })?;
                 let pid = r.pid;
                 Ok((DockerServer { stream, pid }, r))
@@ -468,13 +469,13 @@ impl Hosts for DockerHosts {
 
     async fn run_bench(
         &mut self,
-        args: &[String],
+        bench: &BenchCmd,
         _server: &DockerServer,
         window_start: std::time::Duration,
     ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
         let sampler = Sampler::start(&self.docker, &self.server, window_start).await;
-        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/echo-bench")];
-        cmd.extend_from_slice(args);
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM)];
+        cmd.extend(bench.argv());
         let result = exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await;
         let samples = sampler.stop().await;
         match result {

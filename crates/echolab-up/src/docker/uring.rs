@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use bollard::query_parameters::RemoveContainerOptions;
 use bollard::Docker;
+use echolab_core::cmd::{Ready, ServerCmd, ServerModel};
 use serde_json::json;
 
 use super::exec;
@@ -20,9 +21,6 @@ use super::object_name;
 use super::topology::{create_host, HostSpec};
 use crate::hosts::READY_DEADLINE;
 use crate::image::IMAGE_BIN_DIR;
-
-/// The io_uring model's name in experiments.
-pub const URING_MODEL: &str = "uring";
 
 /// What the probe found and what the run does about it.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,17 +63,10 @@ pub async fn probe(
         ..Default::default()
     };
     let id = create_host(docker, run_id, image, &mut spec).await?;
-    let cmd: Vec<String> = [
-        format!("{IMAGE_BIN_DIR}/echo-server"),
-        "--model".into(),
-        URING_MODEL.into(),
-        "--bind".into(),
-        "127.0.0.1".into(),
-        "--port".into(),
-        "0".into(),
-    ]
-    .to_vec();
-    let mut s = exec::start(docker, &id, &cmd, crate::commands::READY_PREFIX).await?;
+    let probe_cmd = ServerCmd::new(ServerModel::Uring, [127, 0, 0, 1].into(), 0);
+    let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", ServerCmd::PROGRAM)];
+    cmd.extend(probe_cmd.argv());
+    let mut s = exec::start(docker, &id, &cmd, Ready::PREFIX).await?;
     let ready = tokio::time::timeout(READY_DEADLINE, &mut s.ready).await;
     let (ok, probe) = match ready {
         Ok(Ok(line)) => (true, format!("echo-server --model uring got ready: {line}")),

@@ -1,0 +1,86 @@
+//! `echo-bench`: echolab's load generator. See `echo-bench --help` and the module docs:
+//! [`cli`] (command line), [`engine`] (event and thread engines), [`storm`] and [`sustain`]
+//! (seed 004's deadlink and activelink), [`syscalls`] (accounting), [`report`] (output).
+//!
+//! A library with a thin binary, so that the launcher's tests can parse the command lines it
+//! builds (`echolab_core::cmd::BenchCmd`) with this crate's own [`cli::Cli`].
+
+mod bench;
+pub mod cli;
+mod engine;
+mod gate;
+mod recorder;
+mod report;
+mod setup;
+mod storm;
+mod sustain;
+mod syscalls;
+
+use std::io::Write as _;
+
+use clap::Parser as _;
+use echolab_core::stats::BenchReport;
+use hdrhistogram::Histogram;
+
+use crate::cli::{Cli, Command, OutputArgs};
+
+/// A finished run: its report, its latency histogram (for `--hist`) and any command-specific
+/// text for the human output.
+pub struct Finished {
+    /// The report `--json` prints.
+    pub report: BenchReport,
+    /// Latencies of successful requests, nanoseconds.
+    pub hist: Histogram<u64>,
+    /// Printed after the summary (storm and sustain details).
+    pub extra_text: String,
+}
+
+/// The whole program: parses the command line, runs the load, prints the report; returns the
+/// exit status (0, 1 on a failure or with `--fail-on-error` and failed requests, 2 bad input).
+pub fn real_main() -> i32 {
+    let cli = match echolab_core::cli::parsed_or_exit("echo-bench", Cli::try_parse()) {
+        Ok(c) => c,
+        Err(code) => return i32::from(code),
+    };
+    let (result, out) = match &cli.command {
+        None => (bench::run(&cli.run), &cli.run.out),
+        Some(Command::ConnectStorm(a)) => (storm::run(a), &a.out),
+        Some(Command::Sustain(a)) => (sustain::run(a), &a.out),
+    };
+    match result {
+        Ok(done) => emit(&done, out),
+        Err(e) => {
+            eprintln!("echo-bench: {}", e.message);
+            e.exit_code
+        }
+    }
+}
+
+/// Prints the report as asked and returns the exit status.
+fn emit(done: &Finished, out: &OutputArgs) -> i32 {
+    let r = &done.report;
+    let mut text = String::new();
+    if out.json {
+        text = serde_json::to_string_pretty(r).expect("a BenchReport serialises");
+        text.push('\n');
+    } else {
+        text.push_str(&report::render_summary(r));
+        text.push_str(&done.extra_text);
+        if out.hist {
+            text.push_str(&report::render_histogram(&done.hist));
+        }
+        if out.syscalls {
+            text.push_str(&report::render_syscalls(r));
+        }
+    }
+    // A closed stdout (`| head`) is not worth a panic.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    if out.fail_on_error && r.requests_failed > 0 {
+        eprintln!(
+            "echo-bench: {} request(s) failed (--fail-on-error)",
+            r.requests_failed
+        );
+        return 1;
+    }
+    0
+}

@@ -1,0 +1,93 @@
+//! The command lines of echolab's binaries and what they print back, defined once.
+//!
+//! The launcher never spells a flag: it fills a typed command ([`ServerCmd`], [`BenchCmd`],
+//! [`NetemCmd`]) and calls its `argv()`. The binaries' own clap definitions are checked
+//! against every argv the launcher can build (echolab-up's `tests/argv.rs`), so a renamed
+//! flag fails `cargo test`, not a run inside a container.
+//!
+//! What the binaries print back is typed here too: echo-server's readiness line ([`Ready`]),
+//! its stats line ([`final_stats`]), echo-bench's report ([`bench_report`]), and
+//! echolab-netem's probe ([`ProbeResult`]), calibration report ([`CalibrationReport`]) and
+//! readiness lines ([`CalibServerReady`], [`WIRE_READY_PREFIX`]).
+//!
+//! Adding a flag is one field here (with its line in `argv()`) and one in the binary's clap.
+
+mod bench;
+mod netem;
+mod server;
+
+pub use bench::{
+    bench_report, BenchCmd, BenchEngine, LoadOpts, RunCmd, RunMode, SocketOpts, StormCmd,
+    SustainCmd,
+};
+pub use netem::{
+    json_from_stdout, CalibServerReady, CalibrationReport, Check, NetemCmd, ProbeResult,
+    WIRE_READY_PREFIX,
+};
+pub use server::{final_stats, Ready, ServerCmd, ServerModel, UnknownModel};
+
+use std::fmt::Display;
+
+/// An argv under construction: one method per kind of argument, so that each builder's
+/// `argv()` is one line per flag.
+#[derive(Default)]
+struct Argv(Vec<String>);
+
+impl Argv {
+    /// A positional argument or a subcommand name.
+    fn arg(&mut self, v: impl Display) -> &mut Self {
+        self.0.push(v.to_string());
+        self
+    }
+
+    /// `--name VALUE`.
+    fn val(&mut self, name: &str, v: impl Display) -> &mut Self {
+        self.0.push(format!("--{name}"));
+        self.0.push(v.to_string());
+        self
+    }
+
+    /// `--name VALUE` when there is a value.
+    fn opt(&mut self, name: &str, v: Option<impl Display>) -> &mut Self {
+        if let Some(v) = v {
+            self.val(name, v);
+        }
+        self
+    }
+
+    /// `--name` when `on`.
+    fn flag(&mut self, name: &str, on: bool) -> &mut Self {
+        if on {
+            self.0.push(format!("--{name}"));
+        }
+        self
+    }
+
+    fn done(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.0)
+    }
+}
+
+/// The last `n` characters of `s` (trimmed), for error messages that quote a program's output.
+pub fn tail(s: &str, n: usize) -> &str {
+    let s = s.trim();
+    let mut start = s.len().saturating_sub(n);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_whole_characters() {
+        assert_eq!(tail("  abcdef \n", 3), "def");
+        assert_eq!(tail("ab", 10), "ab");
+        // "é" is two bytes: cutting inside it moves the start forward to the next character.
+        assert_eq!(tail("xé", 1), "");
+        assert_eq!(tail("xéy", 2), "y");
+    }
+}

@@ -1,0 +1,282 @@
+//! echolab-netem: the subcommands the launcher runs, and what they print.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::Argv;
+use crate::units::Dur;
+
+/// The stderr line prefix with which `echolab-netem wire` says it carries packets; the rest of
+/// the line describes the wire in words.
+pub const WIRE_READY_PREFIX: &str = "echolab-netem wire ready: ";
+
+/// One echolab-netem command line (the subcommands the launcher runs).
+#[derive(Debug, Clone, PartialEq)]
+pub enum NetemCmd {
+    /// `probe`: prints a [`ProbeResult`].
+    Probe,
+    /// `apply`: installs a profile as kernel netem qdiscs and prints the read-back.
+    Apply {
+        /// `--profile`: a profile file or name.
+        profile: String,
+        /// `--uplink-dev`: the device whose egress carries uplink traffic (name or IPv4).
+        uplink_dev: String,
+        /// `--downlink-dev`: the device whose egress carries downlink traffic.
+        downlink_dev: String,
+    },
+    /// `wire`: the userspace wire, until SIGTERM; [`WIRE_READY_PREFIX`] once it carries packets.
+    Wire {
+        /// `--profile`.
+        profile: String,
+        /// `--client-side`: the device facing the client network (name or IPv4).
+        client_side: String,
+        /// `--server-side`: the device facing the server network.
+        server_side: String,
+        /// `--stats-interval`: also print stats this often.
+        stats_interval: Option<Dur>,
+    },
+    /// `calibrate`: RTT and goodput to a calib-server, judged against the profile.
+    Calibrate {
+        /// `--target`: the calib-server.
+        target: SocketAddr,
+        /// `--profile`.
+        profile: String,
+        /// `--json`: print a [`CalibrationReport`].
+        json: bool,
+    },
+    /// `calib-server`: serves calibration until killed; prints a [`CalibServerReady`] line.
+    CalibServer {
+        /// `--port` (0: any).
+        port: u16,
+        /// `--bind`.
+        bind: IpAddr,
+    },
+}
+
+impl NetemCmd {
+    /// The program, as named in the image's bin directory and the workspace's target dir.
+    pub const PROGRAM: &'static str = "echolab-netem";
+
+    /// The arguments, without the program name.
+    pub fn argv(&self) -> Vec<String> {
+        let mut a = Argv::default();
+        match self {
+            NetemCmd::Probe => a.arg("probe"),
+            NetemCmd::Apply {
+                profile,
+                uplink_dev,
+                downlink_dev,
+            } => a
+                .arg("apply")
+                .val("profile", profile)
+                .val("uplink-dev", uplink_dev)
+                .val("downlink-dev", downlink_dev),
+            NetemCmd::Wire {
+                profile,
+                client_side,
+                server_side,
+                stats_interval,
+            } => a
+                .arg("wire")
+                .val("profile", profile)
+                .val("client-side", client_side)
+                .val("server-side", server_side)
+                .opt("stats-interval", *stats_interval),
+            NetemCmd::Calibrate {
+                target,
+                profile,
+                json,
+            } => a
+                .arg("calibrate")
+                .val("target", target)
+                .val("profile", profile)
+                .flag("json", *json),
+            NetemCmd::CalibServer { port, bind } => {
+                a.arg("calib-server").val("port", port).val("bind", bind)
+            }
+        };
+        a.done()
+    }
+}
+
+/// What `echolab-netem probe` prints: whether this kernel can run netem, and why not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    /// True when a netem qdisc could be created.
+    pub has_netem: bool,
+    /// One line: what was tried and what the kernel said.
+    pub reason: String,
+    /// Where the probe tried: `"fresh network namespace"` or `"lo of this namespace"`.
+    pub method: String,
+}
+
+/// One comparison of a calibration measurement with the profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// What was compared: `rtt_median`, `goodput_uplink`, `goodput_downlink`.
+    pub name: String,
+    /// The measured value, in `unit`.
+    pub measured: f64,
+    /// Lowest accepted value.
+    pub low: f64,
+    /// Highest accepted value.
+    pub high: f64,
+    /// `"us"` or `"mbit/s"`.
+    pub unit: String,
+    /// Within the range.
+    pub pass: bool,
+    /// Why it passed or failed, in words.
+    pub reason: String,
+}
+
+/// What `echolab-netem calibrate --json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationReport {
+    /// Profile name.
+    pub profile: String,
+    /// The calibration peer.
+    pub target: String,
+    /// RTT probes sent.
+    pub probes: usize,
+    /// Smallest RTT, µs.
+    pub rtt_min_us: f64,
+    /// Median RTT, µs.
+    pub rtt_median_us: f64,
+    /// Upload goodput after warm-up, Mbit/s (null when not measured).
+    pub goodput_uplink_mbit: Option<f64>,
+    /// Download goodput after warm-up, Mbit/s (null when not measured).
+    pub goodput_downlink_mbit: Option<f64>,
+    /// Each comparison.
+    pub checks: Vec<Check>,
+    /// True only when every check passed.
+    pub pass: bool,
+    /// One line: the verdict and the first failure's reason.
+    pub reason: String,
+}
+
+/// `echolab-netem calib-server`'s readiness line on stderr:
+/// `echolab-netem calib-server listening on 0.0.0.0:41234`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CalibServerReady {
+    /// The bound address (port 0 resolved).
+    pub addr: SocketAddr,
+}
+
+impl CalibServerReady {
+    /// How the line starts: what a launcher waits for on calib-server's stderr.
+    pub const PREFIX: &'static str = "echolab-netem calib-server listening on ";
+
+    /// Parses the line (surrounding whitespace ignored); `None` for any other line.
+    pub fn parse(line: &str) -> Option<Self> {
+        let addr = line.trim().strip_prefix(Self::PREFIX)?.parse().ok()?;
+        Some(CalibServerReady { addr })
+    }
+}
+
+impl fmt::Display for CalibServerReady {
+    /// The line without a newline.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", Self::PREFIX, self.addr)
+    }
+}
+
+/// Reads the one JSON document a program printed on stdout (surrounding whitespace ignored),
+/// e.g. a [`ProbeResult`] or a [`CalibrationReport`].
+///
+/// # Errors
+/// serde_json's error (what is missing or malformed, and where).
+pub fn json_from_stdout<T: DeserializeOwned>(stdout: &str) -> Result<T, serde_json::Error> {
+    serde_json::from_str(stdout.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_subcommand_spells_its_flags() {
+        let cases = [
+            (NetemCmd::Probe, "probe"),
+            (
+                NetemCmd::Apply {
+                    profile: "/p.yaml".into(),
+                    uplink_dev: "10.0.2.2".into(),
+                    downlink_dev: "eth0".into(),
+                },
+                "apply --profile /p.yaml --uplink-dev 10.0.2.2 --downlink-dev eth0",
+            ),
+            (
+                NetemCmd::Wire {
+                    profile: "crossnet".into(),
+                    client_side: "eth0".into(),
+                    server_side: "eth1".into(),
+                    stats_interval: Some("10s".parse().unwrap()),
+                },
+                "wire --profile crossnet --client-side eth0 --server-side eth1 --stats-interval 10s",
+            ),
+            (
+                NetemCmd::Calibrate {
+                    target: "10.0.2.2:7070".parse().unwrap(),
+                    profile: "crossnet".into(),
+                    json: true,
+                },
+                "calibrate --target 10.0.2.2:7070 --profile crossnet --json",
+            ),
+            (
+                NetemCmd::CalibServer {
+                    port: 0,
+                    bind: "0.0.0.0".parse().unwrap(),
+                },
+                "calib-server --port 0 --bind 0.0.0.0",
+            ),
+        ];
+        for (cmd, want) in cases {
+            assert_eq!(cmd.argv().join(" "), want);
+        }
+    }
+
+    #[test]
+    fn calib_server_lines_give_the_address() {
+        let r = CalibServerReady::parse("echolab-netem calib-server listening on 0.0.0.0:7070\n");
+        assert_eq!(
+            r,
+            Some(CalibServerReady {
+                addr: "0.0.0.0:7070".parse().unwrap()
+            })
+        );
+        assert_eq!(
+            r.unwrap().to_string(),
+            "echolab-netem calib-server listening on 0.0.0.0:7070"
+        );
+        assert_eq!(
+            CalibServerReady::parse("echolab-netem calib-server listening on nowhere"),
+            None
+        );
+    }
+
+    #[test]
+    fn reports_read_back_with_goodput_absent_as_null() {
+        let text = r#"{"profile":"crossnet","target":"10.0.0.2:7070","probes":40,"rtt_min_us":19800.0,"rtt_median_us":20900.0,"goodput_uplink_mbit":null,"goodput_downlink_mbit":47.0,"checks":[{"name":"rtt_median","measured":20900.0,"low":18600.0,"high":22100.0,"unit":"us","pass":true,"reason":"ok"}],"pass":true,"reason":"all checks passed"}"#;
+        let r: CalibrationReport = json_from_stdout(&format!("{text}\n")).unwrap();
+        assert_eq!(r.goodput_uplink_mbit, None);
+        assert_eq!(r.goodput_downlink_mbit, Some(47.0));
+        assert_eq!((r.checks[0].low, r.checks[0].high), (18600.0, 22100.0));
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            text,
+            "the contract round-trips"
+        );
+        let p: ProbeResult = json_from_stdout(
+            r#"{"has_netem":false,"reason":"no module","method":"lo of this namespace"}"#,
+        )
+        .unwrap();
+        assert!(!p.has_netem && p.reason == "no module");
+        assert!(json_from_stdout::<ProbeResult>(r#"{"has_netem":true}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("reason"));
+    }
+}

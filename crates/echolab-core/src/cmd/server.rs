@@ -1,0 +1,383 @@
+//! echo-server: its I/O models, its command line, its readiness line and its stats line.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::{tail, Argv};
+use crate::stats::ServerStats;
+use crate::units::Dur;
+
+/// The I/O models echo-server implements (`--model`), the one list of them: experiments,
+/// run records, the launcher and echo-server's own clap all use this enum. Each model serves
+/// the same echo protocol (`echolab_core::protocol`) so that an experiment varies one thing
+/// only. Serde and clap names are the kebab-case ones of [`ServerModel::name`].
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerModel {
+    /// select(2), one thread; descriptors >= FD_SETSIZE (1024) are closed and counted.
+    Select,
+    /// poll(2), one thread.
+    Poll,
+    /// epoll, level-triggered, one read per readiness event (the seeds' "LT server").
+    EpollLt,
+    /// epoll, edge-triggered, reads and accepts drained to EAGAIN (the seeds' "ET server").
+    EpollEt,
+    /// One thread per connection, blocking I/O.
+    Thread,
+    /// --workers processes sharing one listening socket, each with its own epoll (ET);
+    /// --exclusive adds EPOLLEXCLUSIVE against the thundering herd.
+    Prefork,
+    /// --workers reactors, each with its own SO_REUSEPORT listener and epoll (ET).
+    Reuseport,
+    /// io_uring: multishot accept/recv with provided buffers where the kernel has them.
+    Uring,
+    /// The tokio runtime (multi-threaded, --workers threads), the baseline a user reaches for.
+    Tokio,
+}
+
+impl ServerModel {
+    /// Every model, in `--help` order.
+    pub fn all() -> &'static [ServerModel] {
+        <Self as clap::ValueEnum>::value_variants()
+    }
+
+    /// Every model's name, in declaration order (indexed by the discriminant): the one
+    /// spelling of the names besides serde's and clap's kebab-case derivation, which a test
+    /// holds to these.
+    pub const NAMES: [&'static str; 9] = [
+        "select",
+        "poll",
+        "epoll-lt",
+        "epoll-et",
+        "thread",
+        "prefork",
+        "reuseport",
+        "uring",
+        "tokio",
+    ];
+
+    /// The name as typed on the command line and in experiment files (`"epoll-et"`).
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// Whether `--workers` applies (otherwise the model has exactly one reactor thread).
+    pub fn uses_workers(self) -> bool {
+        matches!(
+            self,
+            ServerModel::Prefork | ServerModel::Reuseport | ServerModel::Tokio
+        )
+    }
+}
+
+impl fmt::Display for ServerModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A model name echo-server does not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownModel(
+    /// The name as given.
+    pub String,
+);
+
+impl fmt::Display for UnknownModel {
+    /// `unknown server model "epol-et" (echo-server has select, poll, ...)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = ServerModel::all().iter().map(|m| m.name()).collect();
+        write!(
+            f,
+            "unknown server model {:?} (echo-server has {})",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownModel {}
+
+impl FromStr for ServerModel {
+    type Err = UnknownModel;
+
+    /// Parses a model name.
+    ///
+    /// # Errors
+    /// [`UnknownModel`], naming the value and every model there is.
+    fn from_str(s: &str) -> Result<Self, UnknownModel> {
+        Self::all()
+            .iter()
+            .copied()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownModel(s.to_string()))
+    }
+}
+
+/// `echo-server --model M --bind ADDR --port PORT [options]`: one field per flag of
+/// echo-server's `Args`; `None`/`false` leaves echo-server's default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerCmd {
+    /// `--model`.
+    pub model: ServerModel,
+    /// `--bind`: the address to listen on.
+    pub bind: IpAddr,
+    /// `--port`: 0 lets the kernel choose (the readiness line names it).
+    pub port: u16,
+    /// `--read-buf`: per-connection read buffer, bytes.
+    pub read_buf: Option<u64>,
+    /// `--workers`: processes, reactors or threads of the multi-worker models.
+    pub workers: Option<u64>,
+    /// `--backlog`: listen(2) backlog.
+    pub backlog: Option<u64>,
+    /// `--reply-bytes`: answer each `\n`-terminated request with this many bytes.
+    pub reply_bytes: Option<u64>,
+    /// `--stats-interval`: print a ServerStats line this often.
+    pub stats_interval: Option<Dur>,
+    /// `--exclusive`: EPOLLEXCLUSIVE on prefork's shared listener.
+    pub exclusive: bool,
+}
+
+impl ServerCmd {
+    /// The program, as named in the image's bin directory and the workspace's target dir.
+    pub const PROGRAM: &'static str = "echo-server";
+
+    /// `model` listening on `bind:port`, every other option at echo-server's default.
+    pub fn new(model: ServerModel, bind: IpAddr, port: u16) -> Self {
+        ServerCmd {
+            model,
+            bind,
+            port,
+            read_buf: None,
+            workers: None,
+            backlog: None,
+            reply_bytes: None,
+            stats_interval: None,
+            exclusive: false,
+        }
+    }
+
+    /// The arguments, without the program name.
+    pub fn argv(&self) -> Vec<String> {
+        Argv::default()
+            .val("model", self.model)
+            .val("bind", self.bind)
+            .val("port", self.port)
+            .opt("read-buf", self.read_buf)
+            .opt("workers", self.workers)
+            .opt("backlog", self.backlog)
+            .opt("reply-bytes", self.reply_bytes)
+            .opt("stats-interval", self.stats_interval)
+            .flag("exclusive", self.exclusive)
+            .done()
+    }
+}
+
+/// echo-server's readiness line on stderr, printed once the socket accepts connections:
+/// `echo-server listening on 127.0.0.1:41234 model=epoll-et workers=1 pid=7`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ready {
+    /// The bound address (port 0 resolved).
+    pub addr: SocketAddr,
+    /// The model serving.
+    pub model: ServerModel,
+    /// Workers (1 for the single-reactor models).
+    pub workers: usize,
+    /// The server's pid in its own pid namespace.
+    pub pid: u32,
+}
+
+impl Ready {
+    /// How the line starts: what a launcher waits for on echo-server's stderr.
+    pub const PREFIX: &'static str = "echo-server listening on ";
+
+    /// Parses a readiness line (surrounding whitespace ignored); `None` for any other line,
+    /// including one with the prefix whose fields are missing or malformed.
+    pub fn parse(line: &str) -> Option<Ready> {
+        let rest = line.trim().strip_prefix(Self::PREFIX)?;
+        let mut words = rest.split_whitespace();
+        let mut field = |key: &str| words.next()?.strip_prefix(key);
+        let addr = field("")?.parse().ok()?;
+        let model = field("model=")?.parse().ok()?;
+        let workers = field("workers=")?.parse().ok()?;
+        let pid = field("pid=")?.parse().ok()?;
+        if words.next().is_some() {
+            return None;
+        }
+        Some(Ready {
+            addr,
+            model,
+            workers,
+            pid,
+        })
+    }
+}
+
+impl fmt::Display for Ready {
+    /// The line without a newline.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}{} model={} workers={} pid={}",
+            Self::PREFIX,
+            self.addr,
+            self.model,
+            self.workers,
+            self.pid
+        )
+    }
+}
+
+/// The last `"final": true` ServerStats line of echo-server's stdout.
+///
+/// # Errors
+/// No such line (the server died or was killed before printing it), naming what stdout held.
+pub fn final_stats(stdout: &str) -> Result<ServerStats, String> {
+    stdout
+        .lines()
+        .rev()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .find_map(|l| {
+            serde_json::from_str::<ServerStats>(l)
+                .ok()
+                .filter(|s| s.is_final)
+        })
+        .ok_or_else(|| {
+            format!(
+                "echo-server printed no final stats line (stdout: {:?})",
+                tail(stdout, 300)
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum as _;
+
+    /// The names experiment files, run records and `--model` have always used.
+    const NAMES: [&str; 9] = [
+        "select",
+        "poll",
+        "epoll-lt",
+        "epoll-et",
+        "thread",
+        "prefork",
+        "reuseport",
+        "uring",
+        "tokio",
+    ];
+
+    #[test]
+    fn serde_clap_and_display_use_the_documented_names() {
+        let models = ServerModel::all();
+        assert_eq!(models.len(), NAMES.len());
+        for (m, want) in models.iter().zip(NAMES) {
+            assert_eq!(m.name(), want);
+            assert_eq!(m.to_string(), want);
+            assert_eq!(serde_json::to_string(m).unwrap(), format!("\"{want}\""));
+            let back: ServerModel = serde_yaml::from_str(want).unwrap();
+            assert_eq!(back, *m);
+            let typed = m.to_possible_value().expect("every model has a name");
+            assert_eq!(typed.get_name(), want);
+            assert_eq!(want.parse::<ServerModel>(), Ok(*m));
+        }
+    }
+
+    #[test]
+    fn unknown_models_are_named_with_the_possible_ones() {
+        let e = "epol-et".parse::<ServerModel>().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "unknown server model \"epol-et\" (echo-server has select, poll, epoll-lt, epoll-et, \
+             thread, prefork, reuseport, uring, tokio)"
+        );
+    }
+
+    #[test]
+    fn server_commands_spell_each_flag() {
+        let mut c = ServerCmd::new(ServerModel::EpollEt, "127.0.0.1".parse().unwrap(), 0);
+        assert_eq!(
+            c.argv().join(" "),
+            "--model epoll-et --bind 127.0.0.1 --port 0"
+        );
+        c.read_buf = Some(4096);
+        c.workers = Some(2);
+        c.backlog = Some(128);
+        c.reply_bytes = Some(1024);
+        c.stats_interval = Some("500ms".parse().unwrap());
+        c.exclusive = true;
+        c.model = ServerModel::Prefork;
+        assert_eq!(
+            c.argv().join(" "),
+            "--model prefork --bind 127.0.0.1 --port 0 --read-buf 4096 --workers 2 --backlog 128 \
+             --reply-bytes 1024 --stats-interval 500ms --exclusive"
+        );
+    }
+
+    #[test]
+    fn readiness_lines_give_address_model_workers_and_pid() {
+        let r = Ready::parse(
+            "echo-server listening on 127.0.0.1:41234 model=epoll-et workers=1 pid=7\n",
+        )
+        .unwrap();
+        assert_eq!(
+            r,
+            Ready {
+                addr: "127.0.0.1:41234".parse().unwrap(),
+                model: ServerModel::EpollEt,
+                workers: 1,
+                pid: 7
+            }
+        );
+        assert_eq!(
+            r.to_string(),
+            "echo-server listening on 127.0.0.1:41234 model=epoll-et workers=1 pid=7"
+        );
+        assert_eq!(Ready::parse("echo-server: cannot listen"), None);
+        assert_eq!(
+            Ready::parse("echo-server listening on 127.0.0.1:1 model=x"),
+            None
+        );
+        assert_eq!(
+            Ready::parse("echo-server listening on 127.0.0.1:1 model=poll workers=1"),
+            None,
+            "no pid"
+        );
+        let v6 = Ready {
+            addr: "[::1]:9988".parse().unwrap(),
+            model: ServerModel::Reuseport,
+            workers: 4,
+            pid: 1,
+        };
+        assert_eq!(Ready::parse(&v6.to_string()), Some(v6));
+    }
+
+    #[test]
+    fn the_final_stats_line_is_found() {
+        let line = |f: bool| {
+            format!("{{\"model\":\"epoll-et\",\"pid\":7,\"uptime_s\":1.0,\"final\":{f},\"accepted\":3,\"closed\":3,\"bytes_in\":0,\"bytes_out\":0,\"syscalls\":{{}},\"events_returned\":0,\"empty_wakeups\":0,\"eagain_read\":0,\"eagain_write\":0,\"errors\":{{}},\"workers\":[]}}")
+        };
+        let out = format!("{}\n{}\n", line(false), line(true));
+        let s = final_stats(&out).unwrap();
+        assert!(s.is_final && s.totals.accepted == 3);
+        assert!(final_stats(&line(false))
+            .unwrap_err()
+            .contains("no final stats"));
+    }
+}

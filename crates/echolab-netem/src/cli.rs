@@ -1,0 +1,130 @@
+//! The command line of `echolab-netem`, in the library so that the launcher's tests can parse
+//! the command lines it builds (`echolab_core::cmd::NetemCmd`) with this definition.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use echolab_core::units::parse_duration;
+
+const EXAMPLES: &str = "\
+Examples (on the link host unless said otherwise):
+  echolab-netem probe
+      {\"has_netem\":false,\"reason\":\"kernel 6.18 has no sch_netem module: ...\",...}
+  echolab-netem apply --profile netem/crossnet.yaml --uplink-dev eth1 --downlink-dev eth0
+      kernel netem: uplink spec on eth1 (towards the server), downlink on eth0; prints the read-back
+  echolab-netem show eth1
+  echolab-netem clear --dev eth0 --dev eth1
+  echolab-netem wire --profile crossnet --client-side eth0 --server-side eth1 --stats-interval 10s
+      userspace wire; `echolab-netem wire ready: ...` on stderr once it carries packets,
+      stats JSON on stdout on SIGUSR1, every --stats-interval and on SIGTERM/SIGINT
+  echolab-netem calib-server --port 7070                      (on the server host)
+  echolab-netem calibrate --target 10.0.2.2:7070 --profile crossnet --json   (on the client host)
+
+A profile is a file path, or a name looked up as <profile-dir>/<name>.yaml (default dir: netem).
+Exit status: 0 success, 1 failure (calibration failed, kernel refused), 2 bad input.";
+
+/// echolab-netem's command line.
+#[derive(Debug, Parser)]
+#[command(name = "echolab-netem", version, about = "echolab's link impairment: kernel netem over netlink, userspace TUN wire, probe and calibration", after_help = EXAMPLES)]
+pub struct Cli {
+    /// Directory where profile names are looked up.
+    #[arg(long, global = true, default_value = "netem")]
+    pub profile_dir: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// The subcommands (fields are the flags, documented in `--help`).
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Says whether this kernel has sch_netem (JSON: has_netem, reason, method).
+    Probe,
+    /// Installs the profile as kernel netem qdiscs (replace: idempotent) and prints the read-back JSON.
+    Apply {
+        /// Profile file or name.
+        #[arg(long)]
+        profile: String,
+        /// Device whose egress carries uplink traffic (the link host's server-side device; a
+        /// name, or an IPv4 address the device holds).
+        #[arg(long)]
+        uplink_dev: String,
+        /// Device whose egress carries downlink traffic (the link host's client-side device; a
+        /// name, or an IPv4 address the device holds).
+        #[arg(long)]
+        downlink_dev: String,
+    },
+    /// Removes the root qdisc of each device (JSON: device -> whether something was removed).
+    Clear {
+        /// Device (a name, or an IPv4 address it holds); repeat for several.
+        #[arg(long = "dev", required = true)]
+        devs: Vec<String>,
+    },
+    /// Prints the root qdisc of a device as JSON.
+    Show {
+        /// Device (a name, or an IPv4 address it holds).
+        dev: String,
+    },
+    /// Runs the userspace wire until SIGTERM/SIGINT; stats JSON on stdout.
+    Wire {
+        /// Profile file or name.
+        #[arg(long)]
+        profile: String,
+        /// Device facing the client network (a name, or an IPv4 address the device holds).
+        #[arg(long)]
+        client_side: String,
+        /// Device facing the server network (a name, or an IPv4 address the device holds).
+        #[arg(long)]
+        server_side: String,
+        /// Also print stats this often (e.g. "10s").
+        #[arg(long, value_parser = parse_duration)]
+        stats_interval: Option<Duration>,
+        /// Seed for loss and jitter (default: from the clock; printed in the stats).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// TUN device for the uplink.
+        #[arg(long, default_value = "elab-up")]
+        tun_up: String,
+        /// TUN device for the downlink.
+        #[arg(long, default_value = "elab-down")]
+        tun_down: String,
+        /// Routing table for the uplink (the downlink uses the next number).
+        #[arg(long, default_value_t = 2701)]
+        table: u32,
+        /// Priority of the uplink policy rule (the downlink uses the next number).
+        #[arg(long, default_value_t = 100)]
+        rule_priority: u32,
+    },
+    /// Measures RTT and goodput to a calib-server and compares them with the profile.
+    Calibrate {
+        /// The calib-server, IP:PORT.
+        #[arg(long)]
+        target: SocketAddr,
+        /// Profile file or name.
+        #[arg(long)]
+        profile: String,
+        /// Print the report as JSON (otherwise one line per check).
+        #[arg(long)]
+        json: bool,
+        /// RTT probes (at least 20).
+        #[arg(long, default_value_t = 40)]
+        probes: usize,
+        /// Measured bulk transfer time per direction, after a 0.3 s warm-up.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        measure: Duration,
+        /// Measure goodput even when the profile expects none.
+        #[arg(long)]
+        goodput: bool,
+    },
+    /// Serves calibration probes and transfers (echo, sink, source) until killed.
+    CalibServer {
+        /// TCP port (0: any; the chosen one is printed).
+        #[arg(long)]
+        port: u16,
+        /// Address to bind.
+        #[arg(long, default_value = "0.0.0.0")]
+        bind: IpAddr,
+    },
+}

@@ -1,0 +1,443 @@
+//! Every command line the launcher can build, parsed by the binary it is for with that binary's
+//! own clap definition (`echo_server::cli::Args`, `echo_bench::cli::Cli`,
+//! `echolab_netem::cli::Cli`), and each parsed value compared with what the builder was given.
+//! A flag renamed or removed in a binary, or spelled differently in `echolab_core::cmd`, fails
+//! here instead of inside a container.
+//!
+//! Coverage: every cell of every `experiments/*.yaml`; an experiment that sets every server
+//! and client option the experiment format has, for every model and mode; every field of
+//! every builder set at once (struct literals without `..`, so a new field does not compile
+//! until it is covered here); every variant of every builder (an exhaustive `match`); the
+//! calibration probe's commands.
+
+use std::iter::once;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use clap::{Parser as _, ValueEnum as _};
+use echo_bench::cli::{Command, LoadArgs, Mode, SocketArgs};
+use echolab_core::cmd::{
+    BenchCmd, BenchEngine, LoadOpts, NetemCmd, RunCmd, RunMode, ServerCmd, ServerModel, SocketOpts,
+    StormCmd, SustainCmd,
+};
+use echolab_core::experiment::{BenchMode, BenchOptions, Experiment, MatrixBlock, ServerOptions};
+use echolab_core::units::{ByteSize, Dur};
+use echolab_netem::cli::Cmd as NetemParsed;
+use echolab_up::calibrate::{probe_bench_cmd, probe_server_cmd};
+use echolab_up::commands::{bench_cmd, server_cmd};
+
+fn argv_of(program: &str, args: &[String]) -> Vec<String> {
+    once(program.to_string())
+        .chain(args.iter().cloned())
+        .collect()
+}
+
+fn dur(s: &str) -> Dur {
+    s.parse().unwrap()
+}
+
+/// Parses `cmd` with echo-server's clap and checks that each flag landed on its field.
+fn check_server(cmd: &ServerCmd) {
+    let args = cmd.argv();
+    let a = echo_server::cli::Args::try_parse_from(argv_of(ServerCmd::PROGRAM, &args))
+        .unwrap_or_else(|e| panic!("echo-server {}: {}", args.join(" "), e.render()));
+    let line = args.join(" ");
+    assert_eq!(a.model, cmd.model, "{line}");
+    assert_eq!((a.bind, a.port), (cmd.bind, cmd.port), "{line}");
+    if let Some(r) = cmd.read_buf {
+        assert_eq!(a.read_buf as u64, r, "{line}");
+    }
+    if let Some(b) = cmd.backlog {
+        assert_eq!(a.backlog as u64, b, "{line}");
+    }
+    assert_eq!(a.workers.map(|w| w as u64), cmd.workers, "{line}");
+    assert_eq!(a.reply_bytes.map(|r| r as u64), cmd.reply_bytes, "{line}");
+    assert_eq!(a.stats_interval, cmd.stats_interval.map(|d| d.0), "{line}");
+    assert_eq!(a.exclusive, cmd.exclusive, "{line}");
+}
+
+fn check_load(a: &LoadArgs, c: &LoadOpts, line: &str) {
+    if let Some(w) = c.warmup {
+        assert_eq!(a.warmup, w.0, "{line}");
+    }
+    if let Some(e) = c.engine {
+        let parsed = a.engine.to_possible_value().expect("engines have names");
+        assert_eq!(parsed.get_name(), e.to_string(), "{line}");
+    }
+}
+
+fn check_sock(a: &SocketArgs, c: &SocketOpts, line: &str) {
+    assert_eq!(a.threads, c.threads, "{line}");
+    if let Some(t) = c.timeout {
+        assert_eq!(a.timeout, t.0, "{line}");
+    }
+    assert_eq!(a.linger0, c.linger0, "{line}");
+}
+
+/// Parses `cmd` with echo-bench's clap and checks that each flag landed on its field.
+fn check_bench(cmd: &BenchCmd) {
+    let args = cmd.argv();
+    let line = args.join(" ");
+    let cli = echo_bench::cli::Cli::try_parse_from(argv_of(BenchCmd::PROGRAM, &args))
+        .unwrap_or_else(|e| panic!("echo-bench {line}: {}", e.render()));
+    match (cmd, &cli.command) {
+        (BenchCmd::Run(c), None) => {
+            let r = &cli.run;
+            assert_eq!(r.host, Some(c.target.ip().to_string()), "{line}");
+            assert_eq!(r.port, Some(c.target.port()), "{line}");
+            assert_eq!(r.conns, Some(c.conns), "{line}");
+            assert_eq!(r.rounds, c.rounds, "{line}");
+            let mode = match c.mode {
+                RunMode::Short => Mode::Short,
+                RunMode::Long => Mode::Long,
+            };
+            assert_eq!(r.mode, mode, "{line}");
+            assert_eq!(r.duration, c.duration.map(|d| d.0), "{line}");
+            // echo-bench's default request is the seed's 12 bytes.
+            assert_eq!(r.payload_size, c.payload_size.unwrap_or(12), "{line}");
+            assert_eq!(r.rate, c.rate, "{line}");
+            check_load(&r.load, &c.load, &line);
+            check_sock(&r.sock, &c.sock, &line);
+            assert_eq!(r.out.json, c.json, "{line}");
+        }
+        (BenchCmd::ConnectStorm(c), Some(Command::ConnectStorm(a))) => {
+            assert_eq!(a.host, c.target.ip().to_string(), "{line}");
+            assert_eq!((a.port, a.n), (c.target.port(), c.n), "{line}");
+            check_sock(&a.sock, &c.sock, &line);
+            assert_eq!(a.out.json, c.json, "{line}");
+        }
+        (BenchCmd::Sustain(c), Some(Command::Sustain(a))) => {
+            assert_eq!(a.host, c.target.ip().to_string(), "{line}");
+            assert_eq!((a.port, a.n), (c.target.port(), c.n), "{line}");
+            if let Some(d) = c.duration {
+                assert_eq!(a.duration, d.0, "{line}");
+            }
+            if let Some(r) = c.reply_bytes {
+                assert_eq!(a.reply_bytes, r, "{line}");
+            }
+            assert_eq!(a.rate, c.rate, "{line}");
+            check_load(&a.load, &c.load, &line);
+            check_sock(&a.sock, &c.sock, &line);
+            assert_eq!(a.out.json, c.json, "{line}");
+        }
+        (c, parsed) => panic!("echo-bench {line}: {c:?} parsed as {parsed:?}"),
+    }
+}
+
+/// Parses `cmd` with echolab-netem's clap and checks that each flag landed on its field.
+fn check_netem(cmd: &NetemCmd) {
+    let args = cmd.argv();
+    let line = args.join(" ");
+    let cli = echolab_netem::cli::Cli::try_parse_from(argv_of(NetemCmd::PROGRAM, &args))
+        .unwrap_or_else(|e| panic!("echolab-netem {line}: {}", e.render()));
+    match (cmd, &cli.command) {
+        (NetemCmd::Probe, NetemParsed::Probe) => {}
+        (
+            NetemCmd::Apply {
+                profile,
+                uplink_dev,
+                downlink_dev,
+            },
+            NetemParsed::Apply {
+                profile: p,
+                uplink_dev: u,
+                downlink_dev: d,
+            },
+        ) => assert_eq!((p, u, d), (profile, uplink_dev, downlink_dev), "{line}"),
+        (
+            NetemCmd::Wire {
+                profile,
+                client_side,
+                server_side,
+                stats_interval,
+            },
+            NetemParsed::Wire {
+                profile: p,
+                client_side: c,
+                server_side: s,
+                stats_interval: i,
+                ..
+            },
+        ) => {
+            assert_eq!((p, c, s), (profile, client_side, server_side), "{line}");
+            assert_eq!(*i, stats_interval.map(|d| d.0), "{line}");
+        }
+        (
+            NetemCmd::Calibrate {
+                target,
+                profile,
+                json,
+            },
+            NetemParsed::Calibrate {
+                target: t,
+                profile: p,
+                json: j,
+                ..
+            },
+        ) => assert_eq!((t, p, j), (target, profile, json), "{line}"),
+        (NetemCmd::CalibServer { port, bind }, NetemParsed::CalibServer { port: p, bind: b }) => {
+            assert_eq!((p, b), (port, bind), "{line}")
+        }
+        (c, parsed) => panic!("echolab-netem {line}: {c:?} parsed as {parsed:?}"),
+    }
+}
+
+/// The server and client commands of every cell of `exp`, for both hosts' bind addresses.
+fn check_experiment(exp: &Experiment) -> Vec<BenchMode> {
+    let target: SocketAddr = "10.77.72.10:41234".parse().unwrap();
+    let mut modes = Vec::new();
+    for cell in exp.cells() {
+        for bind in ["127.0.0.1", "0.0.0.0"] {
+            let bind: IpAddr = bind.parse().unwrap();
+            check_server(&server_cmd(exp, &cell, bind).unwrap());
+        }
+        check_bench(&bench_cmd(exp, &cell, target));
+        modes.push(cell.mode);
+    }
+    modes
+}
+
+fn experiments_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments")
+}
+
+#[test]
+fn every_cell_of_every_experiment_file_parses() {
+    let mut files = 0;
+    let mut modes = Vec::new();
+    for entry in std::fs::read_dir(experiments_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let exp = Experiment::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            modes.extend(check_experiment(&exp));
+            files += 1;
+        }
+    }
+    assert!(files >= 6, "only {files} experiment files found");
+    for m in [
+        BenchMode::Short,
+        BenchMode::Long,
+        BenchMode::ConnectStorm,
+        BenchMode::Sustain,
+    ] {
+        assert!(modes.contains(&m), "no experiment file has a {m:?} cell");
+    }
+}
+
+#[test]
+fn every_experiment_option_parses_for_every_model_and_mode() {
+    let base = "name: all\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\n";
+    for (engine, linger0) in [(BenchEngine::Thread, true), (BenchEngine::Event, false)] {
+        let mut exp = Experiment::parse(base, "all.yaml").unwrap();
+        let servers: Vec<String> = ServerModel::all().iter().map(|m| m.to_string()).collect();
+        let block = |modes: Vec<BenchMode>, rounds: Vec<u64>, duration: Option<&str>| MatrixBlock {
+            servers: servers.clone(),
+            modes,
+            conns: vec![1, 5000],
+            rounds,
+            duration: duration.map(dur),
+            payload: None,
+            reply_bytes: None,
+            hist: true,
+        };
+        exp.matrix = vec![
+            block(vec![BenchMode::Short, BenchMode::Long], vec![1, 10], None),
+            MatrixBlock {
+                payload: Some(ByteSize(64)),
+                ..block(vec![BenchMode::Short, BenchMode::Long], vec![], Some("2s"))
+            },
+            MatrixBlock {
+                reply_bytes: Some(ByteSize(1024)),
+                ..block(
+                    vec![BenchMode::ConnectStorm, BenchMode::Sustain],
+                    vec![],
+                    Some("3s"),
+                )
+            },
+        ];
+        exp.warmup = Some(dur("1s"));
+        exp.server = ServerOptions {
+            read_buf: Some(ByteSize(4096)),
+            workers: Some(2),
+            backlog: Some(128),
+        };
+        exp.bench = BenchOptions {
+            threads: Some(1),
+            timeout: Some(dur("5s")),
+            engine: Some(engine),
+            linger0,
+            strace: true,
+        };
+        let modes = check_experiment(&exp);
+        assert_eq!(
+            modes.len(),
+            ServerModel::all().len() * 2 * (4 + 2 + 2),
+            "every model × conns × (2 modes × 2 rounds + 2 timed modes + storm + sustain)"
+        );
+    }
+}
+
+#[test]
+fn every_field_of_every_builder_parses() {
+    let target: SocketAddr = "10.0.0.2:9988".parse().unwrap();
+    for &model in ServerModel::all() {
+        check_server(&ServerCmd {
+            model,
+            bind: "::1".parse().unwrap(),
+            port: 9988,
+            read_buf: Some(65536),
+            workers: Some(3),
+            backlog: Some(64),
+            reply_bytes: Some(1024),
+            stats_interval: Some(dur("500ms")),
+            exclusive: true,
+        });
+        check_server(&ServerCmd::new(model, "0.0.0.0".parse().unwrap(), 0));
+    }
+    let load = LoadOpts {
+        warmup: Some(dur("2s")),
+        engine: Some(BenchEngine::Thread),
+    };
+    let sock = SocketOpts {
+        threads: Some(4),
+        timeout: Some(dur("750ms")),
+        linger0: true,
+    };
+    let mut variants = [false; 3];
+    let mut seen = |c: &BenchCmd| {
+        variants[match c {
+            BenchCmd::Run(_) => 0,
+            BenchCmd::ConnectStorm(_) => 1,
+            BenchCmd::Sustain(_) => 2,
+        }] = true;
+    };
+    let mut cmds = Vec::new();
+    for (mode, rounds, duration) in [
+        (RunMode::Short, Some(10), None),
+        (RunMode::Long, None, Some(dur("10s"))),
+    ] {
+        cmds.push(BenchCmd::Run(RunCmd {
+            target,
+            conns: 100,
+            rounds,
+            mode,
+            duration,
+            payload_size: Some(100),
+            rate: Some(20000.0),
+            load: load.clone(),
+            sock: sock.clone(),
+            json: true,
+        }));
+    }
+    cmds.push(BenchCmd::ConnectStorm(StormCmd {
+        target,
+        n: 1000,
+        sock: sock.clone(),
+        json: true,
+    }));
+    cmds.push(BenchCmd::Sustain(SustainCmd {
+        target,
+        n: 800,
+        duration: Some(dur("60s")),
+        reply_bytes: Some(2048),
+        rate: Some(5000.0),
+        load: load.clone(),
+        sock: sock.clone(),
+        json: true,
+    }));
+    cmds.push(BenchCmd::Sustain(SustainCmd {
+        target,
+        n: 1,
+        duration: None,
+        reply_bytes: None,
+        rate: None,
+        load: LoadOpts::default(),
+        sock: SocketOpts::default(),
+        json: false,
+    }));
+    for c in &cmds {
+        seen(c);
+        check_bench(c);
+    }
+    assert_eq!(variants, [true; 3], "every echo-bench form is checked");
+
+    let mut variants = [false; 5];
+    let netem = [
+        NetemCmd::Probe,
+        NetemCmd::Apply {
+            profile: "/etc/echolab/profile.yaml".into(),
+            uplink_dev: "10.77.72.2".into(),
+            downlink_dev: "eth0".into(),
+        },
+        NetemCmd::Wire {
+            profile: "crossnet".into(),
+            client_side: "10.77.71.2".into(),
+            server_side: "10.77.72.2".into(),
+            stats_interval: Some(dur("10s")),
+        },
+        NetemCmd::Wire {
+            profile: "/etc/echolab/profile.yaml".into(),
+            client_side: "eth0".into(),
+            server_side: "eth1".into(),
+            stats_interval: None,
+        },
+        NetemCmd::Calibrate {
+            target,
+            profile: "/etc/echolab/profile.yaml".into(),
+            json: true,
+        },
+        NetemCmd::Calibrate {
+            target,
+            profile: "lan100".into(),
+            json: false,
+        },
+        NetemCmd::CalibServer {
+            port: 0,
+            bind: "0.0.0.0".parse().unwrap(),
+        },
+    ];
+    for c in &netem {
+        variants[match c {
+            NetemCmd::Probe => 0,
+            NetemCmd::Apply { .. } => 1,
+            NetemCmd::Wire { .. } => 2,
+            NetemCmd::Calibrate { .. } => 3,
+            NetemCmd::CalibServer { .. } => 4,
+        }] = true;
+        check_netem(c);
+    }
+    assert_eq!(
+        variants, [true; 5],
+        "every echolab-netem subcommand is checked"
+    );
+}
+
+#[test]
+fn the_calibration_probe_parses() {
+    for bind in ["127.0.0.1", "0.0.0.0"] {
+        check_server(&probe_server_cmd(bind.parse().unwrap()));
+    }
+    for rounds in [100, 2000] {
+        check_bench(&probe_bench_cmd(
+            "172.17.0.3:40001".parse().unwrap(),
+            rounds,
+        ));
+    }
+}
+
+#[test]
+fn a_misspelled_flag_is_caught() {
+    // The checker itself must fail on a flag the binary does not have, or it proves nothing.
+    let words = |program: &str, line: &str| {
+        argv_of(
+            program,
+            &line.split(' ').map(String::from).collect::<Vec<_>>(),
+        )
+    };
+    let bad = words(ServerCmd::PROGRAM, "--model poll --readbuf 4096");
+    assert!(echo_server::cli::Args::try_parse_from(bad).is_err());
+    let bad = words(BenchCmd::PROGRAM, "h 1 1 1 --payload 64");
+    assert!(echo_bench::cli::Cli::try_parse_from(bad).is_err());
+    let bad = words(NetemCmd::PROGRAM, "wire --client eth0");
+    assert!(echolab_netem::cli::Cli::try_parse_from(bad).is_err());
+}

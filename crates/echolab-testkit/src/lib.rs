@@ -3,7 +3,10 @@
 //! Integration tests of one crate often need another crate's binary (echo-bench's tests run
 //! `echo-server`). Cargo only exposes `CARGO_BIN_EXE_*` for the crate's own binaries, so
 //! [`workspace_bin`] finds the others in the same target directory. `cargo nextest run
-//! --workspace` (the README's test command) builds every workspace binary before any test runs.
+//! --workspace` (the README's test command) builds every workspace binary before any test runs;
+//! `cargo nextest run -p CRATE` builds only CRATE's, so [`workspace_bin`] refuses a sibling
+//! binary that is older than its sources, with the command that rebuilds it, rather than let a
+//! test pass or fail against code that is no longer there.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -23,25 +26,134 @@ pub const READY_DEADLINE: Duration = Duration::from_secs(30);
 /// the rest of the line starts with the bound `IP:PORT`.
 pub const READY_PREFIX: &str = "echo-server listening on ";
 
-/// Path of the workspace binary `name` built in the same profile as the running test.
+/// Path of the workspace binary `name` built in the same profile as the running test, checked
+/// to be current (see [`stale_binary`]).
 ///
 /// # Panics
-/// When the binary is not there, with the command that builds it; a test cannot go on without it.
+/// When the binary is not there or is older than its sources, with the command that builds it;
+/// a test cannot go on without a current binary.
 pub fn workspace_bin(name: &str) -> PathBuf {
     // A test executable lives in target/<profile>/deps/; binaries live in target/<profile>/.
     let exe = std::env::current_exe().expect("current_exe is readable");
     let profile_dir = exe
         .parent()
-        .and_then(|deps| if deps.ends_with("deps") { deps.parent() } else { Some(deps) })
+        .and_then(|deps| {
+            if deps.ends_with("deps") {
+                deps.parent()
+            } else {
+                Some(deps)
+            }
+        })
         .expect("test executable has a parent directory");
     let path = profile_dir.join(name);
+    let build = build_command(name, profile_dir);
     assert!(
         path.is_file(),
-        "{} not found: build it first with `cargo build --workspace --bins` (or run the README's \
-         test command, `cargo nextest run --workspace`, which builds it)",
+        "{} not found: build it first with `{build}` (or run the README's test command, \
+         `cargo nextest run --workspace`, which builds it)",
         path.display()
     );
+    if let Some(newer) = stale_binary(&path, &workspace_root().join("crates").join(name)) {
+        panic!(
+            "{} is older than {}, which changed after it was built: rebuild it with `{build}` \
+             (the README's `cargo nextest run --workspace` builds every binary first)",
+            path.display(),
+            newer.display()
+        );
+    }
     path
+}
+
+/// The checkout this crate was compiled in.
+fn workspace_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// The cargo command that builds binary `name` of package `name` into `profile_dir`
+/// (target/debug, target/release or target/PROFILE).
+fn build_command(name: &str, profile_dir: &Path) -> String {
+    let profile = match profile_dir.file_name().and_then(|p| p.to_str()) {
+        Some("debug") | None => String::new(),
+        Some("release") => " --release".to_string(),
+        Some(other) => format!(" --profile {other}"),
+    };
+    format!("cargo build -p {name} --bin {name}{profile}")
+}
+
+/// A source file of the package in `package_dir` (its `src/` and `build.rs`) or of a workspace
+/// package it depends on, transitively, that was modified after `bin`: a file cargo would
+/// rebuild `bin` for. `None` when `bin` is newer than all of them, or when its time or the
+/// package cannot be read (nothing to compare with: the caller's own checks decide).
+///
+/// Modification times, not contents, as cargo's own freshness check uses them: a file that
+/// was only touched makes cargo rebuild too. Manifests are left out: cargo compares their
+/// contents, not their times, so a touched `Cargo.toml` would be refused here and never rebuilt.
+/// Cheap: a few hundred `stat` calls.
+pub fn stale_binary(bin: &Path, package_dir: &Path) -> Option<PathBuf> {
+    let built = std::fs::metadata(bin).and_then(|m| m.modified()).ok()?;
+    let crates = package_dir.parent()?;
+    let mut seen = Vec::new();
+    let mut todo = vec![package_dir.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        if seen.contains(&dir) {
+            continue;
+        }
+        let Ok(manifest) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
+        todo.extend(
+            workspace_dependencies(&manifest)
+                .into_iter()
+                .map(|d| crates.join(d))
+                .filter(|d| d.join("Cargo.toml").is_file()),
+        );
+        let mut files = vec![dir.join("build.rs")];
+        collect_files(&dir.join("src"), &mut files);
+        let newer = files.into_iter().find(|f| {
+            std::fs::metadata(f)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > built)
+        });
+        if newer.is_some() {
+            return newer;
+        }
+        seen.push(dir);
+    }
+    None
+}
+
+/// The names in a manifest's `[dependencies]` and `[build-dependencies]` tables (what the
+/// binary is built from; dev-dependencies are not), as written: `echolab-core.workspace =
+/// true` and `echolab-core = { path = ... }` both give `echolab-core`.
+fn workspace_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_deps = false;
+    let mut names = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]" || line == "[build-dependencies]";
+        } else if in_deps {
+            if let Some(name) = line.split(['.', '=', ' ']).next().filter(|n| !n.is_empty()) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Every file under `dir`, recursively, appended to `out`; nothing when `dir` is missing.
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
 }
 
 /// A running `echo-server` child process; killed (SIGKILL) and reaped on drop.
@@ -80,7 +192,11 @@ impl ServerProcess {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(rest) = line.strip_prefix(READY_PREFIX) {
-                    let addr = rest.split_whitespace().next().unwrap_or("").parse::<SocketAddr>();
+                    let addr = rest
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("")
+                        .parse::<SocketAddr>();
                     let _ = tx.send(addr);
                 }
                 let mut l = log.lock().unwrap();
@@ -89,11 +205,19 @@ impl ServerProcess {
             }
         });
         let stdout = child.stdout.take();
-        let mut me = Self { addr: ([0, 0, 0, 0], 0).into(), child: Some(child), stdout, stderr_log };
+        let mut me = Self {
+            addr: ([0, 0, 0, 0], 0).into(),
+            child: Some(child),
+            stdout,
+            stderr_log,
+        };
         match rx.recv_timeout(READY_DEADLINE) {
             Ok(Ok(addr)) => me.addr = addr,
             Ok(Err(e)) => panic!("unparsable readiness line ({e}); stderr:\n{}", me.stderr()),
-            Err(_) => panic!("server not ready within {READY_DEADLINE:?}; stderr:\n{}", me.stderr()),
+            Err(_) => panic!(
+                "server not ready within {READY_DEADLINE:?}; stderr:\n{}",
+                me.stderr()
+            ),
         }
         me
     }
@@ -141,8 +265,17 @@ impl ServerProcess {
         let last = out
             .lines()
             .rev()
-            .find_map(|l| serde_json::from_str::<ServerStats>(l).ok().filter(|s| s.is_final))
-            .unwrap_or_else(|| panic!("no final stats line on stdout:\n{out}\nstderr:\n{}", self.stderr()));
+            .find_map(|l| {
+                serde_json::from_str::<ServerStats>(l)
+                    .ok()
+                    .filter(|s| s.is_final)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "no final stats line on stdout:\n{out}\nstderr:\n{}",
+                    self.stderr()
+                )
+            });
         (status.code().unwrap_or(-1), last, out)
     }
 }
@@ -163,4 +296,86 @@ pub fn spawn_echo_server(model: &str, args: &[&str]) -> ServerProcess {
     let mut all = vec!["--model", model, "--port", "0", "--bind", "127.0.0.1"];
     all.extend_from_slice(args);
     ServerProcess::spawn(&bin, &all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    fn write_at(path: &Path, text: &str, at: SystemTime) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_binary_older_than_a_dependency_source_is_stale() {
+        let root =
+            std::env::temp_dir().join(format!("echolab-testkit-stale-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let t0 = SystemTime::now() - Duration::from_secs(3600);
+        let (before, built, after) = (
+            t0,
+            t0 + Duration::from_secs(60),
+            t0 + Duration::from_secs(120),
+        );
+        let crates = root.join("crates");
+        write_at(
+            &crates.join("app/Cargo.toml"),
+            "[package]\nname = \"app\"\n\n[dependencies]\nlib.workspace = true\nserde = \"1\"\n\n[dev-dependencies]\ntestonly = { path = \"../testonly\" }\n",
+            before,
+        );
+        write_at(&crates.join("app/src/main.rs"), "fn main() {}", before);
+        write_at(
+            &crates.join("lib/Cargo.toml"),
+            "[package]\nname = \"lib\"\n",
+            before,
+        );
+        write_at(&crates.join("lib/src/deep/mod.rs"), "", before);
+        write_at(
+            &crates.join("testonly/Cargo.toml"),
+            "[package]\nname = \"testonly\"\n",
+            before,
+        );
+        write_at(&crates.join("testonly/src/lib.rs"), "", after);
+        // A touched manifest: cargo compares manifests by content, so it would not rebuild.
+        write_at(
+            &crates.join("app/Cargo.toml"),
+            &std::fs::read_to_string(crates.join("app/Cargo.toml")).unwrap(),
+            after,
+        );
+        let bin = root.join("target/debug/app");
+        write_at(&bin, "binary", built);
+        // Only a dev-dependency and a manifest's time changed since the build.
+        assert_eq!(stale_binary(&bin, &crates.join("app")), None);
+        // A source of a dependency, deep in its tree, changed since.
+        write_at(&crates.join("lib/src/deep/mod.rs"), "pub fn f() {}", after);
+        assert_eq!(
+            stale_binary(&bin, &crates.join("app")),
+            Some(crates.join("lib/src/deep/mod.rs"))
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_rebuild_command_names_the_profile() {
+        assert_eq!(
+            build_command("echo-server", Path::new("/t/debug")),
+            "cargo build -p echo-server --bin echo-server"
+        );
+        assert_eq!(
+            build_command("echo-bench", Path::new("/t/release")),
+            "cargo build -p echo-bench --bin echo-bench --release"
+        );
+        assert_eq!(
+            build_command("echo-bench", Path::new("/t/bench")),
+            "cargo build -p echo-bench --bin echo-bench --profile bench"
+        );
+    }
 }

@@ -17,26 +17,14 @@ use echolab_up::docker::{cleanup, engine};
 
 const BIN: &str = env!("CARGO_BIN_EXE_echolab-up");
 
-fn bin_dir() -> PathBuf {
-    Path::new(BIN)
-        .parent()
-        .expect("binary has a directory")
-        .to_path_buf()
-}
-
 /// A private copy of the lab binaries: other builds may replace target/debug's files while a
-/// test runs, and an image must be built from one consistent set.
+/// test runs, and an image must be built from one consistent set. The testkit refuses a sibling
+/// binary older than its sources (`cargo nextest run -p echolab-up` builds only this crate's).
 fn snapshot_bins(dir: &TempDir) -> PathBuf {
     let snap = dir.0.join("bin");
     std::fs::create_dir_all(&snap).unwrap();
     for name in ["echo-server", "echo-bench", "echolab-netem", "echolab-up"] {
-        let from = bin_dir().join(name);
-        assert!(
-            from.is_file(),
-            "{} is not built; run `cargo build --workspace --bins`",
-            from.display()
-        );
-        std::fs::copy(&from, snap.join(name)).unwrap();
+        std::fs::copy(echolab_testkit::workspace_bin(name), snap.join(name)).unwrap();
     }
     snap
 }

@@ -8,7 +8,7 @@
 //! binary that is older than its sources, with the command that rebuilds it, rather than let a
 //! test pass or fail against code that is no longer there.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -161,7 +161,10 @@ pub struct ServerProcess {
     /// The address it listens on (from its readiness line).
     pub addr: SocketAddr,
     child: Option<Child>,
-    stdout: Option<std::process::ChildStdout>,
+    /// Stdout lines as the reader thread gets them; `None` once stdout reached EOF.
+    stdout_lines: mpsc::Receiver<Option<String>>,
+    /// The stdout lines taken from `stdout_lines` so far.
+    stdout_seen: Vec<String>,
     stderr_log: Arc<Mutex<String>>,
 }
 
@@ -204,11 +207,20 @@ impl ServerProcess {
                 l.push('\n');
             }
         });
-        let stdout = child.stdout.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (line_tx, stdout_lines) = mpsc::channel();
+        // Stdout too is drained all along, so --stats-interval lines never fill the pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = line_tx.send(Some(line));
+            }
+            let _ = line_tx.send(None);
+        });
         let mut me = Self {
             addr: ([0, 0, 0, 0], 0).into(),
             child: Some(child),
-            stdout,
+            stdout_lines,
+            stdout_seen: Vec::new(),
             stderr_log,
         };
         match rx.recv_timeout(READY_DEADLINE) {
@@ -237,33 +249,48 @@ impl ServerProcess {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 
+    /// The next line the server prints on stdout, waiting up to `limit`; `None` when none came
+    /// in time or stdout is closed.
+    pub fn next_stdout_line(&mut self, limit: Duration) -> Option<String> {
+        let line = self.stdout_lines.recv_timeout(limit).ok().flatten()?;
+        self.stdout_seen.push(line.clone());
+        Some(line)
+    }
+
     /// Sends SIGTERM, waits for exit, and returns the exit code with the final [`ServerStats`]
     /// line the server printed on stdout (and every line before it, raw).
     ///
     /// # Panics
     /// If the server does not exit within [`READY_DEADLINE`] or prints no final stats line.
-    pub fn stop(mut self) -> (i32, ServerStats, String) {
+    pub fn stop(self) -> (i32, ServerStats, String) {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// Like [`ServerProcess::stop`] with `signal` (e.g. `libc::SIGINT`) instead of SIGTERM.
+    pub fn stop_with(mut self, signal: libc::c_int) -> (i32, ServerStats, String) {
         let mut child = self.child.take().expect("not stopped twice");
         // SAFETY: kill(2) with a pid we own and a valid signal number has no memory effects.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        let mut out = String::new();
-        if let Some(mut s) = self.stdout.take() {
-            // stdout reaches EOF when the server exits; a server that hangs fails the wait below.
-            let (tx, rx) = mpsc::channel();
-            std::thread::spawn(move || {
-                let mut buf = String::new();
-                let _ = s.read_to_string(&mut buf);
-                let _ = tx.send(buf);
-            });
-            out = rx.recv_timeout(READY_DEADLINE).unwrap_or_else(|_| {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("server did not exit within {READY_DEADLINE:?} of SIGTERM");
-            });
+        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        // stdout reaches EOF when the server exits; a server that hangs fails this wait.
+        let deadline = std::time::Instant::now() + READY_DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stdout_lines.recv_timeout(left) {
+                Ok(Some(line)) => self.stdout_seen.push(line),
+                Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("server did not exit within {READY_DEADLINE:?} of signal {signal}");
+                }
+            }
         }
         let status = child.wait().expect("wait for server");
-        let last = out
-            .lines()
+        let mut out = self.stdout_seen.join("\n");
+        out.push('\n');
+        let last = self
+            .stdout_seen
+            .iter()
             .rev()
             .find_map(|l| {
                 serde_json::from_str::<ServerStats>(l)

@@ -353,30 +353,23 @@ mod tests {
             t0 + Duration::from_secs(120),
         );
         let crates = root.join("crates");
-        write_at(
-            &crates.join("app/Cargo.toml"),
-            "[package]\nname = \"app\"\n\n[dependencies]\nlib.workspace = true\nserde = \"1\"\n\n[dev-dependencies]\ntestonly = { path = \"../testonly\" }\n",
-            before,
-        );
-        write_at(&crates.join("app/src/main.rs"), "fn main() {}", before);
-        write_at(
-            &crates.join("lib/Cargo.toml"),
-            "[package]\nname = \"lib\"\n",
-            before,
-        );
-        write_at(&crates.join("lib/src/deep/mod.rs"), "", before);
-        write_at(
-            &crates.join("testonly/Cargo.toml"),
-            "[package]\nname = \"testonly\"\n",
-            before,
-        );
-        write_at(&crates.join("testonly/src/lib.rs"), "", after);
+        let app_manifest = "[package]\nname = \"app\"\n\n[dependencies]\nlib.workspace = true\nserde = \"1\"\n\n[dev-dependencies]\ntestonly = { path = \"../testonly\" }\n";
+        for (file, text, at) in [
+            ("app/Cargo.toml", app_manifest, before),
+            ("app/src/main.rs", "fn main() {}", before),
+            ("lib/Cargo.toml", "[package]\nname = \"lib\"\n", before),
+            ("lib/src/deep/mod.rs", "", before),
+            (
+                "testonly/Cargo.toml",
+                "[package]\nname = \"testonly\"\n",
+                before,
+            ),
+            ("testonly/src/lib.rs", "", after),
+        ] {
+            write_at(&crates.join(file), text, at);
+        }
         // A touched manifest: cargo compares manifests by content, so it would not rebuild.
-        write_at(
-            &crates.join("app/Cargo.toml"),
-            &std::fs::read_to_string(crates.join("app/Cargo.toml")).unwrap(),
-            after,
-        );
+        write_at(&crates.join("app/Cargo.toml"), app_manifest, after);
         let bin = root.join("target/debug/app");
         write_at(&bin, "binary", built);
         // Only a dev-dependency and a manifest's time changed since the build.

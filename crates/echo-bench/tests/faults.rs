@@ -64,8 +64,13 @@ fn silence_is_counted_as_timeout_within_the_deadline() {
         assert!(out.status.success());
         let r: echolab_core::stats::BenchReport = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(failures(&r, "timeout"), 4, "{engine}: {:?}", r.failures);
-        // Two timeouts in a row per connection: about 0.6 s, far from a hang.
-        assert!(took < Duration::from_secs(30), "{engine} took {took:?}");
+        // Two 300 ms timeouts in a row per connection, the connections side by side: 0.6 s
+        // measured, never less; the slack is a loaded host's scheduling, not another timeout.
+        assert!(
+            (0.6..0.9).contains(&r.duration_s) && took < Duration::from_secs(3),
+            "{engine}: measured {} s, ran {took:?}",
+            r.duration_s
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{calls, report, time_wait_towards};
+use common::{calls, reaped_children_cpu_s, report, time_wait_towards};
 use echolab_core::hist;
 use echolab_core::stats::BenchReport;
 use echolab_testkit::spawn_echo_server;
@@ -104,6 +104,7 @@ fn json_is_a_bench_report_whose_histogram_decodes_to_requests_ok() {
 fn timed_run_with_warmup_excludes_warmup_and_reports_intervals() {
     let server = spawn_echo_server("epoll-et", &[]);
     let port = server.addr.port().to_string();
+    let cpu_before = reaped_children_cpu_s();
     let r = bench(
         &port,
         &[
@@ -116,12 +117,17 @@ fn timed_run_with_warmup_excludes_warmup_and_reports_intervals() {
             "short",
         ],
     );
+    let whole_run_cpu = reaped_children_cpu_s() - cpu_before;
     assert_eq!(r.duration_s, 2.0);
     assert_eq!(r.rounds, None);
+    let warmup = r.extra["warmup_requests"].as_u64().unwrap();
+    // The server saw every connection of the run, one per short request: the warm-up's, the
+    // measured ones, and at most one per connection cut off at either end of the window.
+    let accepted = common_stop(server).totals.accepted;
     assert!(
-        r.extra["warmup_requests"].as_u64().unwrap() > 0,
-        "{:?}",
-        r.extra
+        accepted.abs_diff(warmup + r.requests_ok) <= 2 * r.conns,
+        "server accepted {accepted}, client reports {warmup} warm-up + {} measured",
+        r.requests_ok
     );
     assert_eq!(r.intervals.len(), 2);
     let in_intervals: u64 = r.intervals.iter().map(|i| i.requests_ok).sum();
@@ -136,7 +142,22 @@ fn timed_run_with_warmup_excludes_warmup_and_reports_intervals() {
         "{connects} vs {}",
         r.requests_ok
     );
-    assert!(r.client_cpu.user_s + r.client_cpu.sys_s > 0.0);
+    // client_cpu covers the measured window only: the same work per request as the warm-up,
+    // so its share of the process's whole CPU time (seen from outside) is about the measured
+    // requests' share, 2 s of 3 (start-up and exit cost little next to 3 s of load).
+    let measured_cpu = r.client_cpu.user_s + r.client_cpu.sys_s;
+    let share = r.requests_ok as f64 / (r.requests_ok + warmup) as f64;
+    assert!(
+        measured_cpu <= whole_run_cpu + 0.01 && (measured_cpu / whole_run_cpu - share).abs() < 0.2,
+        "client_cpu {measured_cpu:.3} s of {whole_run_cpu:.3} s, measured share of requests {share:.2}"
+    );
+}
+
+/// Stops `server` and returns its final stats.
+fn common_stop(server: echolab_testkit::ServerProcess) -> echolab_core::stats::ServerStats {
+    let (code, stats, _) = server.stop();
+    assert_eq!(code, 0, "echo-server exit status");
+    stats
 }
 
 #[test]

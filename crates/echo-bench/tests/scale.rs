@@ -71,6 +71,7 @@ fn connect_storm_counts_refusals() {
 fn sustain_with_1kib_replies_gives_interval_records() {
     let server = spawn_echo_server("epoll-et", &["--reply-bytes", "1024"]);
     let port = server.addr.port().to_string();
+    let cpu_before = common::reaped_children_cpu_s();
     let r = report(&[
         "sustain",
         "127.0.0.1",
@@ -101,5 +102,12 @@ fn sustain_with_1kib_replies_gives_interval_records() {
         r.intervals.iter().map(|i| i.requests_ok).sum::<u64>(),
         r.requests_ok
     );
-    assert!(r.client_cpu.user_s + r.client_cpu.sys_s > 0.0);
+    // Without a warm-up the report's client CPU is nearly all of the process's, as seen from
+    // outside it (start-up and exit cost little next to 2 s of load).
+    let whole_run_cpu = common::reaped_children_cpu_s() - cpu_before;
+    let client_cpu = r.client_cpu.user_s + r.client_cpu.sys_s;
+    assert!(
+        client_cpu <= whole_run_cpu + 0.01 && client_cpu >= 0.8 * whole_run_cpu,
+        "client_cpu {client_cpu:.3} s, whole run {whole_run_cpu:.3} s"
+    );
 }

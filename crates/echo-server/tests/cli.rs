@@ -97,23 +97,3 @@ fn exclusive_outside_prefork_is_named() {
         &["--exclusive"],
     );
 }
-
-#[test]
-fn help_lists_exactly_the_tested_models() {
-    let out = Command::new(env!("CARGO_BIN_EXE_echo-server"))
-        .arg("--help")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let help = String::from_utf8_lossy(&out.stdout);
-    let listed: Vec<&str> = help
-        .lines()
-        .map(str::trim)
-        .filter_map(|l| l.strip_prefix("- ").and_then(|m| m.split(':').next()))
-        .collect();
-    assert_eq!(
-        listed,
-        common::ALL_MODELS,
-        "tests/faults.rs's for_each_model! must list every model; --help:\n{help}"
-    );
-}

@@ -346,8 +346,13 @@ fn reply_mode_answers_each_newline(model: &str) {
     assert_eq!(st.totals.bytes_out, 1004 * 1024);
 }
 
+/// Expands to one module of fault tests per model, and to `TESTED_MODELS`, the list of those
+/// models, so that `help_lists_exactly_the_tested_models` compares `--help` with this very list.
 macro_rules! for_each_model {
-    ($($module:ident => $model:literal),+ $(,)?) => {$(
+    ($($module:ident => $model:literal),+ $(,)?) => {
+        /// The models `for_each_model!` made tests for, in its order.
+        const TESTED_MODELS: &[&str] = &[$($model),+];
+        $(
         mod $module {
             #[test]
             fn big_request_small_read_buf() { super::big_request_small_read_buf($model) }
@@ -367,6 +372,25 @@ macro_rules! for_each_model {
             fn reply_mode_answers_each_newline() { super::reply_mode_answers_each_newline($model) }
         }
     )+};
+}
+
+#[test]
+fn help_lists_exactly_the_tested_models() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_echo-server"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let listed: Vec<&str> = help
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.strip_prefix("- ").and_then(|m| m.split(':').next()))
+        .collect();
+    assert_eq!(
+        listed, TESTED_MODELS,
+        "for_each_model! below must list every model --help offers, in its order; --help:\n{help}"
+    );
 }
 
 for_each_model!(

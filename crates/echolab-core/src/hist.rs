@@ -152,6 +152,35 @@ mod tests {
     }
 
     #[test]
+    fn summary_percentiles_match_hand_computed_ranks() {
+        // 1, 2, ..., 1000 us, each once. Nearest rank (HdrHistogram's definition): the q-quantile
+        // is the ceil(q x 1000)-th smallest value, so p50 = 500 us, p90 = 900, p99 = 990,
+        // p99.9 = 999; the mean is 1001 / 2 = 500.5 us. Every field is distinct, so a summary
+        // that mixes two of them up fails. The histogram keeps 3 significant digits: each value
+        // is exact to 0.1%.
+        let mut h = new_latency_histogram();
+        for us in 1..=1000u64 {
+            record_ns(&mut h, us * 1000);
+        }
+        let s = LatencySummary::from_histogram(&h);
+        let expected = [
+            ("min", s.min, 1.0),
+            ("mean", s.mean, 500.5),
+            ("p50", s.p50, 500.0),
+            ("p90", s.p90, 900.0),
+            ("p99", s.p99, 990.0),
+            ("p999", s.p999, 999.0),
+            ("max", s.max, 1000.0),
+        ];
+        for (name, got, want) in expected {
+            assert!(
+                (got - want).abs() <= want * 0.001,
+                "{name}: {got} us, expected {want} us; {s:?}"
+            );
+        }
+    }
+
+    #[test]
     fn summary_is_in_microseconds() {
         let mut h = new_latency_histogram();
         record_ns(&mut h, 1_500_000);

@@ -431,6 +431,40 @@ mod tests {
         };
         let up = measure_upload(addr, &plan).unwrap();
         let down = measure_download(addr, &plan).unwrap();
-        assert!(up.bytes > 0 && down.bytes > 0, "{up:?} {down:?}");
+        // The measured window is what follows the warm-up: never longer than `measure` plus
+        // the last read's lateness. The exact byte counting is checked below with a scripted peer.
+        for r in [&up, &down] {
+            assert!(
+                r.bytes > 0 && r.elapsed <= plan.measure + Duration::from_millis(100),
+                "{up:?} {down:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn download_counts_exactly_the_bytes_after_the_warmup() {
+        // A scripted peer: 1000 bytes at once, a pause longer than the warm-up, then 300_000
+        // bytes and EOF. The first byte starts the warm-up, so exactly the 300_000 count.
+        const WARMUP: Duration = Duration::from_millis(100);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut request = [0u8; 9];
+            s.read_exact(&mut request).unwrap();
+            assert_eq!(request[0], b'D');
+            s.write_all(&[1u8; 1000]).unwrap();
+            // The pause is the traffic pattern under test, not a wait for a condition.
+            std::thread::sleep(WARMUP * 3);
+            s.write_all(&vec![2u8; 300_000]).unwrap();
+        });
+        let plan = CalibrationPlan {
+            probes: 1,
+            measure: Duration::from_millis(200),
+            warmup: WARMUP,
+        };
+        let down = measure_download(addr, &plan).unwrap();
+        peer.join().unwrap();
+        assert_eq!(down.bytes, 300_000, "{down:?}");
     }
 }

@@ -1,5 +1,9 @@
-//! The kernel backend live: where the probe finds sch_netem, install lan100 on the link
-//! namespace's devices, read it back, remove it. Where it does not, say why and skip.
+//! The kernel backend live: install lan100 on the link namespace's devices, read it back,
+//! remove it. That needs sch_netem, which many VM and container kernels lack (the development
+//! machine's among them), so the live test is ignored by default and the runner reports it as
+//! skipped; on a kernel with sch_netem, run it with
+//! `cargo nextest run -p echolab-netem --test kernel --run-ignored all`, where a missing
+//! sch_netem is a failure.
 
 use echolab_core::profile::Profile;
 use echolab_netem::kernel;
@@ -20,12 +24,14 @@ fn probe_gives_an_answer_with_a_reason() {
 }
 
 #[test]
-fn kernel_netem_apply_read_back_clear_where_available() {
+#[ignore = "needs sch_netem (`modprobe sch_netem`); run with `cargo nextest run -p echolab-netem --test kernel --run-ignored all`"]
+fn kernel_netem_apply_read_back_clear() {
     let p = kernel::probe();
-    if !p.has_netem {
-        println!("SKIPPED kernel netem live test: {}", p.reason);
-        return;
-    }
+    assert!(
+        p.has_netem,
+        "this test needs a kernel with sch_netem: {}",
+        p.reason
+    );
     let tb = Testbed::new().expect("namespaces");
     let profile =
         Profile::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../../netem/lan100.yaml").as_ref())

@@ -170,26 +170,46 @@ fn idle_wire_sleeps_and_reports_its_compensation() {
 /// The floor for the added delay: ±100 µs (at lan100, 5% of the added delay is less).
 const FLOOR_US: f64 = 100.0;
 
+/// What lan100 (netem/lan100.yaml: 100 us delay, 100 mbit, 38 bytes of Ethernet overhead per
+/// packet, the same each way) adds to one UDP round trip of a [`PROBE_IP_BYTES`]-byte packet,
+/// µs, worked out by hand rather than by the wire's own link model: each way 100 us of delay plus
+/// the serialization of (36 + 38) bytes x 8 bits at 100 Mbit/s = 5.92 us.
+const LAN100_ADDED_RTT_US: f64 = 2.0 * (100.0 + (36.0 + 38.0) * 8.0 / 100.0);
+
 #[test]
 fn lan100_end_to_end_added_delay_median_within_the_floor() {
     // Seen from outside: UDP round trips through the wire minus the median round trip
-    // without it, against the link model. The median, not p99: these tests run in parallel
-    // with bulk transfers on 2 shared cores, where the p99 of a non-real-time client's round
-    // trips moves by hundreds of µs with the load (examples/wire_perf.rs measures p99 with
-    // repetitions). A block hit by a load burst is measured again, up to 3 blocks; a defect
-    // (a missing or doubled delay, a late timer) fails all of them.
+    // without it, against the hand-computed figure above. The median, not p99: these tests
+    // run in parallel with bulk transfers on 2 shared cores, where the p99 of a non-real-time
+    // client's round trips moves by hundreds of µs with the load (examples/wire_perf.rs
+    // measures p99 with repetitions). A block hit by a load burst is measured again, up to 3
+    // blocks; a defect (a missing or doubled delay, a late timer) fails all of them.
     let tb = Testbed::new().expect("namespaces");
+    // The figure above is only as good as its inputs: pin them to the shipped profile.
     let p = echolab_core::profile::Profile::load(&profile_dir().join("lan100.yaml")).unwrap();
-    let model = endtoend::model_added_rtt(
-        p.uplink.as_ref().unwrap(),
-        p.downlink.as_ref().unwrap(),
-        PROBE_IP_BYTES,
-        100,
-        1,
-    );
+    for spec in [p.uplink.as_ref().unwrap(), p.downlink.as_ref().unwrap()] {
+        assert_eq!(
+            (
+                spec.delay.0,
+                spec.rate.map(|r| r.0),
+                spec.overhead,
+                spec.jitter.0
+            ),
+            (
+                Duration::from_micros(100),
+                Some(100_000_000),
+                38,
+                Duration::ZERO
+            ),
+            "netem/lan100.yaml changed: update LAN100_ADDED_RTT_US"
+        );
+    }
+    assert_eq!(PROBE_IP_BYTES, 36, "update LAN100_ADDED_RTT_US");
+    // Without jitter every packet gets the same added delay: the model is that one figure.
+    let model = [LAN100_ADDED_RTT_US];
     let mut seen = Vec::new();
     for _ in 0..3 {
-        let pace = Duration::from_secs_f64(endtoend::quantile(&model, 0.5) / 1e6);
+        let pace = Duration::from_secs_f64(LAN100_ADDED_RTT_US / 1e6);
         let base = endtoend::udp_round_trips(&tb, 500, pace, DEADLINE).unwrap();
         let mut wire = start_wire(&tb, "lan100");
         let shaped = endtoend::udp_round_trips(&tb, 500, Duration::ZERO, DEADLINE).unwrap();

@@ -3,9 +3,12 @@
 //! Integration tests of one crate often need another crate's binary (echo-bench's tests run
 //! `echo-server`). Cargo only exposes `CARGO_BIN_EXE_*` for the crate's own binaries, so
 //! [`workspace_bin`] finds the others in the same target directory. `cargo nextest run
-//! --workspace` (the README's test command) builds every workspace binary before any test runs.
+//! --workspace` (the README's test command) builds every workspace binary before any test runs;
+//! `cargo nextest run -p CRATE` builds only CRATE's, so [`workspace_bin`] refuses a sibling
+//! binary that is older than its sources, with the command that rebuilds it, rather than let a
+//! test pass or fail against code that is no longer there.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,17 +16,19 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use echolab_core::cmd::{final_stats, Ready};
+use echolab_core::cmd::Ready;
 use echolab_core::stats::ServerStats;
 
 /// How long a spawned server may take to say it is listening. Generous: the machine has two
 /// cores and other tests compile or run beside this one.
 pub const READY_DEADLINE: Duration = Duration::from_secs(30);
 
-/// Path of the workspace binary `name` built in the same profile as the running test.
+/// Path of the workspace binary `name` built in the same profile as the running test, checked
+/// to be current (see [`stale_binary`]).
 ///
 /// # Panics
-/// When the binary is not there, with the command that builds it; a test cannot go on without it.
+/// When the binary is not there or is older than its sources, with the command that builds it;
+/// a test cannot go on without a current binary.
 pub fn workspace_bin(name: &str) -> PathBuf {
     // A test executable lives in target/<profile>/deps/; binaries live in target/<profile>/.
     let exe = std::env::current_exe().expect("current_exe is readable");
@@ -38,13 +43,114 @@ pub fn workspace_bin(name: &str) -> PathBuf {
         })
         .expect("test executable has a parent directory");
     let path = profile_dir.join(name);
+    let build = build_command(name, profile_dir);
     assert!(
         path.is_file(),
-        "{} not found: build it first with `cargo build --workspace --bins` (or run the README's \
-         test command, `cargo nextest run --workspace`, which builds it)",
+        "{} not found: build it first with `{build}` (or run the README's test command, \
+         `cargo nextest run --workspace`, which builds it)",
         path.display()
     );
+    if let Some(newer) = stale_binary(&path, &workspace_root().join("crates").join(name)) {
+        panic!(
+            "{} is older than {}, which changed after it was built: rebuild it with `{build}` \
+             (the README's `cargo nextest run --workspace` builds every binary first)",
+            path.display(),
+            newer.display()
+        );
+    }
     path
+}
+
+/// The checkout this crate was compiled in.
+fn workspace_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// The cargo command that builds binary `name` of package `name` into `profile_dir`
+/// (target/debug, target/release or target/PROFILE).
+fn build_command(name: &str, profile_dir: &Path) -> String {
+    let profile = match profile_dir.file_name().and_then(|p| p.to_str()) {
+        Some("debug") | None => String::new(),
+        Some("release") => " --release".to_string(),
+        Some(other) => format!(" --profile {other}"),
+    };
+    format!("cargo build -p {name} --bin {name}{profile}")
+}
+
+/// A source file of the package in `package_dir` (its `src/` and `build.rs`) or of a workspace
+/// package it depends on, transitively, that was modified after `bin`: a file cargo would
+/// rebuild `bin` for. `None` when `bin` is newer than all of them, or when its time or the
+/// package cannot be read (nothing to compare with: the caller's own checks decide).
+///
+/// Modification times, not contents, as cargo's own freshness check uses them: a file that
+/// was only touched makes cargo rebuild too. Manifests are left out: cargo compares their
+/// contents, not their times, so a touched `Cargo.toml` would be refused here and never rebuilt.
+/// Cheap: a few hundred `stat` calls.
+pub fn stale_binary(bin: &Path, package_dir: &Path) -> Option<PathBuf> {
+    let built = std::fs::metadata(bin).and_then(|m| m.modified()).ok()?;
+    let crates = package_dir.parent()?;
+    let mut seen = Vec::new();
+    let mut todo = vec![package_dir.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        if seen.contains(&dir) {
+            continue;
+        }
+        let Ok(manifest) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
+        todo.extend(
+            workspace_dependencies(&manifest)
+                .into_iter()
+                .map(|d| crates.join(d))
+                .filter(|d| d.join("Cargo.toml").is_file()),
+        );
+        let mut files = vec![dir.join("build.rs")];
+        collect_files(&dir.join("src"), &mut files);
+        let newer = files.into_iter().find(|f| {
+            std::fs::metadata(f)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > built)
+        });
+        if newer.is_some() {
+            return newer;
+        }
+        seen.push(dir);
+    }
+    None
+}
+
+/// The names in a manifest's `[dependencies]` and `[build-dependencies]` tables (what the
+/// binary is built from; dev-dependencies are not), as written: `echolab-core.workspace =
+/// true` and `echolab-core = { path = ... }` both give `echolab-core`.
+fn workspace_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_deps = false;
+    let mut names = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]" || line == "[build-dependencies]";
+        } else if in_deps {
+            if let Some(name) = line.split(['.', '=', ' ']).next().filter(|n| !n.is_empty()) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Every file under `dir`, recursively, appended to `out`; nothing when `dir` is missing.
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
 }
 
 /// A running `echo-server` child process; killed (SIGKILL) and reaped on drop.
@@ -52,7 +158,10 @@ pub struct ServerProcess {
     /// The address it listens on (from its readiness line).
     pub addr: SocketAddr,
     child: Option<Child>,
-    stdout: Option<std::process::ChildStdout>,
+    /// Stdout lines as the reader thread gets them; `None` once stdout reached EOF.
+    stdout_lines: mpsc::Receiver<Option<String>>,
+    /// The stdout lines taken from `stdout_lines` so far.
+    stdout_seen: Vec<String>,
     stderr_log: Arc<Mutex<String>>,
 }
 
@@ -94,11 +203,20 @@ impl ServerProcess {
                 l.push('\n');
             }
         });
-        let stdout = child.stdout.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (line_tx, stdout_lines) = mpsc::channel();
+        // Stdout too is drained all along, so --stats-interval lines never fill the pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = line_tx.send(Some(line));
+            }
+            let _ = line_tx.send(None);
+        });
         let mut me = Self {
             addr: ([0, 0, 0, 0], 0).into(),
             child: Some(child),
-            stdout,
+            stdout_lines,
+            stdout_seen: Vec::new(),
             stderr_log,
         };
         match rx.recv_timeout(READY_DEADLINE) {
@@ -130,33 +248,60 @@ impl ServerProcess {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 
+    /// The next line the server prints on stdout, waiting up to `limit`; `None` when none came
+    /// in time or stdout is closed.
+    pub fn next_stdout_line(&mut self, limit: Duration) -> Option<String> {
+        let line = self.stdout_lines.recv_timeout(limit).ok().flatten()?;
+        self.stdout_seen.push(line.clone());
+        Some(line)
+    }
+
     /// Sends SIGTERM, waits for exit, and returns the exit code with the final [`ServerStats`]
     /// line the server printed on stdout (and every line before it, raw).
     ///
     /// # Panics
     /// If the server does not exit within [`READY_DEADLINE`] or prints no final stats line.
-    pub fn stop(mut self) -> (i32, ServerStats, String) {
+    pub fn stop(self) -> (i32, ServerStats, String) {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// Like [`ServerProcess::stop`] with `signal` (e.g. `libc::SIGINT`) instead of SIGTERM.
+    pub fn stop_with(mut self, signal: libc::c_int) -> (i32, ServerStats, String) {
         let mut child = self.child.take().expect("not stopped twice");
         // SAFETY: kill(2) with a pid we own and a valid signal number has no memory effects.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        let mut out = String::new();
-        if let Some(mut s) = self.stdout.take() {
-            // stdout reaches EOF when the server exits; a server that hangs fails the wait below.
-            let (tx, rx) = mpsc::channel();
-            std::thread::spawn(move || {
-                let mut buf = String::new();
-                let _ = s.read_to_string(&mut buf);
-                let _ = tx.send(buf);
-            });
-            out = rx.recv_timeout(READY_DEADLINE).unwrap_or_else(|_| {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("server did not exit within {READY_DEADLINE:?} of SIGTERM");
-            });
+        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        // stdout reaches EOF when the server exits; a server that hangs fails this wait.
+        let deadline = std::time::Instant::now() + READY_DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stdout_lines.recv_timeout(left) {
+                Ok(Some(line)) => self.stdout_seen.push(line),
+                Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("server did not exit within {READY_DEADLINE:?} of signal {signal}");
+                }
+            }
         }
         let status = child.wait().expect("wait for server");
-        let last = final_stats(&out)
-            .unwrap_or_else(|e| panic!("{e}; stdout:\n{out}\nstderr:\n{}", self.stderr()));
+        let mut out = self.stdout_seen.join("\n");
+        out.push('\n');
+        let last = self
+            .stdout_seen
+            .iter()
+            .rev()
+            .find_map(|l| {
+                serde_json::from_str::<ServerStats>(l)
+                    .ok()
+                    .filter(|s| s.is_final)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "no final stats line on stdout:\n{out}\nstderr:\n{}",
+                    self.stderr()
+                )
+            });
         (status.code().unwrap_or(-1), last, out)
     }
 }
@@ -177,4 +322,79 @@ pub fn spawn_echo_server(model: &str, args: &[&str]) -> ServerProcess {
     let mut all = vec!["--model", model, "--port", "0", "--bind", "127.0.0.1"];
     all.extend_from_slice(args);
     ServerProcess::spawn(&bin, &all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    fn write_at(path: &Path, text: &str, at: SystemTime) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_binary_older_than_a_dependency_source_is_stale() {
+        let root =
+            std::env::temp_dir().join(format!("echolab-testkit-stale-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let t0 = SystemTime::now() - Duration::from_secs(3600);
+        let (before, built, after) = (
+            t0,
+            t0 + Duration::from_secs(60),
+            t0 + Duration::from_secs(120),
+        );
+        let crates = root.join("crates");
+        let app_manifest = "[package]\nname = \"app\"\n\n[dependencies]\nlib.workspace = true\nserde = \"1\"\n\n[dev-dependencies]\ntestonly = { path = \"../testonly\" }\n";
+        for (file, text, at) in [
+            ("app/Cargo.toml", app_manifest, before),
+            ("app/src/main.rs", "fn main() {}", before),
+            ("lib/Cargo.toml", "[package]\nname = \"lib\"\n", before),
+            ("lib/src/deep/mod.rs", "", before),
+            (
+                "testonly/Cargo.toml",
+                "[package]\nname = \"testonly\"\n",
+                before,
+            ),
+            ("testonly/src/lib.rs", "", after),
+        ] {
+            write_at(&crates.join(file), text, at);
+        }
+        // A touched manifest: cargo compares manifests by content, so it would not rebuild.
+        write_at(&crates.join("app/Cargo.toml"), app_manifest, after);
+        let bin = root.join("target/debug/app");
+        write_at(&bin, "binary", built);
+        // Only a dev-dependency and a manifest's time changed since the build.
+        assert_eq!(stale_binary(&bin, &crates.join("app")), None);
+        // A source of a dependency, deep in its tree, changed since.
+        write_at(&crates.join("lib/src/deep/mod.rs"), "pub fn f() {}", after);
+        assert_eq!(
+            stale_binary(&bin, &crates.join("app")),
+            Some(crates.join("lib/src/deep/mod.rs"))
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_rebuild_command_names_the_profile() {
+        assert_eq!(
+            build_command("echo-server", Path::new("/t/debug")),
+            "cargo build -p echo-server --bin echo-server"
+        );
+        assert_eq!(
+            build_command("echo-bench", Path::new("/t/release")),
+            "cargo build -p echo-bench --bin echo-bench --release"
+        );
+        assert_eq!(
+            build_command("echo-bench", Path::new("/t/bench")),
+            "cargo build -p echo-bench --bin echo-bench --profile bench"
+        );
+    }
 }

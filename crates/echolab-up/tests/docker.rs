@@ -2,39 +2,29 @@
 //! loopback and crossnet profiles, cleanup after a forced failure and after Ctrl-C, a second
 //! run right after the first, and the lab image's id staying the same across builds.
 //!
-//! Each test skips (with the reason printed) when no Docker engine is reachable. The lab image
-//! is built from the binaries next to echolab-up (target/debug when run by `cargo nextest run
-//! --workspace`, which builds every workspace binary first).
+//! Each test fails, with the engine's reason, when no Docker engine is reachable: the README's
+//! test command needs one, and a test that quietly passed without it would hide a broken
+//! setup. The lab image is built from the binaries next to echolab-up (target/debug when run
+//! by `cargo nextest run --workspace`, which builds every workspace binary first).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use echolab_core::experiment::BenchMode;
 use echolab_core::results::{ResultsDir, RunStatus};
 use echolab_up::docker::{cleanup, engine};
 
 const BIN: &str = env!("CARGO_BIN_EXE_echolab-up");
 
-fn bin_dir() -> PathBuf {
-    Path::new(BIN)
-        .parent()
-        .expect("binary has a directory")
-        .to_path_buf()
-}
-
 /// A private copy of the lab binaries: other builds may replace target/debug's files while a
-/// test runs, and an image must be built from one consistent set.
+/// test runs, and an image must be built from one consistent set. The testkit refuses a sibling
+/// binary older than its sources (`cargo nextest run -p echolab-up` builds only this crate's).
 fn snapshot_bins(dir: &TempDir) -> PathBuf {
     let snap = dir.0.join("bin");
     std::fs::create_dir_all(&snap).unwrap();
     for name in ["echo-server", "echo-bench", "echolab-netem", "echolab-up"] {
-        let from = bin_dir().join(name);
-        assert!(
-            from.is_file(),
-            "{} is not built; run `cargo build --workspace --bins`",
-            from.display()
-        );
-        std::fs::copy(&from, snap.join(name)).unwrap();
+        std::fs::copy(echolab_testkit::workspace_bin(name), snap.join(name)).unwrap();
     }
     snap
 }
@@ -46,15 +36,13 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// The engine, or None after printing why the test is skipped.
-fn engine_or_skip(test: &str) -> Option<engine::Engine> {
-    match runtime().block_on(engine::connect()) {
-        Ok(e) => Some(e),
-        Err(reason) => {
-            eprintln!("SKIPPED {test}: {reason}");
-            None
-        }
-    }
+/// The Docker engine; fails the test with the reason when none is reachable.
+fn engine() -> engine::Engine {
+    runtime()
+        .block_on(engine::connect())
+        .unwrap_or_else(|reason| {
+            panic!("this test needs a Docker engine (see the README's test requirements): {reason}")
+        })
 }
 
 /// A results base directory removed on drop, even when the test fails.
@@ -202,8 +190,18 @@ fn check_complete_smoke(e: &engine::Engine, base: &Path, o: &Output, backend: &s
         let bench = rec.bench.as_ref().expect("bench report");
         assert_eq!(bench.requests_ok, 10 * 20, "{}", rec.file_name());
         let stats = rec.server.as_ref().expect("server stats");
-        assert!(
-            stats.is_final && stats.totals.accepted >= 10,
+        // 10 connections x 20 rounds of the 12-byte payload: a short-connection run opens a
+        // connection per request, a long one opens each connection once.
+        let connections = match rec.cell.mode {
+            BenchMode::Short => 200,
+            BenchMode::Long => 10,
+            other => panic!("smoke has no {other:?} cells"),
+        };
+        let t = &stats.totals;
+        assert!(stats.is_final, "{}", rec.file_name());
+        assert_eq!(
+            (t.accepted, t.closed, t.bytes_in, t.bytes_out),
+            (connections, connections, 200 * 12, 200 * 12),
             "{}",
             rec.file_name()
         );
@@ -215,9 +213,7 @@ fn check_complete_smoke(e: &engine::Engine, base: &Path, o: &Output, backend: &s
 
 #[test]
 fn smoke_on_loopback_then_again_right_after() {
-    let Some(e) = engine_or_skip("smoke_on_loopback_then_again_right_after") else {
-        return;
-    };
+    let e = engine();
     let first = TempDir::new("loop1");
     let bins = snapshot_bins(&first);
     let o = run(
@@ -243,9 +239,7 @@ fn smoke_on_loopback_then_again_right_after() {
 
 #[test]
 fn smoke_on_crossnet_through_the_link() {
-    let Some(e) = engine_or_skip("smoke_on_crossnet_through_the_link") else {
-        return;
-    };
+    let e = engine();
     let base = TempDir::new("crossnet");
     let bins = snapshot_bins(&base);
     let out = base.0.join("results");
@@ -279,9 +273,7 @@ fn smoke_on_crossnet_through_the_link() {
 
 #[test]
 fn a_forced_failure_leaves_nothing_behind() {
-    let Some(e) = engine_or_skip("a_forced_failure_leaves_nothing_behind") else {
-        return;
-    };
+    let e = engine();
     let base = TempDir::new("fail");
     // A valid experiment whose server refuses to start (echo-server caps --read-buf at 64 MiB):
     // the failure happens inside the run, after hosts exist, which is what cleanup must survive.
@@ -305,10 +297,56 @@ fn a_forced_failure_leaves_nothing_behind() {
 }
 
 #[test]
+fn a_failed_calibration_stops_the_run_before_any_cell() {
+    let e = engine();
+    let base = TempDir::new("calfail");
+    // Loopback round trips take tens of microseconds; this profile expects 5 s +- 1 ms, which
+    // no path on this machine gives, so calibration must fail and no cell may run.
+    let profile = base.0.join("five-seconds.yaml");
+    std::fs::write(
+        &profile,
+        "name: five-seconds\ndescription: a loopback that cannot pass calibration\nsource: test\ntopology: loopback\nexpected:\n  rtt: { value: 5s, minus: 1ms, plus: 1ms }\n",
+    )
+    .unwrap();
+    let bins = snapshot_bins(&base);
+    let out = base.0.join("results");
+    let o = run(
+        &out,
+        &bins,
+        &profile_experiment(profile.to_str().unwrap(), "smoke"),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let r = results(&out);
+    let m = &r.manifest;
+    assert_eq!(m.status, RunStatus::Failed, "{:?}", m.error);
+    assert_eq!((m.runs_done, r.runs.len()), (0, 0), "no cell ran");
+    let runs: Vec<_> = std::fs::read_dir(r.path.join("runs"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(runs.is_empty(), "no run file is written: {runs:?}");
+    let cal = m.link.calibration.as_ref().expect("calibration recorded");
+    assert!(!cal.passed, "{cal:?}");
+    let measured = cal.measured["rtt_median_us"];
+    // Loopback inside one network namespace: far below a millisecond, far above nothing.
+    assert!(
+        measured > 1.0 && measured < 1000.0,
+        "measured {measured} us: {cal:?}"
+    );
+    assert_eq!(cal.expected["rtt_median_us"], 5_000_000.0, "{cal:?}");
+    let error = m.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("calibration of profile five-seconds")
+            && error.contains(&format!("rtt_median {measured:.1} us"))
+            && error.contains("expected 4999000.0..5001000.0, FAILED"),
+        "the error names the measured and expected values: {error}"
+    );
+    assert!(stderr(&o).contains(&error), "{}", stderr(&o));
+    assert_nothing_left(&e, &m.run_id);
+}
+
+#[test]
 fn ctrl_c_interrupts_and_cleans_up() {
-    let Some(e) = engine_or_skip("ctrl_c_interrupts_and_cleans_up") else {
-        return;
-    };
+    let e = engine();
     let base = TempDir::new("sigint");
     // Many seconds of long-connection runs, so that the signal lands mid-run.
     let (mut cmd, out) = loopback_experiment(
@@ -425,9 +463,7 @@ fn bad_input_exits_2_and_creates_nothing() {
 
 #[test]
 fn the_image_id_is_the_same_for_the_same_binaries() {
-    let Some(e) = engine_or_skip("the_image_id_is_the_same_for_the_same_binaries") else {
-        return;
-    };
+    let e = engine();
     let dir = TempDir::new("image");
     let bins = snapshot_bins(&dir);
     let rt = runtime();

@@ -44,6 +44,20 @@ pub fn run_with(args: &[&str], prepare: impl FnOnce(&mut Command)) -> (Output, D
     }
 }
 
+/// User plus system CPU seconds of every child this test process has reaped so far
+/// (getrusage(2), RUSAGE_CHILDREN): the difference around one [`run`] is that echo-bench's whole
+/// CPU time, measured from outside it.
+pub fn reaped_children_cpu_s() -> f64 {
+    // SAFETY: getrusage(2) only writes the rusage struct it is given, which we own.
+    let ru = unsafe {
+        let mut ru = std::mem::zeroed::<libc::rusage>();
+        assert_eq!(libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru), 0);
+        ru
+    };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(ru.ru_utime) + s(ru.ru_stime)
+}
+
 /// Runs echo-bench with `args`.
 pub fn run(args: &[&str]) -> (Output, Duration) {
     run_with(args, |_| {})

@@ -1,0 +1,128 @@
+//! The local backend (`--backend local`: echo-server and echo-bench as processes on this
+//! machine, over 127.0.0.1), which needs no Docker engine, and its refusal of a profile that
+//! needs a link between separate hosts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use echolab_core::results::{ResultsDir, RunStatus};
+
+const BIN: &str = env!("CARGO_BIN_EXE_echolab-up");
+
+/// The directory of the lab binaries, each checked to be current by the testkit.
+fn bin_dir() -> PathBuf {
+    let mut dir = None;
+    for name in ["echo-server", "echo-bench", "echolab-netem", "echolab-up"] {
+        let path = echolab_testkit::workspace_bin(name);
+        dir = path.parent().map(Path::to_path_buf);
+    }
+    dir.expect("binaries have a directory")
+}
+
+/// A scratch directory removed on drop, even when the test fails.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("echolab-up-local-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Self(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn local_run(base: &TempDir, profile: &str, experiment: &str) -> Output {
+    Command::new(BIN)
+        .args([
+            "--backend",
+            "local",
+            "--profile",
+            profile,
+            "--experiment",
+            experiment,
+        ])
+        .arg("--out")
+        .arg(base.0.join("results"))
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .output()
+        .expect("echolab-up runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn loopback_runs_as_local_processes() {
+    let base = TempDir::new("run");
+    let exp = base.0.join("tiny.yaml");
+    std::fs::write(
+        &exp,
+        "name: tiny\nquestion: does the local backend run a cell?\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et, poll]\n    modes: [long]\n    conns: [2]\n    rounds: [5]\n",
+    )
+    .unwrap();
+    let o = local_run(&base, "loopback", exp.to_str().unwrap());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dirs: Vec<PathBuf> = std::fs::read_dir(base.0.join("results"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let r = ResultsDir::load(&dirs[0]).unwrap_or_else(|e| panic!("{e}"));
+    let m = &r.manifest;
+    assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
+    assert_eq!(
+        (m.backend.as_str(), m.link.backend.as_str()),
+        ("local", "none")
+    );
+    assert_eq!((m.runs_planned, m.runs_done, r.runs.len()), (2, 2, 2));
+    let cal = m.link.calibration.as_ref().expect("calibration recorded");
+    assert!(cal.passed, "{cal:?}");
+    // The probe's round trips (RTT_ROUNDS for a profile expecting 0 s) all succeeded.
+    assert_eq!(
+        (cal.measured["round_trips"], cal.measured["failures"]),
+        (2000.0, 0.0),
+        "{cal:?}"
+    );
+    let mut servers: Vec<&str> = r.runs.iter().map(|rec| rec.cell.server.as_str()).collect();
+    servers.sort();
+    assert_eq!(servers, ["epoll-et", "poll"]);
+    for rec in &r.runs {
+        assert!(rec.error.is_none(), "{}: {:?}", rec.file_name(), rec.error);
+        let bench = rec.bench.as_ref().expect("bench report");
+        assert_eq!((bench.requests_ok, bench.requests_failed), (10, 0));
+        let t = &rec.server.as_ref().expect("server stats").totals;
+        // 2 connections x 5 round trips of the 12-byte payload.
+        assert_eq!(
+            (t.accepted, t.bytes_in, t.bytes_out),
+            (2, 120, 120),
+            "{}",
+            rec.file_name()
+        );
+    }
+    assert!(r.path.join("summary.csv").is_file() && r.path.join("report.md").is_file());
+}
+
+#[test]
+fn a_profile_that_needs_a_link_is_refused_before_anything_is_created() {
+    let base = TempDir::new("needs-link");
+    let o = local_run(&base, "crossnet", "smoke");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("profile crossnet needs a link between separate hosts")
+            && err.contains("--profile loopback"),
+        "{err}"
+    );
+    assert!(
+        !base.0.join("results").exists(),
+        "no results directory for a run that cannot start"
+    );
+}

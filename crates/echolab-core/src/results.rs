@@ -106,6 +106,9 @@ pub struct CalibrationRecord {
     /// Each comparison with its accepted range; the verdict is the conjunction.
     #[serde(default)]
     pub checks: Vec<CalibrationCheck>,
+    /// What the link carried and dropped during calibration, when the profile has a link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_counters: Option<LinkCounters>,
 }
 
 /// The link as it was really installed.
@@ -233,6 +236,50 @@ pub struct ResourceSample {
     pub mem_pct: f64,
 }
 
+/// What one direction of the link did over an interval (a run, or calibration).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectionCounters {
+    /// Packets carried.
+    pub packets: u64,
+    /// Bytes of those packets (IP packets).
+    pub bytes: u64,
+    /// Dropped by the profile's loss model (intended).
+    pub drops_loss: u64,
+    /// Dropped because the queue held its limit (the profile's queue overflowed).
+    pub drops_queue: u64,
+    /// Refused by the kernel when written back (not the profile's doing).
+    pub drops_write: u64,
+    /// Most packets queued at once since the link started (a running maximum: it cannot be
+    /// split by interval).
+    pub peak_queue_since_start: u64,
+    /// The queue limit, packets.
+    pub limit: u64,
+    /// Release error over the interval (write time minus scheduled release), µs.
+    pub release_error_us: crate::hist::LatencySummary,
+}
+
+/// The link's counters over an interval, per direction (uplink = client to server).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkCounters {
+    /// `userspace-wire` (kernel netem's qdisc statistics are not read yet).
+    pub backend: String,
+    /// Client to server.
+    pub uplink: DirectionCounters,
+    /// Server to client.
+    pub downlink: DirectionCounters,
+}
+
+impl LinkCounters {
+    /// Packets dropped in both directions that the profile's loss model did not drop (queue
+    /// overflow, write-back refusals).
+    pub fn unintended_drops(&self) -> u64 {
+        [&self.uplink, &self.downlink]
+            .iter()
+            .map(|d| d.drops_queue + d.drops_write)
+            .sum()
+    }
+}
+
 /// `runs/<cell-id>_rep<N>.json`: one cell, one repetition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -253,6 +300,10 @@ pub struct RunRecord {
     /// Server host CPU and memory during the client run.
     #[serde(default)]
     pub samples: Vec<ResourceSample>,
+    /// What the link carried and dropped during this run (userspace wire), when the profile
+    /// has a link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkCounters>,
     /// strace -c summary of the client, when the experiment asked for it (seed 002).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strace: Option<String>,

@@ -261,6 +261,7 @@ mod tests {
                     mem_pct: 0.5,
                 },
             ],
+            link: None,
             strace: None,
             error: None,
         }

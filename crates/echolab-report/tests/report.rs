@@ -225,6 +225,7 @@ fn record(cell: &Cell, rep: u64) -> RunRecord {
         bench: Some(bench),
         server: None,
         samples,
+        link: None,
         strace,
         error: None,
     }

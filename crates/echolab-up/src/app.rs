@@ -543,7 +543,12 @@ async fn run_docker(
             out.manifest.link = up.link.clone();
             out.phase("topology_up", t.elapsed().as_secs_f64())?;
             let t = Instant::now();
-            let calibration = up.calibrate(d).await?;
+            let before = up.hosts.link_snapshot().await.transpose()?;
+            let mut calibration = up.calibrate(d).await?;
+            let after = up.hosts.link_snapshot().await.transpose()?;
+            if let (Some(b), Some(a)) = (before, after) {
+                calibration.link_counters = Some(docker::wiretap::between(&b, &a));
+            }
             let elapsed = t.elapsed().as_secs_f64();
             calibrate_and_run(
                 &mut up.hosts,

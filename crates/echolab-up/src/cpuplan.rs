@@ -243,7 +243,7 @@ mod tests {
             "the link defaults to the client's CPUs"
         );
         let e = resolve(&c, 2, false).unwrap_err();
-        assert!(e.contains("client names CPU 3") && e.contains("0-1"), "{e}");
+        assert!(e.contains("server names CPU 2") && e.contains("0-1"), "{e}");
         for bad in [
             "server=0",
             "server=x,client=1",

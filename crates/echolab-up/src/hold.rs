@@ -4,7 +4,7 @@
 //! - `echolab-up __hold`: the host container's main process. It owns nothing but the
 //!   namespaces; it reaps orphaned children (as PID 1 must; a prefork server's workers are
 //!   re-parented to it) and exits 0 on SIGTERM or SIGINT.
-//! - `echolab-up __signal TARGET SIG`: sends SIG (`TERM`, `KILL`, `INT`) to TARGET, a pid or a
+//! - `echolab-up __signal TARGET SIG`: sends SIG (`TERM`, `KILL`, `INT`, `USR1`) to TARGET, a pid or a
 //!   process name (every process of that name in the pid namespace, from /proc/PID/comm).
 
 use nix::sys::signal::{kill, SigSet, Signal};
@@ -45,6 +45,8 @@ fn parse_signal(name: &str) -> Option<Signal> {
         "TERM" => Some(Signal::SIGTERM),
         "KILL" => Some(Signal::SIGKILL),
         "INT" => Some(Signal::SIGINT),
+        // The wire prints its counters on SIGUSR1 (echolab-netem --help).
+        "USR1" => Some(Signal::SIGUSR1),
         _ => None,
     }
 }
@@ -68,7 +70,7 @@ fn pids_named(comm: &str) -> Vec<i32> {
 pub fn signal(args: &[String]) -> i32 {
     let (Some(target), Some(sig)) = (args.first(), args.get(1).and_then(|s| parse_signal(s)))
     else {
-        eprintln!("usage: echolab-up __signal PID|NAME TERM|KILL|INT");
+        eprintln!("usage: echolab-up __signal PID|NAME TERM|KILL|INT|USR1");
         return 2;
     };
     let pids = match target.parse::<i32>() {

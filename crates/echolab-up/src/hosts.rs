@@ -64,6 +64,14 @@ pub trait Hosts {
     /// A host could not be removed or made again.
     async fn fresh_hosts(&mut self) -> anyhow::Result<bool>;
 
+    /// The link's counters now (userspace wire), or `None` where there is no link to read
+    /// (loopback, local processes, kernel netem whose qdisc statistics are not read yet).
+    async fn link_snapshot(
+        &mut self,
+    ) -> Option<anyhow::Result<echolab_netem::wire::stats::WireStats>> {
+        None
+    }
+
     /// The address echo-server binds: 127.0.0.1 for loopback, 0.0.0.0 behind a link.
     fn server_bind(&self) -> IpAddr;
 

@@ -164,6 +164,7 @@ mod tests {
             bench: None,
             server: None,
             samples: vec![],
+            link: None,
             strace: None,
             error: Some("boom".into()),
         };

@@ -80,6 +80,7 @@ pub async fn run_all<H: Hosts>(
             bench: None,
             server: None,
             samples: Vec::new(),
+            link: None,
             strace: None,
             error: None,
         };
@@ -113,6 +114,7 @@ pub async fn run_all<H: Hosts>(
             }
         };
         let target = hosts.target(&ready);
+        let link_before = hosts.link_snapshot().await;
         let bench = hosts
             .run_bench(
                 &bench_cmd(exp, cell, target),
@@ -120,8 +122,16 @@ pub async fn run_all<H: Hosts>(
                 window_start(exp, cell),
             )
             .await;
+        let link_after = hosts.link_snapshot().await;
         let stopped = hosts.stop_server(server).await;
         let mut errors = Vec::new();
+        match (link_before, link_after) {
+            (Some(Ok(before)), Some(Ok(after))) => {
+                rec.link = Some(crate::docker::wiretap::between(&before, &after));
+            }
+            (Some(Err(e)), _) | (_, Some(Err(e))) => errors.push(format!("link counters: {e:#}")),
+            _ => {}
+        }
         match bench {
             Ok((output, samples)) => {
                 rec.samples = crate::hosts::window_samples(samples, window_start(exp, cell));

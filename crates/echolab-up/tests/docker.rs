@@ -206,9 +206,43 @@ fn check_complete_smoke(e: &engine::Engine, base: &Path, o: &Output, backend: &s
             rec.file_name()
         );
     }
+    // The CPU plan, seen from inside the client container (echo-bench's own
+    // sched_getaffinity), and server and client on disjoint CPUs where there are two.
+    let plan = m.cpu_plan.as_ref().expect("cpu plan recorded");
+    if m.environment.cpus >= 2 {
+        let (server, client) = (plan.server.clone().unwrap(), plan.client.clone().unwrap());
+        assert_ne!(server, client, "{plan:?}");
+        assert_eq!(server_cpuset(m), server);
+        for rec in &r.runs {
+            let bench = rec.bench.as_ref().unwrap();
+            assert_eq!(
+                bench.cpus,
+                client,
+                "{}: affinity inside the container",
+                rec.file_name()
+            );
+            assert_eq!(
+                bench.threads,
+                1,
+                "{}: one client CPU, one worker",
+                rec.file_name()
+            );
+        }
+    }
+    let order = m.order.as_ref().expect("order recorded");
+    assert_eq!(order.kind, "shuffled");
+    assert!(order.fresh_hosts_per_cell);
     assert!(r.path.join("summary.csv").is_file());
     assert_nothing_left(e, &m.run_id);
     r
+}
+
+/// The cpuset the manifest recorded for the server host.
+fn server_cpuset(m: &echolab_core::results::Manifest) -> String {
+    m.hosts["server"]["cpuset"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]
@@ -256,6 +290,33 @@ fn smoke_on_crossnet_through_the_link() {
     assert_eq!(link["cap_add"], serde_json::json!(["NET_ADMIN"]));
     assert_eq!(link["devices"], serde_json::json!(["/dev/net/tun"]));
     assert_eq!(link["sysctls"]["net.ipv4.ip_forward"], "1");
+    // The wire's counters per run: every request crossed it (a short request is at least
+    // SYN, the ACK with the 12 bytes and a FIN uplink; a long one its data), none was
+    // dropped by a queue on this unloaded path.
+    if expected_backend == "userspace-wire" {
+        for rec in &r.runs {
+            let link = rec.link.as_ref().expect("link counters in the run record");
+            let at_least = match rec.cell.mode {
+                BenchMode::Short => 200 * 3,
+                _ => 200,
+            };
+            assert!(
+                link.uplink.packets >= at_least && link.downlink.packets >= 200,
+                "{}: {link:?}",
+                rec.file_name()
+            );
+            assert_eq!(link.unintended_drops(), 0, "{}: {link:?}", rec.file_name());
+        }
+        let cal = r.manifest.link.calibration.as_ref().unwrap();
+        let cal_link = cal
+            .link_counters
+            .as_ref()
+            .expect("calibration's link counters");
+        assert!(
+            cal_link.uplink.bytes > 1_000_000,
+            "the bulk transfers crossed: {cal_link:?}"
+        );
+    }
     // The profile adds 20 ms of RTT: a long-connection round trip cannot be faster.
     for rec in r
         .runs
@@ -269,6 +330,47 @@ fn smoke_on_crossnet_through_the_link() {
             rec.file_name()
         );
     }
+}
+
+#[test]
+fn an_overfull_link_queue_shows_its_drops_in_the_run_record() {
+    let e = engine();
+    if std::fs::read_to_string("/proc/modules").is_ok_and(|m| m.contains("sch_netem")) {
+        panic!("this test reads the userspace wire's counters; on a kernel with sch_netem the link is kernel netem, whose qdisc statistics are not read yet");
+    }
+    let base = TempDir::new("overfull");
+    // 1 Mbit/s with room for 3 packets: 20 connections sending 1400-byte requests at once
+    // put 20 packets into a queue of 3, so at least 17 are dropped on the first round (TCP
+    // retransmits them, so the run still completes).
+    let profile = base.0.join("narrow.yaml");
+    std::fs::write(
+        &profile,
+        "name: narrow\ndescription: a 1 Mbit/s link with a 3-packet queue\nsource: test\ntopology: link\nuplink: { delay: 1ms, rate: 1mbit, limit: 3 }\ndownlink: { delay: 1ms, rate: 1mbit, limit: 3 }\nexpected:\n  rtt: { value: 3ms, minus: 1ms, plus: 100ms }\n",
+    )
+    .unwrap();
+    let exp = base.0.join("burst.yaml");
+    std::fs::write(
+        &exp,
+        "name: burst\nquestion: does an overfull queue show?\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [20]\n    rounds: [2]\n    payload: 1400\nbench:\n  timeout: 20s\n",
+    )
+    .unwrap();
+    let bins = snapshot_bins(&base);
+    let out = base.0.join("results");
+    let o = run(
+        &out,
+        &bins,
+        &profile_experiment(profile.to_str().unwrap(), exp.to_str().unwrap()),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = results(&out);
+    assert_eq!(r.runs.len(), 1);
+    let rec = &r.runs[0];
+    let link = rec.link.as_ref().expect("link counters in the run record");
+    let dropped = link.uplink.drops_queue + link.downlink.drops_queue;
+    assert!(dropped >= 17, "queue drops {dropped}: {link:?}");
+    assert_eq!(link.uplink.limit, 3);
+    assert!(link.uplink.peak_queue_since_start >= 3, "{link:?}");
+    assert_nothing_left(&e, &r.manifest.run_id);
 }
 
 #[test]

@@ -65,6 +65,25 @@ async fn networks_matching(
         .map_err(|e| failed("list networks", &format!("labelled {filters:?}"), e))
 }
 
+/// How long teardown waits for a container removal that another request started.
+const REMOVAL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether container `id` is gone within [`REMOVAL_WAIT`] (polled every 50 ms: the engine
+/// offers no event for the end of a removal it is already doing).
+async fn gone(docker: &Docker, id: &str) -> bool {
+    let until = tokio::time::Instant::now() + REMOVAL_WAIT;
+    while tokio::time::Instant::now() < until {
+        if let Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) = docker.inspect_container(id, None).await
+        {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
+}
+
 /// Removes every container and network labelled with `run_id` (or with any run id, when
 /// None). Goes on past individual failures and reports them all.
 ///
@@ -96,6 +115,20 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => {}
+            // A removal that was under way when the run was cut short (a cell's hosts being
+            // made anew at Ctrl-C): wait for the engine to finish it.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409,
+                message,
+            }) if message.contains("already in progress") => {
+                if gone(docker, &id).await {
+                    removed.containers.push(name);
+                } else {
+                    errors.push(format!(
+                        "docker: container {name} was still being removed after {REMOVAL_WAIT:?}"
+                    ));
+                }
+            }
             Err(e) => errors.push(failed("remove container", &name, e).to_string()),
         }
     }

@@ -22,6 +22,9 @@ pub struct Streaming {
     pub ready: oneshot::Receiver<String>,
     /// Ends with (stdout, stderr) when the process's output closes.
     pub output: JoinHandle<(String, String)>,
+    /// Every complete stdout line as it arrives, for a program that reports while it runs
+    /// (the wire's counters on SIGUSR1); take it to read them.
+    pub stdout_lines: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
 }
 
 /// Starts `cmd` in `container` with stdout and stderr attached, watching stderr for a line
@@ -59,13 +62,22 @@ pub async fn start(
         ));
     };
     let (tx, ready) = oneshot::channel();
+    let (line_tx, stdout_lines) = tokio::sync::mpsc::unbounded_channel();
     let output = tokio::spawn(async move {
         let (mut out, mut err) = (Vec::<u8>::new(), Vec::<u8>::new());
         let mut tx = Some(tx);
-        let mut scanned = 0;
+        let (mut scanned, mut scanned_out) = (0, 0);
         while let Some(Ok(chunk)) = output.next().await {
             match chunk {
-                LogOutput::StdOut { message } => out.extend_from_slice(&message),
+                LogOutput::StdOut { message } => {
+                    out.extend_from_slice(&message);
+                    while let Some(nl) = out[scanned_out..].iter().position(|b| *b == b'\n') {
+                        let line = String::from_utf8_lossy(&out[scanned_out..scanned_out + nl]);
+                        // Nobody listening is fine: most programs are only read at the end.
+                        let _ = line_tx.send(line.into_owned());
+                        scanned_out += nl + 1;
+                    }
+                }
                 LogOutput::StdErr { message } => {
                     err.extend_from_slice(&message);
                     // Look at complete lines only: a line may arrive in several chunks.
@@ -92,6 +104,7 @@ pub async fn start(
         exec_id: created.id,
         ready,
         output,
+        stdout_lines: Some(stdout_lines),
     })
 }
 

@@ -499,6 +499,11 @@ pub async fn up(
             Some(s),
         )
     };
+    let mut wire = wire;
+    let tap = wire
+        .as_mut()
+        .and_then(|s| s.stdout_lines.take())
+        .map(|lines| super::wiretap::WireTap::new(docker, &link, lines));
     let mut records = BTreeMap::new();
     let mut link_rec = link_spec.record(&object_name(run_id, "link"), &link);
     link_rec["addresses"] = json!({ "client_net": link_client_ip.to_string(), "server_net": link_server_ip.to_string() });
@@ -521,7 +526,7 @@ pub async fn up(
         calibration: None,
     };
     Ok(LinkUp {
-        hosts: DockerHosts::behind_link(docker, made, endpoints),
+        hosts: DockerHosts::behind_link(docker, made, endpoints, tap),
         records,
         link: link_record,
         server_ip,

@@ -19,6 +19,7 @@ pub mod link;
 pub mod stats;
 pub mod topology;
 pub mod uring;
+pub mod wiretap;
 
 /// The label every object of a run carries, with the run id as value.
 pub const RUN_LABEL: &str = "echolab.run";

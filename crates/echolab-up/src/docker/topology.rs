@@ -256,6 +256,8 @@ pub struct DockerHosts {
     bind: IpAddr,
     /// How to make client and server again for a cell of their own.
     remake: Remake,
+    /// The userspace wire's counters, when it carries the link.
+    wire: Option<super::wiretap::WireTap>,
 }
 
 /// What it takes to make a run's client and server hosts again.
@@ -347,6 +349,7 @@ pub async fn up_loopback(
             server_addr: loopback,
             bind: loopback,
             remake: Remake::Loopback(spec.clone()),
+            wire: None,
         },
         record,
     ))
@@ -358,6 +361,7 @@ impl DockerHosts {
         docker: &Docker,
         made: super::link::MadeEndpoints,
         endpoints: super::link::Endpoints,
+        wire: Option<super::wiretap::WireTap>,
     ) -> Self {
         Self {
             docker: docker.clone(),
@@ -366,6 +370,7 @@ impl DockerHosts {
             server_addr: made.server_ip,
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Link(endpoints),
+            wire,
         }
     }
 
@@ -405,6 +410,15 @@ impl DockerHosts {
 
 impl Hosts for DockerHosts {
     type Server = DockerServer;
+
+    async fn link_snapshot(
+        &mut self,
+    ) -> Option<anyhow::Result<echolab_netem::wire::stats::WireStats>> {
+        match self.wire.as_mut() {
+            Some(tap) => Some(tap.snapshot().await),
+            None => None,
+        }
+    }
 
     async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {
         // The client first: in loopback it lives in the server's namespace.

@@ -1,0 +1,172 @@
+//! The userspace wire's counters, read per run: the launcher sends the wire SIGUSR1, the wire
+//! prints one [`WireStats`] line on stdout (echolab-netem's contract), and two such snapshots,
+//! before and after a run, give what the link carried, dropped and how late it released
+//! packets during that run.
+
+use std::time::Duration;
+
+use anyhow::anyhow;
+use bollard::Docker;
+use echolab_core::hist;
+use echolab_core::results::{DirectionCounters, LinkCounters};
+use echolab_netem::wire::stats::{DirectionStats, WireStats};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::exec;
+use crate::hosts::STOP_DEADLINE;
+use crate::image::IMAGE_BIN_DIR;
+
+/// How long the wire may take to answer SIGUSR1 with a stats line: it prints from its signal
+/// thread at once; generous for a loaded 2-core machine.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The wire running in the link host, with its stdout lines.
+pub struct WireTap {
+    docker: Docker,
+    link: String,
+    lines: UnboundedReceiver<String>,
+}
+
+impl WireTap {
+    /// Taps the wire running in container `link` whose stdout lines arrive on `lines`.
+    pub fn new(docker: &Docker, link: &str, lines: UnboundedReceiver<String>) -> Self {
+        Self {
+            docker: docker.clone(),
+            link: link.to_string(),
+            lines,
+        }
+    }
+
+    /// The wire's counters now.
+    ///
+    /// # Errors
+    /// The signal could not be sent, or no stats line came within [`ANSWER_DEADLINE`] (the
+    /// wire died or its stdout closed).
+    pub async fn snapshot(&mut self) -> anyhow::Result<WireStats> {
+        // Lines printed before this request (periodic or earlier answers) are not the answer.
+        while self.lines.try_recv().is_ok() {}
+        let cmd = vec![
+            format!("{IMAGE_BIN_DIR}/echolab-up"),
+            "__signal".into(),
+            "echolab-netem".into(),
+            "USR1".into(),
+        ];
+        let sent = exec::run(&self.docker, &self.link, &cmd, STOP_DEADLINE).await?;
+        if sent.exit_code != Some(0) {
+            return Err(anyhow!("SIGUSR1 to the wire: {}", sent.describe()));
+        }
+        let wait = async {
+            while let Some(line) = self.lines.recv().await {
+                if let Ok(stats) = serde_json::from_str::<WireStats>(&line) {
+                    return Some(stats);
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(ANSWER_DEADLINE, wait).await {
+            Ok(Some(stats)) => Ok(stats),
+            Ok(None) => Err(anyhow!("the wire's output closed: it is no longer running")),
+            Err(_) => Err(anyhow!(
+                "the wire printed no stats within {ANSWER_DEADLINE:?} of SIGUSR1"
+            )),
+        }
+    }
+}
+
+/// What the link did between snapshots `before` and `after` of the same wire.
+pub fn between(before: &WireStats, after: &WireStats) -> LinkCounters {
+    LinkCounters {
+        backend: "userspace-wire".into(),
+        uplink: direction_between(&before.uplink, &after.uplink),
+        downlink: direction_between(&before.downlink, &after.downlink),
+    }
+}
+
+fn direction_between(b: &DirectionStats, a: &DirectionStats) -> DirectionCounters {
+    // The release-error histogram is cumulative: the interval's own is the difference.
+    let release = match (
+        hist::decode(&b.release_error_histogram),
+        hist::decode(&a.release_error_histogram),
+    ) {
+        (Ok(before), Ok(mut after)) => match after.subtract(&before) {
+            Ok(()) => hist::LatencySummary::from_histogram(&after),
+            Err(_) => a.release_error_us.clone(),
+        },
+        _ => a.release_error_us.clone(),
+    };
+    DirectionCounters {
+        packets: a.packets.saturating_sub(b.packets),
+        bytes: a.bytes.saturating_sub(b.bytes),
+        drops_loss: a.drops_loss.saturating_sub(b.drops_loss),
+        drops_queue: a.drops_queue.saturating_sub(b.drops_queue),
+        drops_write: a.drops_write.saturating_sub(b.drops_write),
+        peak_queue_since_start: a.peak_queue,
+        limit: a.limit,
+        release_error_us: release,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn direction(packets: u64, drops_queue: u64, release_ns: &[u64]) -> DirectionStats {
+        let mut h = hist::new_latency_histogram();
+        for &ns in release_ns {
+            hist::record_ns(&mut h, ns);
+        }
+        DirectionStats {
+            packets,
+            bytes: packets * 100,
+            drops_loss: 1,
+            drops_queue,
+            drops_write: 0,
+            peak_queue: 40,
+            limit: 100,
+            release_error_us: hist::LatencySummary::from_histogram(&h),
+            release_error_histogram: hist::encode(&h),
+            compensation_us: 0.0,
+            self_probe_us: Default::default(),
+            early_wake_us: 0.0,
+        }
+    }
+
+    fn stats(up: DirectionStats, down: DirectionStats) -> WireStats {
+        WireStats {
+            tool: "echolab-netem wire".into(),
+            profile: "lan100".into(),
+            seed: 1,
+            uptime_s: 1.0,
+            is_final: false,
+            uplink: up,
+            downlink: down,
+        }
+    }
+
+    #[test]
+    fn a_run_gets_the_difference_of_two_snapshots() {
+        let before = stats(
+            direction(1000, 2, &[5_000; 10]),
+            direction(900, 0, &[5_000; 10]),
+        );
+        // During the run: 500 more packets, 19 queue drops, and releases 50 µs late.
+        let after = stats(
+            direction(
+                1500,
+                21,
+                &[&[5_000u64; 10][..], &[50_000; 500][..]].concat(),
+            ),
+            direction(1400, 0, &[5_000; 10]),
+        );
+        let c = between(&before, &after);
+        assert_eq!((c.uplink.packets, c.uplink.bytes), (500, 50_000));
+        assert_eq!((c.uplink.drops_queue, c.uplink.drops_loss), (19, 0));
+        assert_eq!(c.unintended_drops(), 19);
+        assert_eq!(c.uplink.peak_queue_since_start, 40);
+        // Only the run's 500 releases: all 50 µs late, none of the earlier 5 µs ones.
+        let p50 = c.uplink.release_error_us.p50;
+        assert!((49.0..=51.0).contains(&p50), "p50 {p50}");
+        assert_eq!(c.downlink.packets, 500);
+        assert_eq!(c.downlink.release_error_us.max, 0.0);
+    }
+}

@@ -45,7 +45,9 @@ pub enum HistError {
 /// Encodes `h` as HdrHistogram V2 (uncompressed), then standard base64.
 pub fn encode(h: &Histogram<u64>) -> String {
     let mut buf = Vec::new();
-    V2Serializer::new().serialize(h, &mut buf).expect("serializing into a Vec cannot fail");
+    V2Serializer::new()
+        .serialize(h, &mut buf)
+        .expect("serializing into a Vec cannot fail");
     base64::engine::general_purpose::STANDARD.encode(buf)
 }
 
@@ -68,7 +70,9 @@ pub fn merge<'a>(encoded: impl IntoIterator<Item = &'a str>) -> Result<Histogram
     let mut total = new_latency_histogram();
     for text in encoded {
         let h = decode(text)?;
-        total.add(&h).map_err(|e| HistError::Merge(format!("{e:?}")))?;
+        total
+            .add(&h)
+            .map_err(|e| HistError::Merge(format!("{e:?}")))?;
     }
     Ok(total)
 }
@@ -153,6 +157,9 @@ mod tests {
         record_ns(&mut h, 1_500_000);
         let s = LatencySummary::from_histogram(&h);
         assert!((s.p99 - 1500.0).abs() / 1500.0 < 0.001, "{s:?}");
-        assert_eq!(LatencySummary::from_histogram(&new_latency_histogram()), LatencySummary::default());
+        assert_eq!(
+            LatencySummary::from_histogram(&new_latency_histogram()),
+            LatencySummary::default()
+        );
     }
 }

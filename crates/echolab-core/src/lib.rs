@@ -22,5 +22,5 @@ pub fn utc_now_rfc3339() -> String {
     humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
 }
 
-pub mod protocol;
 pub mod profile;
+pub mod protocol;

@@ -181,14 +181,43 @@ mod tests {
 
     #[test]
     fn server_stats_json_has_the_contract_field_names() {
-        let mut s = ServerStats { model: "epoll-et".into(), pid: 7, is_final: true, ..Default::default() };
+        let mut s = ServerStats {
+            model: "epoll-et".into(),
+            pid: 7,
+            is_final: true,
+            ..Default::default()
+        };
         s.totals.accepted = 3;
-        s.totals.syscalls.insert("epoll_wait".into(), SyscallStat { count: 9, total_ns: None });
-        s.workers.push(WorkerStats { worker: 0, pid: 7, counters: s.totals.clone() });
+        s.totals.syscalls.insert(
+            "epoll_wait".into(),
+            SyscallStat {
+                count: 9,
+                total_ns: None,
+            },
+        );
+        s.workers.push(WorkerStats {
+            worker: 0,
+            pid: 7,
+            counters: s.totals.clone(),
+        });
         let v: serde_json::Value = serde_json::to_value(&s).unwrap();
-        for key in ["model", "pid", "uptime_s", "final", "accepted", "closed", "bytes_in", "bytes_out",
-                    "syscalls", "events_returned", "empty_wakeups", "eagain_read", "eagain_write",
-                    "errors", "workers"] {
+        for key in [
+            "model",
+            "pid",
+            "uptime_s",
+            "final",
+            "accepted",
+            "closed",
+            "bytes_in",
+            "bytes_out",
+            "syscalls",
+            "events_returned",
+            "empty_wakeups",
+            "eagain_read",
+            "eagain_write",
+            "errors",
+            "workers",
+        ] {
             assert!(v.get(key).is_some(), "missing {key} in {v}");
         }
         assert_eq!(v["syscalls"]["epoll_wait"], serde_json::json!({"count": 9}));
@@ -199,11 +228,26 @@ mod tests {
 
     #[test]
     fn bench_report_round_trips() {
-        let mut r = BenchReport { tool: "echo-bench".into(), mode: "long".into(), conns: 100, rounds: Some(10), ..Default::default() };
-        r.syscalls.insert("connect".into(), SyscallStat { count: 100, total_ns: Some(12345) });
+        let mut r = BenchReport {
+            tool: "echo-bench".into(),
+            mode: "long".into(),
+            conns: 100,
+            rounds: Some(10),
+            ..Default::default()
+        };
+        r.syscalls.insert(
+            "connect".into(),
+            SyscallStat {
+                count: 100,
+                total_ns: Some(12345),
+            },
+        );
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"latency_us\":{\"min\":0.0"), "{text}");
-        assert!(!text.contains("intervals"), "empty intervals are omitted: {text}");
+        assert!(
+            !text.contains("intervals"),
+            "empty intervals are omitted: {text}"
+        );
         assert_eq!(serde_json::from_str::<BenchReport>(&text).unwrap(), r);
     }
 }

@@ -36,7 +36,11 @@ pub struct UnitError {
 }
 
 fn err(kind: &'static str, value: &str, reason: impl Into<String>) -> UnitError {
-    UnitError { kind, value: value.to_string(), reason: reason.into() }
+    UnitError {
+        kind,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
 }
 
 /// Splits `"12.5ms"` into `(12.5, "ms")`; rejects NaN, infinities and negative numbers.
@@ -51,7 +55,9 @@ fn split_number<'a>(kind: &'static str, s: &'a str) -> Result<(f64, &'a str), Un
     if num.is_empty() {
         return Err(err(kind, s, "expected a number followed by a unit"));
     }
-    let v: f64 = num.parse().map_err(|_| err(kind, s, format!("{num:?} is not a number")))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| err(kind, s, format!("{num:?} is not a number")))?;
     if !v.is_finite() || v < 0.0 {
         return Err(err(kind, s, "must be a finite, non-negative number"));
     }
@@ -74,8 +80,20 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
         "m" | "min" => 60e9,
         "h" => 3600e9,
         "" if v == 0.0 => 1.0,
-        "" => return Err(err(K, s, "missing unit (use ns, us, ms, s, m or h, e.g. \"5ms\")")),
-        other => return Err(err(K, s, format!("unknown unit {other:?} (use ns, us, ms, s, m or h)"))),
+        "" => {
+            return Err(err(
+                K,
+                s,
+                "missing unit (use ns, us, ms, s, m or h, e.g. \"5ms\")",
+            ))
+        }
+        other => {
+            return Err(err(
+                K,
+                s,
+                format!("unknown unit {other:?} (use ns, us, ms, s, m or h)"),
+            ))
+        }
     };
     let ns = v * ns_per_unit;
     if ns > u64::MAX as f64 {
@@ -145,7 +163,12 @@ pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
 
 /// Formats bits per second as tc would print it: `"100mbit"`, `"1500kbit"`, `"12bit"`.
 pub fn format_rate(bits_per_s: u64) -> String {
-    for (div, unit) in [(1_000_000_000_000u64, "tbit"), (1_000_000_000, "gbit"), (1_000_000, "mbit"), (1_000, "kbit")] {
+    for (div, unit) in [
+        (1_000_000_000_000u64, "tbit"),
+        (1_000_000_000, "gbit"),
+        (1_000_000, "mbit"),
+        (1_000, "kbit"),
+    ] {
         if bits_per_s >= div && bits_per_s % (div / 1000).max(1) == 0 {
             return format!("{}{unit}", trim_float(bits_per_s as f64 / div as f64));
         }
@@ -184,7 +207,13 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
         "kB" | "KB" => 1e3,
         "MB" => 1e6,
         "GB" => 1e9,
-        other => return Err(err(K, s, format!("unknown unit {other:?} (use B, KiB, MiB, GiB, kB, MB or GB)"))),
+        other => {
+            return Err(err(
+                K,
+                s,
+                format!("unknown unit {other:?} (use B, KiB, MiB, GiB, kB, MB or GB)"),
+            ))
+        }
     };
     let bytes = v * mult;
     if bytes.fract() != 0.0 {
@@ -288,7 +317,10 @@ mod tests {
     #[test]
     fn bad_durations_name_the_value_and_the_problem() {
         let e = parse_duration("5").unwrap_err();
-        assert!(e.to_string().contains("\"5\"") && e.reason.contains("missing unit"), "{e}");
+        assert!(
+            e.to_string().contains("\"5\"") && e.reason.contains("missing unit"),
+            "{e}"
+        );
         let e = parse_duration("5 parsecs").unwrap_err();
         assert!(e.reason.contains("unknown unit \"parsecs\""), "{e}");
         assert!(parse_duration("-1ms").is_err());
@@ -312,12 +344,19 @@ mod tests {
         assert_eq!(parse_rate("100mbit").unwrap(), 100_000_000);
         assert_eq!(parse_rate("1gbit").unwrap(), 1_000_000_000);
         assert_eq!(parse_rate("12.5MBps").unwrap(), 100_000_000);
-        assert_eq!(parse_rate("1mbps").unwrap(), 8_000_000, "tc: mbps is megabytes per second");
+        assert_eq!(
+            parse_rate("1mbps").unwrap(),
+            8_000_000,
+            "tc: mbps is megabytes per second"
+        );
         assert_eq!(parse_rate("1mibit").unwrap(), 1_048_576);
         assert_eq!(parse_rate("9600").unwrap(), 9600);
         assert_eq!(format_rate(100_000_000), "100mbit");
         assert_eq!(format_rate(1_500_000), "1.5mbit");
-        assert!(parse_rate("100 furlongs").unwrap_err().reason.contains("furlongs"));
+        assert!(parse_rate("100 furlongs")
+            .unwrap_err()
+            .reason
+            .contains("furlongs"));
         assert!(parse_rate("0mbit").is_err());
     }
 
@@ -343,14 +382,20 @@ mod tests {
             loss: Percent,
             limit: ByteSize,
         }
-        let ok: Link = serde_yaml::from_str("delay: 10ms\nrate: 100mbit\nloss: 0.1%\nlimit: 1000\n").unwrap();
+        let ok: Link =
+            serde_yaml::from_str("delay: 10ms\nrate: 100mbit\nloss: 0.1%\nlimit: 1000\n").unwrap();
         assert_eq!(ok.delay.0, Duration::from_millis(10));
         assert_eq!(ok.rate.0, 100_000_000);
         assert_eq!(ok.loss.0, 0.1);
         assert_eq!(ok.limit.0, 1000);
-        let bad = serde_yaml::from_str::<Link>("delay: 10 parsecs\nrate: 1mbit\nloss: 1%\nlimit: 1\n").unwrap_err();
+        let bad =
+            serde_yaml::from_str::<Link>("delay: 10 parsecs\nrate: 1mbit\nloss: 1%\nlimit: 1\n")
+                .unwrap_err();
         let msg = bad.to_string();
-        assert!(msg.contains("delay") && msg.contains("10 parsecs") && msg.contains("line 1"), "{msg}");
+        assert!(
+            msg.contains("delay") && msg.contains("10 parsecs") && msg.contains("line 1"),
+            "{msg}"
+        );
         assert_eq!(serde_json::to_string(&ok.delay).unwrap(), "\"10ms\"");
     }
 }

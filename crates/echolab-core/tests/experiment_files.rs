@@ -12,13 +12,27 @@ fn shipped_experiments_are_valid() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|x| x == "yaml") {
             let e = Experiment::load(&path).unwrap_or_else(|err| panic!("{err}"));
-            assert_eq!(Some(e.name.as_str()), path.file_stem().and_then(|s| s.to_str()), "name matches file");
+            assert_eq!(
+                Some(e.name.as_str()),
+                path.file_stem().and_then(|s| s.to_str()),
+                "name matches file"
+            );
             assert!(!e.cells().is_empty());
             names.push(e.name);
         }
     }
     names.sort();
-    assert_eq!(names, ["exp31", "exp32", "exp33", "exp34", "select-vs-epoll", "smoke"]);
+    assert_eq!(
+        names,
+        [
+            "exp31",
+            "exp32",
+            "exp33",
+            "exp34",
+            "select-vs-epoll",
+            "smoke"
+        ]
+    );
 }
 
 #[test]

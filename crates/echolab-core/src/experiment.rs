@@ -304,12 +304,13 @@ impl std::fmt::Display for ClaimBand {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Three significant figures at most, as the report prints ratios.
         let n = |v: f64| {
-            let s = if v >= 1.0 {
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else if v >= 1.0 {
                 format!("{v:.2}")
             } else {
-                format!("{v:.3}")
-            };
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
+                format!("{v:.3}").trim_end_matches('0').to_string()
+            }
         };
         match (self.low > 0.0, self.high.is_finite()) {
             (true, false) => write!(f, "above {}×", n(self.low)),

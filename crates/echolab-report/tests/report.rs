@@ -80,22 +80,30 @@ reference:
       numerator: {server: epoll-et, mode: long, conns: 100}
       denominator: {server: epoll-et, mode: short, conns: 100}
       seed_ratio: 2.15
+      kind: magnitude
+      tolerance: 15%
     - name: long/short gain, LT
       metric: qps
       numerator: {server: epoll-lt, mode: long, conns: 100}
       denominator: {server: epoll-lt, mode: short, conns: 100}
       seed_ratio: 1.48
+      kind: magnitude
+      tolerance: 15%
     - name: long/short at 500 connections, ET
       metric: qps
       numerator: {server: epoll-et, mode: long, conns: 500}
       denominator: {server: epoll-et, mode: short, conns: 500}
       seed_ratio: 1.86
+      kind: magnitude
+      tolerance: 15%
 "#;
 
-/// QPS of each repetition, by cell id. Chosen so that the claims come out reproduced (ET:
-/// 54000/25000 = 2.16, interval 1.94–2.42 by Fieller), not reproduced (LT: 26500/26500 = 1.00,
-/// interval about 0.95–1.05) and inconclusive (ET at 500: 40000/31000, interval about
-/// −0.3–2.9, noisy long cell).
+/// QPS of each repetition, by cell id. Chosen so that the claims (each ±15% of the seed's
+/// ratio) come out reproduced (ET: ratio of geometric means 2.161, log-t interval 1.94–2.41,
+/// inside 1.83–2.47), refuted (LT: 1.000, interval 0.953–1.05, wholly below 1.26–1.70) and
+/// inconclusive (ET at 500: 1.17, interval 0.294–4.67 across 1.58–2.14; noisy long cell).
+/// Interval values computed by hand (Python, `statistics` module) from the module doc's
+/// formulas: Welch df = 2, t = 4.303.
 fn qps_of(id: &str) -> [f64; 3] {
     match id {
         "epoll-lt_short_c100_r10" => [26000.0, 26500.0, 27000.0],
@@ -380,47 +388,52 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     );
     let et = row(quad, "epoll-et");
     assert!(
-        et[1].starts_with("25000 [24000–26000] (95% CI 22516–27484)"),
+        // exp(mean ln ± 4.303 · sd ln / √3) of 24000, 25000, 26000.
+        et[1].starts_with("25000 [24000–26000] (95% CI 22622–27599)"),
         "{et:?}"
     );
     assert!(et[2].starts_with("54000 [53000–55000]"), "{et:?}");
-    assert!(et[3].starts_with("2.16× (95% CI 1.94–2.42×)"), "{et:?}");
+    assert!(et[3].starts_with("2.16× (95% CI 1.94–2.41×)"), "{et:?}");
+    assert_eq!(et[4], "0 / 0", "failures by kind, short / long");
     let lt = row(quad, "epoll-lt");
     assert!(lt[3].starts_with("1.00×"), "{lt:?}");
     let gap = row(quad, "Gap epoll-et/epoll-lt");
-    // 25000 / 26500 = 0.943; 54000 / 26500 = 2.038.
+    // Geometric means: 24987 / 26497 = 0.943; 53994 / 26500 = 2.038.
     assert!(
-        gap[1].starts_with("0.94×") && gap[2].starts_with("2.04×"),
+        gap[1].starts_with("0.943× (95% CI 0.845–1.05×)")
+            && gap[2].starts_with("2.04× (95% CI 1.94–2.14×)"),
         "{gap:?}"
     );
-    // The seed's figure beside it: 54000 / 53528 = 1.01.
+    // The seed's figure beside it: 54000 / 53528 = 1.01; the interval is the geometric mean's.
     assert!(
         quad.contains(
-            "| qps (req/s) | epoll-et_long_c100_r10 | 53528 | 54000 (51516–56484) | 1.01× |"
+            "| qps (req/s) | epoll-et_long_c100_r10 | 53528 | 54000 (51566–56536) | 1.01× |"
         ),
         "{quad}"
     );
 
     // Latency ratios beside (a): P50 = 0.9 × conns / QPS per repetition, so ET long/short is
-    // mean(90e6/53000, 90e6/54000, 90e6/55000) / mean(90e6/24000, 90e6/25000, 90e6/26000)
-    // = 1667.1 / 3603.8 = 0.463, and ET/LT long is 1667.1 / 3396.3 = 0.491.
+    // the inverse of the QPS ratio of geometric means, 1 / 2.161 = 0.463 (interval
+    // 0.415–0.516), and ET/LT long 1 / 2.038 = 0.491 (HdrHistogram buckets move the third
+    // digit by at most 0.1%).
     let lat = section(
         &md,
         "Latency ratios, server × mode (100 connections, 10 rounds)",
     );
     assert!(
-        row(lat, "epoll-et long/short")[1].starts_with("0.46× (95% CI"),
+        row(lat, "epoll-et long/short")[1].starts_with("0.463× (95% CI 0.41"),
         "{lat}"
     );
     assert!(
-        row(lat, "Long epoll-et/epoll-lt")[1].starts_with("0.49× (95% CI"),
+        row(lat, "Long epoll-et/epoll-lt")[1].starts_with("0.491× (95% CI"),
         "{lat}"
     );
 
     // (3) Verdicts, one of each, beside the table.
     assert!(
         quad.contains(
-            "long/short gain, ET: seed 2.15×, here 2.16× (95% CI 1.94–2.42×): **reproduced**"
+            "long/short gain, ET: seed 2.15×, here 2.16× (95% CI 1.94–2.41×); band 1.83–2.47× (magnitude ±15%): \
+             **reproduced**: our 95% CI 1.94–2.41× lies inside the band."
         ),
         "{quad}"
     );
@@ -428,7 +441,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         quad.contains("long/short gain, LT: seed 1.48×, here 1.00×"),
         "{quad}"
     );
-    assert!(quad.contains("**not reproduced**: our 95% CI 0.95–1.05× excludes the seed's ratio (our interval includes no difference)"), "{quad}");
+    assert!(quad.contains("band 1.26–1.70× (magnitude ±15%): **refuted**: our 95% CI 0.953–1.05× lies wholly below the band."), "{quad}");
     let verdicts: Vec<(&str, Verdict)> = summary
         .claims
         .iter()
@@ -438,7 +451,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         verdicts,
         vec![
             ("long/short gain, ET", Verdict::Reproduced),
-            ("long/short gain, LT", Verdict::NotReproduced),
+            ("long/short gain, LT", Verdict::Refuted),
             ("long/short at 500 connections, ET", Verdict::Inconclusive),
         ]
     );
@@ -454,12 +467,13 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
             "60000",
             "40000",
             "40000",
-            "50.0% ⚠ noisy"
+            "50.0% ⚠ noisy",
+            "0"
         ]
     );
     assert_eq!(
         row(reps, "epoll-lt_long_c100_r10")[4..],
-        ["26500", "200", "0.4%"]
+        ["26500", "200", "0.4%", "0"]
     );
     assert!(
         summary
@@ -489,8 +503,15 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         at500[1].starts_with("31000 [30000–32000]") && at500[2].starts_with("40000 [20000–60000]"),
         "{at500:?}"
     );
-    assert!(at500[3].starts_with("1.29×"), "{at500:?}");
-    assert!(scan.contains("long/short at 500 connections, ET: seed 1.86×, here 1.29× (95% CI -0.31–2.91×): **inconclusive**: our 95% CI"), "{scan}");
+    // Ratio of geometric means 36342 / 30989 = 1.17 (by hand, see qps_of), interval
+    // 0.294–4.67×: positive however noisy the cell, and wider than the whole band.
+    assert!(
+        at500[3].starts_with("1.17× (95% CI 0.294–4.67×)"),
+        "{at500:?}"
+    );
+    assert_eq!(at500[7], "0 / 0", "failures by kind");
+    assert!(scan.contains("long/short at 500 connections, ET: seed 1.86×, here 1.17× (95% CI 0.294–4.67×); band 1.58–2.14× \
+         (magnitude ±15%): **inconclusive**: our 95% CI 0.294–4.67× is wider than the band"), "{scan}");
 
     // (e) Syscalls: echo-bench's counts and the strace cross-check, seed 002's figures.
     let sys = section(
@@ -530,7 +551,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     let at200 = row(sustain, "200");
     // select: 56 + rep − 1 → 56, 57, 58; epoll: 42, 43, 44.
     assert!(
-        at200[1].starts_with("57.0 [56.0–58.0]") && at200[4].starts_with("43.0 [42.0–44.0]"),
+        at200[1].starts_with("57.0 [56.0–58.0]") && at200[5].starts_with("43.0 [42.0–44.0]"),
         "{at200:?}"
     );
 
@@ -608,7 +629,7 @@ fn a_partial_directory_marks_missing_and_failed_cells() {
         lt[3].starts_with("— (failed: server did not start"),
         "{lt:?}"
     );
-    assert!(quad.contains("long/short gain, LT: seed 1.48×, here —: **not checked**: epoll-lt_long_c100_r10: failed: server did not start"), "{quad}");
+    assert!(quad.contains("long/short gain, LT: seed 1.48×, here —; band 1.26–1.70× (magnitude ±15%): **not checked**: epoll-lt_long_c100_r10: failed: server did not start"), "{quad}");
 
     let reps = section(&md, "QPS per repetition");
     assert_eq!(

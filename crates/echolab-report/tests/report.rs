@@ -542,11 +542,12 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     let storm = section(&md, "Connect storm");
     let at300 = row(storm, "300");
     assert!(
-        at300[1].starts_with("6.10 [6.00–6.20]") && at300[3].starts_with("0.0203 [0.0200–0.0207]"),
+        at300[1].starts_with("6.10 [6.00–6.20]") && at300[4].starts_with("0.0203 [0.0200–0.0207]"),
         "{at300:?}"
     );
     // Every repetition of select is 300× epoll's (6.0 vs 0.02, same spread): a ratio of means.
-    assert!(at300[5].starts_with("300.00× (95% CI"), "{at300:?}");
+    assert!(at300[7].starts_with("300.00× (95% CI"), "{at300:?}");
+    assert_eq!((at300[3].as_str(), at300[6].as_str()), ("0", "0"), "failures by kind");
     let sustain = section(&md, "Sustain");
     let at200 = row(sustain, "200");
     // select: 56 + rep − 1 → 56, 57, 58; epoll: 42, 43, 44.

@@ -281,7 +281,7 @@ pub fn path_bound(metric: &str, cells: [&CellData<'_>; 2], rtt_us: Option<f64>) 
 pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> ClaimCheck {
     let reference = &manifest.experiment.reference;
     let setting = setting::compare(manifest, reference.setup.as_ref(), &[&claim.metric])
-        .map(|c| c.sentence())
+        .map(|c| format!("this run {}", c.sentence()))
         .unwrap_or_default();
     let band = claim.band();
     let mut out = ClaimCheck {

@@ -61,18 +61,13 @@ fn render(
         let context = cmp.as_ref().is_some_and(|c| !c.same_topology);
         match &cmp {
             Some(c) if context => out.push_str(&format!(
-                "⚠ Context, not like for like: this run {}. Here/seed shows how far apart the two settings are, not                  whether the seed's figures hold.
-
-",
+                "⚠ Context, not like for like: this run {}. Here/seed shows how far apart the two settings are, not \
+                 whether the seed's figures hold.\n\n",
                 c.sentence()
             )),
-            Some(c) => out.push_str(&format!("Setting: this run {}.
-
-", c.sentence())),
+            Some(c) => out.push_str(&format!("Setting: this run {}.\n\n", c.sentence())),
             None => out.push_str(&format!(
-                "Setting: the experiment does not state the seed's setup in fields; the seed says: {}.
-
-",
+                "Setting: the experiment does not state the seed's setup in fields; the seed says: {}.\n\n",
                 if manifest.experiment.reference.environment.is_empty() {
                     "nothing"
                 } else {

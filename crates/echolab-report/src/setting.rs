@@ -61,10 +61,11 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    /// `same topology, cores, kernel and timing as the seed` or `differs from the seed: …`.
+    /// `has the same topology, cores, kernel and timing method as the seed` or
+    /// `differs from the seed: …`, to follow "this run".
     pub fn sentence(&self) -> String {
         if self.differences.is_empty() {
-            "same topology, cores, kernel and timing method as the seed".into()
+            "has the same topology, cores, kernel and timing method as the seed".into()
         } else {
             format!("differs from the seed: {}", self.differences.join("; "))
         }

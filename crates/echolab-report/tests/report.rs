@@ -547,7 +547,11 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     );
     // Every repetition of select is 300× epoll's (6.0 vs 0.02, same spread): a ratio of means.
     assert!(at300[7].starts_with("300.00× (95% CI"), "{at300:?}");
-    assert_eq!((at300[3].as_str(), at300[6].as_str()), ("0", "0"), "failures by kind");
+    assert_eq!(
+        (at300[3].as_str(), at300[6].as_str()),
+        ("0", "0"),
+        "failures by kind"
+    );
     let sustain = section(&md, "Sustain");
     let at200 = row(sustain, "200");
     // select: 56 + rep − 1 → 56, 57, 58; epoll: 42, 43, 44.
@@ -752,4 +756,349 @@ fn stdout_mode_prints_the_report_and_writes_nothing() {
             && !tmp.0.join("summary.csv").exists()
             && !tmp.0.join("plots").exists()
     );
+}
+
+/// A shipped experiment file, as the launcher loads it.
+fn shipped(name: &str) -> Experiment {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../experiments/{name}.yaml"));
+    Experiment::load(&path).unwrap()
+}
+
+/// A short or long run as echo-bench reports it: `qps`, latency with mean `mean_us` (P50 =
+/// 0.9 × mean, see [`histogram`]), and the client's connect/close counts without extra
+/// closes: conns × rounds for short, conns for long, 1.5 ms per call.
+fn closed_loop_run(cell: &Cell, rep: u64, qps: f64, mean_us: f64) -> RunRecord {
+    let (h, latency) = histogram(mean_us * 1000.0);
+    let calls = if cell.mode == BenchMode::Short {
+        cell.conns * cell.rounds.unwrap_or(1)
+    } else {
+        cell.conns
+    };
+    let mut bench = BenchReport {
+        tool: "echo-bench".into(),
+        mode: cell.mode.name().into(),
+        conns: cell.conns,
+        rounds: cell.rounds,
+        payload_bytes: cell.payload,
+        duration_s: 1.0,
+        qps,
+        requests_ok: qps as u64,
+        histogram: h,
+        latency_us: latency,
+        ..Default::default()
+    };
+    for name in ["connect", "close"] {
+        bench.syscalls.insert(
+            name.into(),
+            SyscallStat {
+                count: calls,
+                total_ns: Some(calls * (1_500_000 + rep * 1000)),
+            },
+        );
+    }
+    RunRecord {
+        cell: cell.clone(),
+        repetition: rep,
+        started_at: "2026-11-30T01:57:37.000000Z".into(),
+        wall_s: 1.0,
+        bench: Some(bench),
+        server: None,
+        samples: Vec::new(),
+        strace: None,
+        error: None,
+    }
+}
+
+/// Writes `manifest` and `runs` as a results directory.
+fn write_dir(dir: &Path, manifest: &Manifest, runs: &[RunRecord]) {
+    std::fs::create_dir_all(dir.join(RUNS_DIR)).unwrap();
+    for r in runs {
+        std::fs::write(
+            dir.join(RUNS_DIR)
+                .join(run_file_name(&r.cell, r.repetition)),
+            serde_json::to_string_pretty(r).unwrap(),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join(MANIFEST_FILE),
+        serde_yaml::to_string(manifest).unwrap(),
+    )
+    .unwrap();
+}
+
+/// Closed-loop runs of every cell of `e`: QPS per repetition from `qps(cell)`, mean latency
+/// from Little's law (conns / QPS) unless `mean_us` says otherwise.
+fn closed_loop_runs(
+    e: &Experiment,
+    qps: impl Fn(&Cell) -> Vec<f64>,
+    mean_us: impl Fn(&Cell, f64) -> f64,
+) -> Vec<RunRecord> {
+    e.cells()
+        .iter()
+        .flat_map(|c| {
+            qps(c)
+                .into_iter()
+                .enumerate()
+                .map(|(i, q)| closed_loop_run(c, i as u64 + 1, q, mean_us(c, q)))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Every `95% CI lo–hi` of `md` has a lower bound that is not negative; changes in % (a
+/// ratio − 1, `-90.0%`) are the one signed quantity and may be.
+fn assert_no_negative_bound(md: &str) {
+    for (i, _) in md.match_indices("95% CI ") {
+        let rest = &md[i + "95% CI ".len()..];
+        let first: String = rest
+            .chars()
+            .take_while(|c| !matches!(c, '–' | ' ' | ')' | '×'))
+            .collect();
+        assert!(
+            !first.starts_with(['-', '−']) || first.ends_with('%'),
+            "negative bound at: {}",
+            &rest[..rest.len().min(40)]
+        );
+    }
+}
+
+fn verdicts(summary: &echolab_report::ReportSummary) -> Vec<(String, Verdict)> {
+    summary.claims.clone()
+}
+
+#[test]
+fn exp31_on_loopback_reproduces_about_halved_and_exp34_its_counts() {
+    // exp31: short 26000–27000 req/s, long 57000–59000: long/short QPS 2.19× and P50 (from
+    // Little's law, mean = conns / QPS) 26497 / 57994 = 0.457×, both with a few % spread.
+    let e = shipped("exp31");
+    let runs = closed_loop_runs(
+        &e,
+        |c| match c.mode {
+            BenchMode::Short => vec![26000.0, 26500.0, 27000.0],
+            _ => vec![57000.0, 58000.0, 59000.0],
+        },
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    let tmp = TempDir::new("exp31");
+    let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    m.environment.kernel = "3.10.0-1160.el7.x86_64".into();
+    m.environment.cpus = 4;
+    write_dir(&tmp.0, &m, &runs);
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    assert_no_negative_bound(&md);
+    let v = verdicts(&summary);
+    let of = |name: &str| v.iter().find(|(n, _)| n.starts_with(name)).unwrap().1;
+    assert_eq!(
+        of("long/short P50 latency, ET server (about halved)"),
+        Verdict::Reproduced,
+        "{md}"
+    );
+    assert_eq!(
+        of("long/short P50 latency, LT server (about halved)"),
+        Verdict::Reproduced
+    );
+    assert_eq!(of("long/short QPS gain, ET server"), Verdict::Reproduced);
+    assert_eq!(
+        of("long/short QPS gain, LT server"),
+        Verdict::Refuted,
+        "2.19× is above 1.26–1.70×"
+    );
+    assert_eq!(
+        of("ET long/short QPS gain within the predicted 2-5x"),
+        Verdict::Reproduced
+    );
+    assert!(
+        md.contains("band 0.4–0.6× (magnitude ±20%): **reproduced**"),
+        "{md}"
+    );
+    // Same topology, cores and kernel as the seed: the setting says so.
+    assert!(
+        md.contains(
+            "Setting: this run has the same topology, cores, kernel and timing method as the seed."
+        ),
+        "{md}"
+    );
+
+    // exp34: 1000 vs 100 calls in every repetition, exact; the seed's 0.1036 for close()
+    // included 4 thread closes, and the claim "cut by ~90%" holds.
+    let e = shipped("exp34");
+    let runs = closed_loop_runs(
+        &e,
+        |_| vec![26000.0, 26500.0, 27000.0],
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    let tmp = TempDir::new("exp34");
+    let m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    write_dir(&tmp.0, &m, &runs);
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    assert_no_negative_bound(&md);
+    let v = verdicts(&summary);
+    assert_eq!(
+        v[0],
+        (
+            "connect() calls, long/short (cut by ~90%)".into(),
+            Verdict::Reproduced
+        )
+    );
+    assert_eq!(
+        v[1],
+        (
+            "close() calls, long/short (cut by ~90%)".into(),
+            Verdict::Reproduced
+        )
+    );
+    assert!(
+        md.contains(
+            "seed 0.104×, here 0.100× (exact); band 0.084–0.124× (magnitude ±0.02): **reproduced**: our exact ratio \
+             0.100× lies inside the band."
+        ),
+        "{md}"
+    );
+    // The per-call times are from in-process wrappers, the seed's from ptrace: said beside it.
+    assert!(
+        md.contains(
+            "timed by in-process wrappers around each call here, by strace -c (ptrace) in the seed"
+        ),
+        "{md}"
+    );
+    let sys = section(&md, "Client system calls");
+    assert!(
+        row(sys, "connect() calls")[1].starts_with("1000 (exact, all 3 reps)"),
+        "{sys}"
+    );
+    assert!(
+        row(sys, "connect() calls")[3].starts_with("-90.0% (exact)"),
+        "{sys}"
+    );
+}
+
+#[test]
+fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context() {
+    // crossnet: RTT 20.1 ms; short requests take 47.4 ms (2 round trips), long 22.6 ms (1).
+    let e = shipped("exp31");
+    let runs = closed_loop_runs(&e, |_| vec![0.0; 3], |_, _| 0.0)
+        .into_iter()
+        .map(|r| {
+            let mean_us = if r.cell.mode == BenchMode::Short {
+                47_400.0
+            } else {
+                22_600.0
+            } + r.repetition as f64 * 100.0;
+            closed_loop_run(
+                &r.cell,
+                r.repetition,
+                r.cell.conns as f64 / mean_us * 1e6,
+                mean_us,
+            )
+        })
+        .collect::<Vec<_>>();
+    let tmp = TempDir::new("crossnet");
+    let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    m.profile =
+        serde_json::json!({"name": "crossnet", "topology": "link", "description": "20 ms RTT"});
+    m.environment.kernel = "6.18.0-test".into();
+    let cal = m.link.calibration.as_mut().unwrap();
+    cal.measured.insert("rtt_median_us".into(), 20_100.0);
+    write_dir(&tmp.0, &m, &runs);
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    assert_no_negative_bound(&md);
+    for (name, v) in verdicts(&summary) {
+        assert_eq!(v, Verdict::NotComparable, "{name}:\n{md}");
+    }
+    // 2 × 20100 / 47600 = 84% (HdrHistogram's mean of the short cell is 47605 µs).
+    assert!(
+        md.contains("epoll-et_short_c100_r10: 2 × RTT 20100 µs = 84% of its mean latency 47605 µs"),
+        "{md}"
+    );
+    for needle in [
+        "⚠ Context, not like for like: this run differs from the seed: topology link (profile crossnet) here, loopback in \
+         the seed (closest profile loopback); 2 logical CPUs here, 4 in the seed; kernel 6.18 here, 3.10 in the seed.",
+        "| Here/seed (context only) |",
+        "## Why results may differ from the seed",
+        "Path: the calibration measured a median RTT of 20100 µs",
+    ] {
+        assert!(md.contains(needle), "no {needle:?} in:\n{md}");
+    }
+}
+
+#[test]
+fn an_old_manifest_without_claim_kinds_or_new_keys_still_renders() {
+    let tmp = TempDir::new("old");
+    results_dir(&tmp.0, RunStatus::Complete, |_, _| true, |_, _| None);
+    let path = tmp.0.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Manifests written before this change had no kind, tolerance, setup or max_repetitions.
+    let old: String = text
+        .lines()
+        .filter(|l| {
+            !l.trim_start().starts_with("kind:") && !l.trim_start().starts_with("tolerance:")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(old, text);
+    std::fs::write(&path, old).unwrap();
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    assert!(
+        md.contains("band 1.83–2.47× (magnitude ±15%, assumed: the experiment predates claims with a stated band): **reproduced**"),
+        "{md}"
+    );
+    assert_eq!(summary.claims.len(), 3);
+}
+
+#[test]
+fn adaptive_repetitions_are_reported_per_cell() {
+    let text = EXPERIMENT.replace(
+        "repetitions: 3",
+        "repetitions: 3\nmax_repetitions: 6\ntarget_halfwidth: 5%",
+    );
+    let mut e = Experiment::parse(&text, "exp-test.yaml").unwrap();
+    e.matrix.truncate(1);
+    e.reference.claims.truncate(2);
+    // LT short: 3 tight values (0.9% half-width) → reached at the minimum. LT long: 6 values
+    // spread ±20% → the maximum without reaching it. ET short: 4 values and the run
+    // interrupted. ET long: 3 identical values → exact.
+    let runs = closed_loop_runs(
+        &e,
+        |c| match (c.server.as_str(), c.mode) {
+            ("epoll-lt", BenchMode::Short) => vec![26400.0, 26500.0, 26600.0],
+            ("epoll-lt", _) => vec![20000.0, 30000.0, 25000.0, 20000.0, 30000.0, 25000.0],
+            ("epoll-et", BenchMode::Short) => vec![20000.0, 30000.0, 25000.0, 22000.0],
+            _ => vec![50000.0; 3],
+        },
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    let tmp = TempDir::new("adaptive");
+    let m = manifest(e, RunStatus::Interrupted, runs.len() as u64);
+    write_dir(&tmp.0, &m, &runs);
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    // Repetitions beyond the last one run are not missing: 3 + 6 + 4 + 3 planned.
+    assert_eq!((summary.counts.planned, summary.counts.missing), (16, 0));
+    assert!(
+        md.contains("(4 cells × 3–6 repetitions, adaptive, target half-width 5.0%)"),
+        "{md}"
+    );
+    let reps = section(&md, "Repetitions");
+    assert!(reps.contains("each cell repeats 3–6 times"), "{reps}");
+    assert_eq!(row(reps, "epoll-lt_short_c100_r10")[4], "reached");
+    assert_eq!(
+        row(reps, "epoll-et_long_c100_r10")[3..],
+        ["0.0%", "reached"]
+    );
+    let lt_long = row(reps, "epoll-lt_long_c100_r10");
+    assert_eq!(lt_long[2], "6");
+    assert!(
+        lt_long[4].starts_with("not reached: 6 repetitions (the maximum) left the half-width at"),
+        "{lt_long:?}"
+    );
+    assert_eq!(
+        row(reps, "epoll-et_short_c100_r10")[4],
+        "not reached: the run stopped after 4 of up to 6 repetitions (run status interrupted)"
+    );
+    assert!(reps.contains("2 of 4 cells reached the target"), "{reps}");
 }

@@ -30,6 +30,7 @@ pub mod header;
 pub mod littles_law;
 pub mod metrics;
 pub mod plots;
+pub mod readme;
 pub mod reference;
 pub mod repetitions;
 pub mod setting;
@@ -330,6 +331,31 @@ fn holes(ds: &Dataset<'_>) -> String {
         return String::new();
     }
     format!("## Missing and failed runs\n\n{}\n\n", lines.join("\n"))
+}
+
+/// Splices the excerpt of the report of `dir` ([`readme::excerpt`]) into the README at
+/// `readme_path`, between its marker comments; writes nothing in `dir`.
+///
+/// # Errors
+/// As [`build`]; [`Error::BadInput`] when the run is partial or the README lacks the markers,
+/// [`Error::Io`] when it cannot be read or written.
+pub fn update_readme(dir: &Path, readme_path: &Path) -> Result<(), Error> {
+    let report = build(dir)?;
+    if !report.summary.complete {
+        return Err(Error::BadInput(format!(
+            "{} is a partial run ({} of {} runs usable): the README excerpt comes from complete runs only",
+            dir.display(),
+            report.summary.counts.ok,
+            report.summary.counts.planned
+        )));
+    }
+    let results = ResultsDir::load(dir)?;
+    let text = std::fs::read_to_string(readme_path)
+        .map_err(|e| Error::Io(format!("cannot read {}: {e}", readme_path.display())))?;
+    let excerpt = readme::excerpt(&report.markdown, &results.manifest);
+    let out = readme::splice(&text, &excerpt)
+        .map_err(|e| Error::BadInput(format!("{}: {e}", readme_path.display())))?;
+    write_atomic(readme_path, out.as_bytes()).map_err(|e| Error::Io(e.to_string()))
 }
 
 /// Builds the report of `dir` and writes `report.md`, `summary.csv` and `plots/*.svg` there

@@ -1102,3 +1102,83 @@ fn adaptive_repetitions_are_reported_per_cell() {
     );
     assert!(reps.contains("2 of 4 cells reached the target"), "{reps}");
 }
+
+#[test]
+fn readme_results_script_splices_a_real_report_between_the_markers() {
+    let tmp = TempDir::new("readme");
+    let dir = tmp.0.join("run");
+    results_dir(&dir, RunStatus::Complete, |_, _| true, |_, _| None);
+    let readme = tmp.0.join("README.md");
+    let before = format!(
+        "# echolab\n\nIntro.\n\n{}\nhand-written text\n{}\n\n## Next\n",
+        echolab_report::readme::BEGIN,
+        echolab_report::readme::END
+    );
+    std::fs::write(&readme, &before).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/readme-results");
+    let run = || {
+        Command::new(&script)
+            .arg(&dir)
+            .env("ECHOLAB_REPORT", env!("CARGO_BIN_EXE_echolab-report"))
+            .env("ECHOLAB_README", &readme)
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = std::fs::read_to_string(&readme).unwrap();
+    assert!(
+        after.starts_with("# echolab\n\nIntro.\n\n") && after.ends_with("\n\n## Next\n"),
+        "{after}"
+    );
+    assert!(!after.contains("hand-written text"));
+    // The report's own tables and verdicts, with where they come from.
+    let report = echolab_report::build(&dir).unwrap().markdown;
+    let et_row = report
+        .lines()
+        .find(|l| l.starts_with("| epoll-et | 25000"))
+        .unwrap();
+    assert!(after.contains(et_row), "{after}");
+    assert!(
+        after.contains("#### QPS matrix, server × mode (100 connections, 10 rounds)"),
+        "{after}"
+    );
+    assert!(after.contains("#### Latency ratios"), "{after}");
+    assert!(
+        after.contains("**reproduced**: our 95% CI 1.94–2.41× lies inside the band."),
+        "{after}"
+    );
+    assert!(
+        after.contains("run `20261130T015737Z-exp-test-loopback`"),
+        "{after}"
+    );
+    assert!(
+        !after.contains("## Connect storm"),
+        "only the excerpt's sections"
+    );
+    // Running it again changes nothing.
+    assert!(run().status.success());
+    assert_eq!(std::fs::read_to_string(&readme).unwrap(), after);
+
+    // A partial run is refused, and the README is left alone.
+    let partial = tmp.0.join("partial");
+    results_dir(
+        &partial,
+        RunStatus::Interrupted,
+        |id, _| id != "select_connect-storm_c300",
+        |_, _| None,
+    );
+    let out = Command::new(&script)
+        .arg(&partial)
+        .env("ECHOLAB_REPORT", env!("CARGO_BIN_EXE_echolab-report"))
+        .env("ECHOLAB_README", &readme)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("partial run"));
+    assert_eq!(std::fs::read_to_string(&readme).unwrap(), after);
+}

@@ -178,7 +178,7 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
         });
     let sections = tables::all(&ds, wants_syscalls);
     let placed = reference::place(&ds, manifest, &sections);
-    let (plots, plot_notes) = plots::all(&ds);
+    let (plots, plot_notes) = plots::all(&ds, &experiment.reference);
 
     let mut notes: Vec<String> = sections
         .iter()
@@ -244,7 +244,7 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
     ));
     md.push_str(&holes(&ds));
     if !plots.is_empty() {
-        md.push_str("## Plots\n\n");
+        md.push_str(&format!("## Plots\n\n{}\n\n", plots::CAPTION));
         for p in &plots {
             md.push_str(&format!(
                 "![{}]({}/{})\n\n",

@@ -73,7 +73,7 @@ reference:
   environment: 4-core VM
   figures:
     - cell: {server: epoll-et, mode: long, conns: 100}
-      values: {qps: 53528}
+      values: {qps: 53528, p50_us: 1265, p99_us: 1894}
   claims:
     - name: long/short gain, ET
       metric: qps
@@ -570,8 +570,47 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     assert_eq!(row(ll, "epoll-et_long_c100_r10")[5], "ok");
     assert_eq!(summary.littles_law_flagged, vec![CLIENT_BOUND.to_string()]);
 
-    // (5) Plots with labelled axes.
+    // (5) Plots with labelled axes: 1-2-5 ticks on the log axes, each labelled once.
     let plots = tmp.0.join("plots");
+    let qps_texts = svg_texts(&std::fs::read_to_string(plots.join("qps_vs_conns.svg")).unwrap());
+    // Connections 100 and 500: the axis runs from 50 to 1000 (1-2-5 ends around 100/1.1 and
+    // 500 × 1.1).
+    for tick in ["50", "100", "200", "500", "1000"] {
+        assert_eq!(
+            qps_texts.iter().filter(|t| *t == tick).count(),
+            1,
+            "tick {tick} in {qps_texts:?}"
+        );
+    }
+    assert!(
+        qps_texts.iter().any(|t| t == "epoll-et long (seed)"),
+        "seed drawn: {qps_texts:?}"
+    );
+    assert!(
+        qps_texts
+            .iter()
+            .any(|t| t == "bar: min–max over repetitions"),
+        "{qps_texts:?}"
+    );
+    // Latency of ET long (mean 1852 µs: 1667 and 3519 µs): y from 1000 to 5000 µs.
+    let lat_texts = svg_texts(
+        &std::fs::read_to_string(plots.join("latency_epoll-et_long_c100_r10.svg")).unwrap(),
+    );
+    for tick in ["1000", "2000", "5000", "50%", "90%", "99%"] {
+        assert_eq!(
+            lat_texts.iter().filter(|t| *t == tick).count(),
+            1,
+            "tick {tick} in {lat_texts:?}"
+        );
+    }
+    assert!(
+        lat_texts.iter().any(|t| t == "seed P50 / P90 / P99"),
+        "{lat_texts:?}"
+    );
+    assert!(
+        md.contains(echolab_report::plots::CAPTION),
+        "plots are explained"
+    );
     let qps_svg = std::fs::read_to_string(plots.join("qps_vs_conns.svg")).unwrap();
     assert!(
         qps_svg.contains("connections (log scale)") && qps_svg.contains("QPS (requests/s)"),
@@ -756,6 +795,27 @@ fn stdout_mode_prints_the_report_and_writes_nothing() {
             && !tmp.0.join("summary.csv").exists()
             && !tmp.0.join("plots").exists()
     );
+}
+
+/// The text of every `<text>` element of an SVG document, trimmed and unescaped.
+fn svg_texts(svg: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = svg;
+    while let Some(start) = rest.find("<text") {
+        let open_end = start + rest[start..].find('>').unwrap() + 1;
+        let close = open_end + rest[open_end..].find("</text>").unwrap();
+        out.push(
+            rest[open_end..close]
+                .trim()
+                .replace("&apos;", "'")
+                .replace("&quot;", "\"")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&"),
+        );
+        rest = &rest[close..];
+    }
+    out
 }
 
 /// A shipped experiment file, as the launcher loads it.
@@ -1022,6 +1082,18 @@ fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context()
         "Path: the calibration measured a median RTT of 20100 µs",
     ] {
         assert!(md.contains(needle), "no {needle:?} in:\n{md}");
+    }
+    // The y axis of a 20 ms path's latency plot carries numbers: short requests take 42.7–90.4
+    // ms (0.9 and 1.9 × the mean), so the axis runs 20000–100000 µs, ticked at 1-2-5 values.
+    let svg =
+        std::fs::read_to_string(tmp.0.join("plots/latency_epoll-et_short_c100_r10.svg")).unwrap();
+    let texts = svg_texts(&svg);
+    for tick in ["20000", "50000", "100000"] {
+        assert_eq!(
+            texts.iter().filter(|t| *t == tick).count(),
+            1,
+            "tick {tick} in {texts:?}"
+        );
     }
 }
 

@@ -36,11 +36,7 @@ pub fn bullets(
     if let Some(c) = setting::compare(manifest, e.reference.setup.as_ref(), &metrics) {
         out.push(format!("Setting: this run {}.", c.sentence()));
     }
-    let topology = manifest
-        .profile
-        .get("topology")
-        .and_then(|v| v.as_str())
-        .unwrap_or("unknown");
+    let topology = crate::header::profile_field(manifest, "topology");
     let cpus = manifest.environment.cpus;
     if topology == "loopback" {
         out.push(format!(

@@ -20,7 +20,7 @@ fn or_unknown(s: &str) -> &str {
 }
 
 /// A string field of the profile, or "unknown".
-fn profile_field<'m>(manifest: &'m Manifest, key: &str) -> &'m str {
+pub(crate) fn profile_field<'m>(manifest: &'m Manifest, key: &str) -> &'m str {
     manifest
         .profile
         .get(key)

@@ -11,6 +11,8 @@
 use echolab_core::experiment::{SeedSetup, TimingMethod};
 use echolab_core::results::Manifest;
 
+use crate::header::profile_field;
+
 /// How this run timed `metric`: a description, and the seed method it is equivalent to
 /// (`None`: none is, e.g. in-process wrappers vs ptrace).
 pub fn our_timing(metric: &str) -> (&'static str, Option<TimingMethod>) {
@@ -38,15 +40,6 @@ fn major_minor(kernel: &str) -> String {
         .take(2)
         .collect::<Vec<_>>()
         .join(".")
-}
-
-/// A string field of the manifest's profile, or `"unknown"`.
-fn profile_field<'m>(manifest: &'m Manifest, key: &str) -> &'m str {
-    manifest
-        .profile
-        .get(key)
-        .and_then(|v| v.as_str())
-        .unwrap_or("unknown")
 }
 
 /// This run's setting against the seed's.

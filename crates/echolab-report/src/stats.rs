@@ -331,26 +331,31 @@ pub fn ratio(numerator: &Summary, denominator: &Summary) -> Result<Ratio, String
     let few = |s: &Summary, side: &str| {
         (s.n < 2).then(|| format!("the {side} has {} repetition (fewer than 2)", s.n))
     };
+    let too_few = few(x, "numerator").or_else(|| few(y, "denominator"));
     if x.is_exact() && y.is_exact() {
         let r = x.centre / y.centre;
-        let no_ci = few(x, "numerator").or_else(|| few(y, "denominator"));
         return Ok(Ratio {
             value: r,
             method: Method::Exact,
-            ci95: no_ci.is_none().then_some(Interval { low: r, high: r }),
-            no_ci,
+            ci95: too_few.is_none().then_some(Interval { low: r, high: r }),
+            no_ci: too_few,
         });
     }
-    if x.min > 0.0 && y.min > 0.0 {
-        let value = x.centre / y.centre;
-        if let Some(why) = few(x, "numerator").or_else(|| few(y, "denominator")) {
-            return Ok(Ratio {
-                value,
-                method: Method::LogT,
-                ci95: None,
-                no_ci: Some(why),
-            });
-        }
+    let positive = x.min > 0.0 && y.min > 0.0;
+    let (method, value) = if positive {
+        (Method::LogT, x.centre / y.centre)
+    } else {
+        (Method::Bootstrap, x.mean / y.mean)
+    };
+    if too_few.is_some() {
+        return Ok(Ratio {
+            value,
+            method,
+            ci95: None,
+            no_ci: too_few,
+        });
+    }
+    if positive {
         let lx: Vec<f64> = x.values.iter().map(|v| v.ln()).collect();
         let ly: Vec<f64> = y.values.iter().map(|v| v.ln()).collect();
         let ((_, sx), (_, sy)) = (mean_sd(&lx), mean_sd(&ly));
@@ -369,21 +374,12 @@ pub fn ratio(numerator: &Summary, denominator: &Summary) -> Result<Ratio, String
         let d = value.ln();
         return Ok(Ratio {
             value,
-            method: Method::LogT,
+            method,
             ci95: Some(Interval {
                 low: (d - t * se).exp(),
                 high: (d + t * se).exp(),
             }),
             no_ci: None,
-        });
-    }
-    let value = x.mean / y.mean;
-    if let Some(why) = few(x, "numerator").or_else(|| few(y, "denominator")) {
-        return Ok(Ratio {
-            value,
-            method: Method::Bootstrap,
-            ci95: None,
-            no_ci: Some(why),
         });
     }
     let mut rng = SplitMix(BOOTSTRAP_SEED);

@@ -575,13 +575,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     let qps_texts = svg_texts(&std::fs::read_to_string(plots.join("qps_vs_conns.svg")).unwrap());
     // Connections 100 and 500: the axis runs from 50 to 1000 (1-2-5 ends around 100/1.1 and
     // 500 × 1.1).
-    for tick in ["50", "100", "200", "500", "1000"] {
-        assert_eq!(
-            qps_texts.iter().filter(|t| *t == tick).count(),
-            1,
-            "tick {tick} in {qps_texts:?}"
-        );
-    }
+    assert_ticks_once(&qps_texts, &["50", "100", "200", "500", "1000"]);
     assert!(
         qps_texts.iter().any(|t| t == "epoll-et long (seed)"),
         "seed drawn: {qps_texts:?}"
@@ -596,13 +590,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     let lat_texts = svg_texts(
         &std::fs::read_to_string(plots.join("latency_epoll-et_long_c100_r10.svg")).unwrap(),
     );
-    for tick in ["1000", "2000", "5000", "50%", "90%", "99%"] {
-        assert_eq!(
-            lat_texts.iter().filter(|t| *t == tick).count(),
-            1,
-            "tick {tick} in {lat_texts:?}"
-        );
-    }
+    assert_ticks_once(&lat_texts, &["1000", "2000", "5000", "50%", "90%", "99%"]);
     assert!(
         lat_texts.iter().any(|t| t == "seed P50 / P90 / P99"),
         "{lat_texts:?}"
@@ -816,6 +804,14 @@ fn svg_texts(svg: &str) -> Vec<String> {
         rest = &rest[close..];
     }
     out
+}
+
+/// Each of `ticks` is the text of exactly one `<text>` element of `texts`.
+fn assert_ticks_once(texts: &[String], ticks: &[&str]) {
+    for tick in ticks {
+        let n = texts.iter().filter(|t| t == tick).count();
+        assert_eq!(n, 1, "tick {tick} labelled {n} times in {texts:?}");
+    }
 }
 
 /// A shipped experiment file, as the launcher loads it.
@@ -1088,13 +1084,7 @@ fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context()
     let svg =
         std::fs::read_to_string(tmp.0.join("plots/latency_epoll-et_short_c100_r10.svg")).unwrap();
     let texts = svg_texts(&svg);
-    for tick in ["20000", "50000", "100000"] {
-        assert_eq!(
-            texts.iter().filter(|t| *t == tick).count(),
-            1,
-            "tick {tick} in {texts:?}"
-        );
-    }
+    assert_ticks_once(&texts, &["20000", "50000", "100000"]);
 }
 
 #[test]

@@ -1244,3 +1244,53 @@ fn readme_results_script_splices_a_real_report_between_the_markers() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("partial run"));
     assert_eq!(std::fs::read_to_string(&readme).unwrap(), after);
 }
+
+#[test]
+fn failures_by_kind_and_the_load_model_are_stated_beside_qps() {
+    let e = shipped("exp31");
+    let mut runs = closed_loop_runs(
+        &e,
+        |_| vec![26000.0, 26500.0, 27000.0],
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    for r in &mut runs {
+        let b = r.bench.as_mut().unwrap();
+        if r.cell.id() == "epoll-et_short_c100_r10" && r.repetition == 1 {
+            b.requests_failed = 4;
+            b.failures.insert("timeout".into(), 2);
+            b.failures.insert("reset".into(), 1);
+            // One failure of an older BenchReport, counted without a kind.
+        }
+        if r.cell.server == "epoll-lt" {
+            b.target_rate = Some(20000.0);
+        }
+    }
+    let tmp = TempDir::new("failures");
+    let m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    write_dir(&tmp.0, &m, &runs);
+    echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let quad = section(&md, "QPS matrix");
+    assert_eq!(
+        row(quad, "epoll-et")[4],
+        "reset 1, timeout 2, 1 (kind not recorded) / 0",
+        "{quad}"
+    );
+    assert!(
+        quad.contains(
+            "Load: closed loop (each connection sends its next request when the previous reply arrives) in some runs, \
+             open loop at 20000 req/s (requests sent on schedule, latency from the intended send time) in others."
+        ),
+        "{quad}"
+    );
+    let reps = section(&md, "QPS per repetition");
+    assert_eq!(
+        row(reps, "epoll-et_short_c100_r10").last().unwrap(),
+        "reset 1, timeout 2, 1 (kind not recorded)"
+    );
+    assert!(
+        section(&md, "Why results may differ")
+            .contains("Failed requests: epoll-et_short_c100_r10 (reset 1"),
+        "{md}"
+    );
+}

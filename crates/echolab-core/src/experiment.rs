@@ -342,6 +342,7 @@ impl std::fmt::Display for ClaimBand {
 ///   seed_ratio: 2.15
 ///   kind: magnitude          # or direction (with direction: higher|lower),
 ///   tolerance: 15%           #    or shape (with bound: {below: 0.5} / {above: 2})
+///   # expect: 0.5            # a magnitude whose words mean another figure ("about halved")
 /// ```
 ///
 /// Experiment files must state `kind`; manifests written before kinds existed have none and
@@ -360,6 +361,11 @@ pub struct ReferenceClaim {
     /// The ratio the seed published (required for a magnitude; shown beside ours otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_ratio: Option<f64>,
+    /// Magnitude claims whose words mean a round figure other than the published ratio: the
+    /// centre of the band ("about halved": 0.5, where the seed measured 0.44). Default:
+    /// `seed_ratio`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<f64>,
     /// What the claim asserts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<ClaimKind>,
@@ -393,11 +399,15 @@ impl ReferenceClaim {
     pub fn band(&self) -> Result<ClaimBand, String> {
         match self.effective_kind() {
             ClaimKind::Magnitude => {
-                let Some(centre) = self.seed_ratio else {
-                    return Err("seed_ratio: a magnitude claim needs the seed's ratio".into());
+                let (field, centre) = match (self.expect, self.seed_ratio) {
+                    (Some(e), _) => ("expect", e),
+                    (None, Some(r)) => ("seed_ratio", r),
+                    (None, None) => {
+                        return Err("seed_ratio: a magnitude claim needs the seed's ratio".into())
+                    }
                 };
                 if !(centre.is_finite() && centre > 0.0) {
-                    return Err(format!("seed_ratio: {centre} is not a positive ratio"));
+                    return Err(format!("{field}: {centre} is not a positive ratio"));
                 }
                 let tol =
                     match (self.kind, self.tolerance) {
@@ -467,18 +477,20 @@ impl ReferenceClaim {
             return Err("kind: missing; say magnitude, direction or shape".into());
         };
         self.band()?;
-        let unused = match kind {
-            ClaimKind::Magnitude => [
+        let unused: &[(&str, bool)] = match kind {
+            ClaimKind::Magnitude => &[
                 ("direction", self.direction.is_some()),
                 ("bound", self.bound.is_some()),
             ],
-            ClaimKind::Direction => [
+            ClaimKind::Direction => &[
                 ("tolerance", self.tolerance.is_some()),
                 ("bound", self.bound.is_some()),
+                ("expect", self.expect.is_some()),
             ],
-            ClaimKind::Shape => [
+            ClaimKind::Shape => &[
                 ("tolerance", self.tolerance.is_some()),
                 ("direction", self.direction.is_some()),
+                ("expect", self.expect.is_some()),
             ],
         };
         if let Some((field, _)) = unused.iter().find(|(_, set)| *set) {
@@ -1008,6 +1020,23 @@ reference:
         let msg = err(&EXP31.replace("tolerance: 15%", "tolerance: 15%\n      direction: higher"));
         assert!(
             msg.contains("reference.claims[0].direction: not used by a magnitude claim"),
+            "{msg}"
+        );
+        let halved = EXP31.replace("tolerance: 15%", "tolerance: 20%\n      expect: 0.5");
+        let b = Experiment::parse(&halved, "x.yaml")
+            .unwrap()
+            .reference
+            .claims[0]
+            .band()
+            .unwrap();
+        assert!(
+            (b.low - 0.4).abs() < 1e-12 && (b.high - 0.6).abs() < 1e-12,
+            "{b:?}"
+        );
+        let msg =
+            err(&direction.replace("direction: higher", "direction: higher\n      expect: 2"));
+        assert!(
+            msg.contains("reference.claims[0].expect: not used by a direction claim"),
             "{msg}"
         );
         let msg = err(&EXP31.replace("tolerance: 15%", "tolerance: abc"));

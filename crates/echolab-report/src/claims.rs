@@ -97,11 +97,15 @@ impl ClaimCheck {
             .as_ref()
             .map(format::ratio)
             .unwrap_or_else(|| "—".into());
-        let seed = self
-            .claim
-            .seed_ratio
-            .map(|r| format!("seed {}, ", format::times(r)))
-            .unwrap_or_default();
+        let seed = match (self.claim.seed_ratio, self.claim.expect) {
+            (Some(r), Some(e)) => format!(
+                "seed {} (the claim's words: {}), ",
+                format::times(r),
+                format::times(e)
+            ),
+            (Some(r), None) => format!("seed {}, ", format::times(r)),
+            (None, _) => String::new(),
+        };
         let band = match &self.band {
             Some(b) => format!("; band {b} ({})", kind_text(&self.claim)),
             None => String::new(),

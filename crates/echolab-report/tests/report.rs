@@ -1008,8 +1008,8 @@ fn exp31_on_loopback_reproduces_about_halved_and_exp34_its_counts() {
     );
     assert!(
         md.contains(
-            "seed 0.104×, here 0.100× (exact); band 0.084–0.124× (magnitude ±0.02): **reproduced**: our exact ratio \
-             0.100× lies inside the band."
+            "seed 0.104× (the claim's words: 0.100×), here 0.100× (exact); band 0.08–0.12× (magnitude ±0.02): \
+             **reproduced**: our exact ratio 0.100× lies inside the band."
         ),
         "{md}"
     );

@@ -1294,3 +1294,53 @@ fn failures_by_kind_and_the_load_model_are_stated_beside_qps() {
         "{md}"
     );
 }
+
+#[test]
+fn every_shipped_experiment_on_every_profile_has_no_negative_bound_or_unexplained_no_ci() {
+    for name in [
+        "exp31",
+        "exp32",
+        "exp33",
+        "exp34",
+        "select-vs-epoll",
+        "smoke",
+    ] {
+        for (profile, topology, rtt_us) in [
+            ("loopback", "loopback", 45.0),
+            ("lan100", "link", 260.0),
+            ("crossnet", "link", 20_100.0),
+        ] {
+            for reps in [1, 2, 3] {
+                let mut e = shipped(name);
+                e.repetitions = reps.min(e.repetitions);
+                let runs: Vec<RunRecord> = e
+                    .cells()
+                    .iter()
+                    .flat_map(|c| (1..=e.repetitions).map(move |rep| record(c, rep)))
+                    .collect();
+                let tmp = TempDir::new("all");
+                let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
+                m.profile = serde_json::json!({"name": profile, "topology": topology, "description": "test"});
+                m.link
+                    .calibration
+                    .as_mut()
+                    .unwrap()
+                    .measured
+                    .insert("rtt_median_us".into(), rtt_us);
+                write_dir(&tmp.0, &m, &runs);
+                let report = echolab_report::build(&tmp.0).unwrap();
+                let md = report.markdown;
+                assert_no_negative_bound(&md);
+                for (i, _) in md.match_indices("no CI") {
+                    let explained = md[i..].starts_with("no CI: ") || md[..i].ends_with("1 rep, ");
+                    assert!(
+                        explained,
+                        "{name} on {profile}, {reps} reps: unexplained at {}",
+                        &md[i.saturating_sub(60)..i + 20]
+                    );
+                }
+                assert!(!report.summary.claims.is_empty(), "{name}");
+            }
+        }
+    }
+}

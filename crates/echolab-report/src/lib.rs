@@ -8,7 +8,8 @@
 //!   [`claims`]), the Little's-law consistency check ([`littles_law`]), links to the plots,
 //!   and footnotes stating every method;
 //! - `summary.csv`: one row per run ([`summary_csv`]);
-//! - `plots/*.svg` ([`plots`]).
+//! - `plots/*.svg` ([`plots`]);
+//! - `report.html`: the same report in one self-contained page, plots inlined ([`html`]).
 //!
 //! Statistics ([`stats`]): every figure is the median over repetitions with min–max and a 95%
 //! confidence interval that stays inside the quantity's domain (exact, log-t or bootstrap); a
@@ -27,6 +28,7 @@ pub mod dataset;
 pub mod differ;
 pub mod format;
 pub mod header;
+pub mod html;
 pub mod littles_law;
 pub mod metrics;
 pub mod plots;
@@ -358,7 +360,8 @@ pub fn update_readme(dir: &Path, readme_path: &Path) -> Result<(), Error> {
     write_atomic(readme_path, out.as_bytes()).map_err(|e| Error::Io(e.to_string()))
 }
 
-/// Builds the report of `dir` and writes `report.md`, `summary.csv` and `plots/*.svg` there
+/// Builds the report of `dir` and writes `report.md`, `report.html`, `summary.csv` and
+/// `plots/*.svg` there
 /// (each atomically, see [`write_atomic`]). This is what `echolab-up` calls at the end of a
 /// run and what `echolab-report RESULTS_DIR` does.
 ///
@@ -392,6 +395,17 @@ pub fn render(dir: &Path) -> Result<ReportSummary, Error> {
     write(
         dir.join(REPORT_FILE),
         report.markdown.as_bytes(),
+        &mut summary.written,
+    )?;
+    let title = report
+        .markdown
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("# ");
+    write(
+        dir.join(html::HTML_FILE),
+        html::render(title, &report.markdown, &report.plots).as_bytes(),
         &mut summary.written,
     )?;
     Ok(summary)

@@ -1,5 +1,5 @@
 //! `echolab-report RESULTS_DIR [--stdout | --readme README]`: (re)writes report.md,
-//! summary.csv and plots/*.svg of a results directory made by `echolab-up`, or splices its
+//! report.html, summary.csv and plots/*.svg of a results directory made by `echolab-up`, or splices its
 //! excerpt into the README.
 
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// Turn an echolab results directory into report.md, summary.csv and plots/*.svg.
+/// Turn an echolab results directory into report.md, report.html, summary.csv and plots/*.svg.
 #[derive(Debug, Parser)]
 #[command(
     name = "echolab-report",

@@ -621,6 +621,21 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     );
     assert!(plots.join("sustain_cpu.svg").is_file());
     assert!(md.contains("![QPS vs connections](plots/qps_vs_conns.svg)"));
+    // report.html: the same tables and the plots inlined, one file.
+    let html = std::fs::read_to_string(tmp.0.join("report.html")).unwrap();
+    assert!(html.contains("<h2>QPS matrix, server × mode (100 connections, 10 rounds)</h2>"));
+    assert!(
+        html.contains("<td>epoll-et</td><td>25000 [24000–26000] (95% CI 22622–27599)</td>"),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches("<svg").count(),
+        summary
+            .written
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "svg"))
+            .count()
+    );
 
     // summary.csv: a header and one row per run, numbers in full.
     let csv = std::fs::read_to_string(tmp.0.join("summary.csv")).unwrap();

@@ -1,4 +1,4 @@
-//! echolab-report: a results directory (DESIGN.md, "Data flow") becomes a report a reader
+//! echolab-report: a results directory (manifest.yaml and runs/*.json) becomes a report a reader
 //! trusts at a glance.
 //!
 //! [`render`] reads `manifest.yaml` and `runs/*.json` and writes, in the same directory:

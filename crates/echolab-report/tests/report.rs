@@ -898,6 +898,20 @@ fn write_dir(dir: &Path, manifest: &Manifest, runs: &[RunRecord]) {
     .unwrap();
 }
 
+/// Writes `manifest` and `runs` to a fresh directory tagged `tag` and renders it: the
+/// directory (kept alive), the summary and report.md.
+fn rendered(
+    tag: &str,
+    manifest: &Manifest,
+    runs: &[RunRecord],
+) -> (TempDir, echolab_report::ReportSummary, String) {
+    let tmp = TempDir::new(tag);
+    write_dir(&tmp.0, manifest, runs);
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    (tmp, summary, md)
+}
+
 /// Closed-loop runs of every cell of `e`: QPS per repetition from `qps(cell)`, mean latency
 /// from Little's law (conns / QPS) unless `mean_us` says otherwise.
 fn closed_loop_runs(
@@ -951,13 +965,10 @@ fn exp31_on_loopback_reproduces_about_halved_and_exp34_its_counts() {
         },
         |c, q| c.conns as f64 / q * 1e6,
     );
-    let tmp = TempDir::new("exp31");
     let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
     m.environment.kernel = "3.10.0-1160.el7.x86_64".into();
     m.environment.cpus = 4;
-    write_dir(&tmp.0, &m, &runs);
-    let summary = echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let (_tmp, summary, md) = rendered("exp31", &m, &runs);
     assert_no_negative_bound(&md);
     let v = verdicts(&summary);
     let of = |name: &str| v.iter().find(|(n, _)| n.starts_with(name)).unwrap().1;
@@ -1000,11 +1011,8 @@ fn exp31_on_loopback_reproduces_about_halved_and_exp34_its_counts() {
         |_| vec![26000.0, 26500.0, 27000.0],
         |c, q| c.conns as f64 / q * 1e6,
     );
-    let tmp = TempDir::new("exp34");
     let m = manifest(e, RunStatus::Complete, runs.len() as u64);
-    write_dir(&tmp.0, &m, &runs);
-    let summary = echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let (_tmp, summary, md) = rendered("exp34", &m, &runs);
     assert_no_negative_bound(&md);
     let v = verdicts(&summary);
     assert_eq!(
@@ -1066,16 +1074,13 @@ fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context()
             )
         })
         .collect::<Vec<_>>();
-    let tmp = TempDir::new("crossnet");
     let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
     m.profile =
         serde_json::json!({"name": "crossnet", "topology": "link", "description": "20 ms RTT"});
     m.environment.kernel = "6.18.0-test".into();
     let cal = m.link.calibration.as_mut().unwrap();
     cal.measured.insert("rtt_median_us".into(), 20_100.0);
-    write_dir(&tmp.0, &m, &runs);
-    let summary = echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let (tmp, summary, md) = rendered("crossnet", &m, &runs);
     assert_no_negative_bound(&md);
     for (name, v) in verdicts(&summary) {
         assert_eq!(v, Verdict::NotComparable, "{name}:\n{md}");
@@ -1149,11 +1154,8 @@ fn adaptive_repetitions_are_reported_per_cell() {
         },
         |c, q| c.conns as f64 / q * 1e6,
     );
-    let tmp = TempDir::new("adaptive");
     let m = manifest(e, RunStatus::Interrupted, runs.len() as u64);
-    write_dir(&tmp.0, &m, &runs);
-    let summary = echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let (_tmp, summary, md) = rendered("adaptive", &m, &runs);
     // Repetitions beyond the last one run are not missing: 3 + 6 + 4 + 3 planned.
     assert_eq!((summary.counts.planned, summary.counts.missing), (16, 0));
     assert!(

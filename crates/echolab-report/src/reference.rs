@@ -106,10 +106,12 @@ fn render(
             for c in matching {
                 let (here, ratio) = match c.summary(f.metric) {
                     Some(s) => {
-                        let ci = s
-                            .ci95
-                            .map(|ci| format!(" ({})", format::interval(ci)))
-                            .unwrap_or_default();
+                        let ci = match s.ci95 {
+                            _ if s.n < 2 => " (1 rep, no CI)".to_string(),
+                            Some(_) if s.is_exact() => " (exact)".to_string(),
+                            Some(ci) => format!(" ({})", format::interval(ci)),
+                            None => String::new(),
+                        };
                         let ratio = if f.seed != 0.0 {
                             format::times(s.mean / f.seed)
                         } else {

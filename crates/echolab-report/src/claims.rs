@@ -1,42 +1,46 @@
-//! The seeds' claims checked: our ratio beside the seed's, with a verdict that can go either
-//! way.
+//! The seeds' claims checked by equivalence: our interval against the claim's band.
 //!
-//! Our ratio is the ratio of the means over repetitions (the seeds' ratios are ratios of
-//! means too, e.g. seed 000 §6.1: 53528 / 24915 = 2.15×), with Fieller's 95% interval
-//! ([`crate::stats::ratio_of_means`]). The rule, stated in the report's footnote as
-//! [`RULE`]:
+//! Each claim (the experiment's `reference.claims`, see
+//! [`echolab_core::experiment::ReferenceClaim`]) is about the ratio of one metric between two
+//! cells and states a band of ratios that agree with it: a magnitude with a tolerance
+//! (2.15× ±15% = 1.83–2.47×), a direction (above 1×) or a shape (below 0.5×). Our ratio is the
+//! one the tables print ([`crate::stats::ratio`]: exact, ratio of geometric means with a log-t
+//! interval, or bootstrap). The rule, stated in the report as [`RULE`], is the two one-sided
+//! tests of equivalence (Schuirmann 1987) read off a 95% interval, extended to one-sided
+//! bands:
 //!
-//! - **not reproduced**: our interval excludes the seed's ratio;
-//! - **reproduced**: our interval contains the seed's ratio and resolves what the seed
-//!   claims: for an effect (seed ratio outside the no-effect band 1/1.1–1.1) the interval
-//!   excludes 1; for no effect (seed ratio inside the band) the interval lies inside the band;
-//! - **inconclusive**: our interval contains the seed's ratio but does not resolve the claim
-//!   (it overlaps both the seed's ratio and 1, or sticks out of the band), or no interval
-//!   exists (fewer than 2 repetitions, or a denominator indistinguishable from 0);
-//! - **not checked**: a cell of the claim has no data (missing or failed), or a selector does
-//!   not name exactly one cell.
+//! - **reproduced**: our 95% interval lies inside the band (an exact ratio: the value does);
+//! - **refuted**: our interval lies wholly outside the band;
+//! - **inconclusive**: it straddles an edge of the band, or no interval exists (a side has
+//!   fewer than 2 repetitions: the reason is given);
+//! - **not comparable here**: the figure is set by the path, not the server — every request
+//!   of both cells spends at least half its latency in network round trips (measured RTT ×
+//!   round trips per request: 2 for a short connection, connect and echo; 1 for a long one), so
+//!   a ratio of latencies or QPS counts round trips;
+//! - **not checked**: a cell of the claim has no data, or a selector does not name one cell.
 
-use echolab_core::experiment::{CellSelector, ReferenceClaim};
+use echolab_core::experiment::{BenchMode, ClaimBand, ReferenceClaim};
+use echolab_core::results::Manifest;
 
-use crate::dataset::Dataset;
+use crate::dataset::{CellData, Dataset};
 use crate::format;
 use crate::metrics;
-use crate::stats::{ratio_of_means, Interval, Ratio};
+use crate::setting;
+use crate::stats::{ratio, Interval, Method, Ratio};
 
-/// Ratios within this band count as "no difference" (±10%, the same tolerance as the
-/// noisy-cell and Little's-law flags).
-pub const NO_EFFECT_BAND: Interval = Interval {
-    low: 1.0 / 1.1,
-    high: 1.1,
-};
+/// A request whose path floor (RTT × round trips) is at least this share of its mean latency
+/// is set by the path (see the module doc).
+pub const PATH_BOUND_SHARE: f64 = 0.5;
 
 /// The footnote that states the rule.
-pub const RULE: &str = "Claims: ours is the ratio of the means over repetitions (as the seeds compute theirs), with \
-Fieller's 95% confidence interval (Fieller 1954; df = min(n)−1). **Not reproduced**: our interval excludes the seed's \
-ratio. **Reproduced**: our interval contains the seed's ratio and resolves the claim: it excludes 1 when the seed \
-claims an effect, or lies within 0.91–1.10 when the seed claims none (seed ratio within 0.91–1.10). \
-**Inconclusive**: our interval contains the seed's ratio but also 1 (or leaves the no-effect band), or no interval \
-exists (fewer than 2 repetitions, or a denominator indistinguishable from 0). **Not checked**: a cell has no data.";
+pub const RULE: &str = "Claims: each claim states a band of ratios that agree with it — a magnitude with its tolerance, \
+a direction (above or below 1×) or a shape (beyond a bound); the band and where it comes from are in the experiment file. \
+Ours is the ratio the tables print (exact when every repetition of both cells gave the same value, otherwise the ratio of \
+geometric means with a log-t 95% interval, or a bootstrap interval when a value is 0). **Reproduced**: our 95% interval \
+lies inside the band (equivalence, as two one-sided tests). **Refuted**: it lies wholly outside. **Inconclusive**: it \
+straddles an edge of the band, or there is no interval (the reason is given). **Not comparable here**: on this profile \
+at least half of every request's latency in both cells is network round trips (measured RTT × 2 for a short connection, \
+× 1 for a long one), so the ratio reports the path, not the server. **Not checked**: a cell has no data.";
 
 /// The outcome of checking one claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +48,11 @@ pub enum Verdict {
     /// See the module doc.
     Reproduced,
     /// See the module doc.
-    NotReproduced,
+    Refuted,
     /// See the module doc.
     Inconclusive,
+    /// See the module doc.
+    NotComparable,
     /// See the module doc.
     NotChecked,
 }
@@ -56,8 +62,9 @@ impl Verdict {
     pub fn word(self) -> &'static str {
         match self {
             Verdict::Reproduced => "reproduced",
-            Verdict::NotReproduced => "not reproduced",
+            Verdict::Refuted => "refuted",
             Verdict::Inconclusive => "inconclusive",
+            Verdict::NotComparable => "not comparable here",
             Verdict::NotChecked => "not checked",
         }
     }
@@ -68,74 +75,132 @@ impl Verdict {
 pub struct ClaimCheck {
     /// The claim as the experiment states it.
     pub claim: ReferenceClaim,
+    /// Its band, when well formed.
+    pub band: Option<ClaimBand>,
     /// Our ratio, when both cells have data.
     pub ours: Option<Ratio>,
     /// The verdict.
     pub verdict: Verdict,
-    /// One line: why.
+    /// One sentence: why.
     pub why: String,
+    /// Where the comparison stands (see [`setting::Comparison::sentence`]); empty when the
+    /// experiment states no seed setup.
+    pub setting: String,
 }
 
 impl ClaimCheck {
-    /// `seed 2.15×, here 2.03× (95% CI 1.80–2.30×): reproduced — <why>`.
+    /// `name: seed 2.15×, here 2.03× (95% CI 1.80–2.30×); band 1.83–2.47× (magnitude ±15%):
+    /// **reproduced**: <why>. Setting: <differences>`.
     pub fn line(&self) -> String {
         let here = self
             .ours
             .as_ref()
             .map(format::ratio)
             .unwrap_or_else(|| "—".into());
+        let seed = match (self.claim.seed_ratio, self.claim.expect) {
+            (Some(r), Some(e)) => format!(
+                "seed {} (the claim's words: {}), ",
+                format::times(r),
+                format::times(e)
+            ),
+            (Some(r), None) => format!("seed {}, ", format::times(r)),
+            (None, _) => String::new(),
+        };
+        let band = match &self.band {
+            Some(b) => format!("; band {b} ({})", kind_text(&self.claim)),
+            None => String::new(),
+        };
+        let setting = if self.setting.is_empty() {
+            String::new()
+        } else {
+            format!(" Setting: {}.", self.setting)
+        };
         format!(
-            "{}: seed {}, here {here}: **{}**: {}",
+            "{}: {seed}here {here}{band}: **{}**: {}.{setting}",
             self.claim.name,
-            format::times(self.claim.seed_ratio),
             self.verdict.word(),
             self.why
         )
     }
 }
 
-/// Applies the rule to a seed ratio and our ratio. Returns the verdict and why.
-pub fn judge(seed_ratio: f64, ours: &Ratio) -> (Verdict, String) {
-    let Some(ci) = ours.ci95 else {
-        return (Verdict::Inconclusive, "no confidence interval (fewer than 2 repetitions, or a denominator indistinguishable from 0)".into());
-    };
-    let ci_text = format!("{:.2}–{:.2}×", ci.low, ci.high);
-    if !ci.contains(seed_ratio) {
-        let side = |x: f64| x.partial_cmp(&1.0);
-        let direction = if ci.contains(1.0) {
-            "our interval includes no difference"
-        } else if side(ci.low) == side(seed_ratio) {
-            if ci.high < seed_ratio {
-                "same direction, smaller"
-            } else {
-                "same direction, larger"
-            }
-        } else {
-            "opposite direction"
-        };
-        return (
-            Verdict::NotReproduced,
-            format!("our 95% CI {ci_text} excludes the seed's ratio ({direction})"),
-        );
-    }
-    if NO_EFFECT_BAND.contains(seed_ratio) {
-        if ci.within(NO_EFFECT_BAND) {
-            (
-                Verdict::Reproduced,
-                format!("no difference, as the seed: our 95% CI {ci_text} lies within 0.91–1.10×"),
-            )
-        } else {
-            (Verdict::Inconclusive, format!("our 95% CI {ci_text} contains the seed's ratio but is too wide to show no difference"))
+/// `magnitude ±15%`, `direction: higher`, `shape`, or `magnitude ±15%, assumed: the file
+/// states no kind`.
+fn kind_text(claim: &ReferenceClaim) -> String {
+    use echolab_core::experiment::{ClaimKind, Direction, LEGACY_TOLERANCE};
+    match (claim.kind, claim.effective_kind()) {
+        (None, _) => format!(
+            "magnitude {}, assumed: the experiment predates claims with a stated band",
+            claim.tolerance.unwrap_or(LEGACY_TOLERANCE)
+        ),
+        (_, ClaimKind::Magnitude) => {
+            format!("magnitude {}", claim.tolerance.unwrap_or(LEGACY_TOLERANCE))
         }
-    } else if ci.contains(1.0) {
+        (_, ClaimKind::Direction) => match claim.direction {
+            Some(Direction::Lower) => "direction: numerator lower".into(),
+            _ => "direction: numerator higher".into(),
+        },
+        (_, ClaimKind::Shape) => "shape".into(),
+    }
+}
+
+/// Whether interval `ci` lies inside `band`.
+fn inside(ci: Interval, band: &ClaimBand) -> bool {
+    band.contains(ci.low) && band.contains(ci.high)
+}
+
+/// Whether no point of `ci` lies in `band`.
+fn disjoint(ci: Interval, band: &ClaimBand) -> bool {
+    if band.open {
+        ci.high <= band.low || ci.low >= band.high
+    } else {
+        ci.high < band.low || ci.low > band.high
+    }
+}
+
+/// Applies the band rule to our ratio. Returns the verdict and why (one sentence, no final
+/// full stop).
+pub fn judge(band: &ClaimBand, ours: &Ratio) -> (Verdict, String) {
+    let Some(ci) = ours.ci95 else {
+        return (
+            Verdict::Inconclusive,
+            format!(
+                "no interval: {}",
+                ours.no_ci.as_deref().unwrap_or("no interval")
+            ),
+        );
+    };
+    let what = if ours.method == Method::Exact {
+        format!("our exact ratio {}", format::times(ours.value))
+    } else {
+        format!("our 95% CI {}", format::ratio_interval(ci))
+    };
+    if inside(ci, band) {
+        (Verdict::Reproduced, format!("{what} lies inside the band"))
+    } else if disjoint(ci, band) {
+        let side = if ci.high <= band.low {
+            "below"
+        } else {
+            "above"
+        };
+        (
+            Verdict::Refuted,
+            format!("{what} lies wholly {side} the band"),
+        )
+    } else if !band.contains(ci.low) && !band.contains(ci.high) {
         (
             Verdict::Inconclusive,
-            format!("our 95% CI {ci_text} contains the seed's ratio and also 1 (no difference)"),
+            format!("{what} is wider than the band (it crosses both edges)"),
         )
     } else {
+        let edge = if ci.low < band.low || (band.open && ci.low == band.low) {
+            "lower"
+        } else {
+            "upper"
+        };
         (
-            Verdict::Reproduced,
-            format!("our 95% CI {ci_text} contains the seed's ratio and excludes 1"),
+            Verdict::Inconclusive,
+            format!("{what} straddles the band's {edge} edge"),
         )
     }
 }
@@ -143,9 +208,9 @@ pub fn judge(seed_ratio: f64, ours: &Ratio) -> (Verdict, String) {
 /// The one cell `selector` names, or why not.
 fn one_cell<'d, 'a>(
     ds: &'d Dataset<'a>,
-    selector: &CellSelector,
+    selector: &echolab_core::experiment::CellSelector,
     side: &str,
-) -> Result<&'d crate::dataset::CellData<'a>, String> {
+) -> Result<&'d CellData<'a>, String> {
     match ds.select(selector).as_slice() {
         [one] => Ok(one),
         [] => Err(format!("the {side} selector matches no cell")),
@@ -160,22 +225,93 @@ fn one_cell<'d, 'a>(
     }
 }
 
-/// Checks `claim` against the data.
-pub fn check(ds: &Dataset<'_>, claim: &ReferenceClaim) -> ClaimCheck {
-    let not_checked = |why: String| ClaimCheck {
+/// The measured median RTT of the calibration, µs.
+pub fn measured_rtt_us(manifest: &Manifest) -> Option<f64> {
+    manifest
+        .link
+        .calibration
+        .as_ref()?
+        .measured
+        .get("rtt_median_us")
+        .copied()
+        .filter(|v| *v > 0.0)
+}
+
+/// Round trips of one request on the path: a short connection's connect handshake and its
+/// echo, or a long connection's echo alone.
+fn round_trips(mode: BenchMode) -> Option<f64> {
+    match mode {
+        BenchMode::Short => Some(2.0),
+        BenchMode::Long => Some(1.0),
+        _ => None,
+    }
+}
+
+/// Why the claim's ratio is set by the path on this run, or `None` when it is not (see the
+/// module doc).
+pub fn path_bound(metric: &str, cells: [&CellData<'_>; 2], rtt_us: Option<f64>) -> Option<String> {
+    let latency_like = matches!(
+        metric,
+        metrics::QPS | metrics::P50_US | metrics::P90_US | metrics::P99_US | metrics::MEAN_US
+    );
+    let rtt = rtt_us?;
+    if !latency_like {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for c in cells {
+        let trips = round_trips(c.cell.mode)?;
+        let mean = c.summary(metrics::MEAN_US)?.mean;
+        let share = rtt * trips / mean;
+        // A NaN share (zero mean latency) is not path-bound either.
+        if share.is_nan() || share < PATH_BOUND_SHARE {
+            return None;
+        }
+        parts.push(format!(
+            "{}: {trips:.0} × RTT {} µs = {:.0}% of its mean latency {} µs",
+            c.id,
+            format::num(rtt),
+            share * 100.0,
+            format::num(mean)
+        ));
+    }
+    Some(format!(
+        "the path sets this ratio here ({}), so it counts round trips, not server work",
+        parts.join("; ")
+    ))
+}
+
+/// Checks `claim` against the data of the run `manifest` describes.
+pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> ClaimCheck {
+    let reference = &manifest.experiment.reference;
+    let setting = setting::compare(manifest, reference.setup.as_ref(), &[&claim.metric])
+        .map(|c| format!("this run {}", c.sentence()))
+        .unwrap_or_default();
+    let band = claim.band();
+    let mut out = ClaimCheck {
         claim: claim.clone(),
+        band: band.as_ref().ok().copied(),
         ours: None,
         verdict: Verdict::NotChecked,
-        why,
+        why: String::new(),
+        setting,
+    };
+    let not_checked = |mut out: ClaimCheck, why: String| {
+        out.why = why;
+        out
+    };
+    let band = match band {
+        Ok(b) => b,
+        Err(e) => return not_checked(out, format!("the claim's band is not usable: {e}")),
     };
     if !metrics::is_known(&claim.metric) {
-        return not_checked(format!("unknown metric {:?}", claim.metric));
+        return not_checked(out, format!("unknown metric {:?}", claim.metric));
     }
     let cells = one_cell(ds, &claim.numerator, "numerator")
         .and_then(|n| Ok((n, one_cell(ds, &claim.denominator, "denominator")?)));
     let (num, den) = match cells {
         Ok(pair) => pair,
-        Err(why) => return not_checked(why),
+        Err(why) => return not_checked(out, why),
     };
     let summaries = (num.summary(&claim.metric), den.summary(&claim.metric));
     let (Some(ns), Some(dsum)) = summaries else {
@@ -183,59 +319,170 @@ pub fn check(ds: &Dataset<'_>, claim: &ReferenceClaim) -> ClaimCheck {
         let absence = which
             .absence()
             .unwrap_or_else(|| format!("no {} values", claim.metric));
-        return not_checked(format!("{}: {absence}", which.id));
+        return not_checked(out, format!("{}: {absence}", which.id));
     };
-    let Some(ours) = ratio_of_means(&ns, &dsum) else {
-        return not_checked(format!("{}: mean {} is 0", den.id, claim.metric));
+    let ours = match ratio(&ns, &dsum) {
+        Ok(r) => r,
+        Err(why) => return not_checked(out, format!("{}: {why}", den.id)),
     };
-    let (verdict, why) = judge(claim.seed_ratio, &ours);
-    ClaimCheck {
-        claim: claim.clone(),
-        ours: Some(ours),
-        verdict,
-        why,
+    out.ours = Some(ours.clone());
+    if let Some(why) = path_bound(&claim.metric, [num, den], measured_rtt_us(manifest)) {
+        out.verdict = Verdict::NotComparable;
+        out.why = why;
+        return out;
     }
+    let (verdict, why) = judge(&band, &ours);
+    out.verdict = verdict;
+    out.why = why;
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn ratio(value: f64, low: f64, high: f64) -> Ratio {
+    fn ratio_ci(value: f64, low: f64, high: f64) -> Ratio {
         Ratio {
             value,
+            method: Method::LogT,
             ci95: Some(Interval { low, high }),
+            no_ci: None,
         }
     }
 
+    fn closed(low: f64, high: f64) -> ClaimBand {
+        ClaimBand {
+            low,
+            high,
+            open: false,
+        }
+    }
+
+    /// Golden: inside, outside on either side, straddling either edge.
     #[test]
-    fn each_verdict_is_reachable() {
-        assert_eq!(judge(2.15, &ratio(2.0, 1.8, 2.3)).0, Verdict::Reproduced);
-        assert_eq!(judge(2.15, &ratio(1.4, 1.3, 1.5)).0, Verdict::NotReproduced);
-        assert!(judge(2.15, &ratio(1.4, 1.3, 1.5))
-            .1
-            .contains("same direction, smaller"));
-        assert!(judge(2.15, &ratio(0.5, 0.4, 0.6))
-            .1
-            .contains("opposite direction"));
-        assert_eq!(judge(2.15, &ratio(1.5, 0.8, 2.5)).0, Verdict::Inconclusive);
+    fn band_rule_inside_outside_straddling() {
+        // 2.15 ± 15%: 1.8275–2.4725.
+        let band = closed(1.8275, 2.4725);
+        let (v, why) = judge(&band, &ratio_ci(2.1, 1.9, 2.3));
+        assert_eq!(v, Verdict::Reproduced);
+        assert_eq!(why, "our 95% CI 1.90–2.30× lies inside the band");
+        let (v, why) = judge(&band, &ratio_ci(1.4, 1.3, 1.5));
         assert_eq!(
-            judge(
-                2.15,
-                &Ratio {
-                    value: 2.0,
-                    ci95: None
-                }
+            (v, why.as_str()),
+            (
+                Verdict::Refuted,
+                "our 95% CI 1.30–1.50× lies wholly below the band"
             )
-            .0,
-            Verdict::Inconclusive
+        );
+        let (v, why) = judge(&band, &ratio_ci(4.0, 3.0, 5.0));
+        assert_eq!(
+            (v, why.as_str()),
+            (
+                Verdict::Refuted,
+                "our 95% CI 3.00–5.00× lies wholly above the band"
+            )
+        );
+        let (v, why) = judge(&band, &ratio_ci(2.0, 1.5, 2.3));
+        assert_eq!(
+            (v, why.as_str()),
+            (
+                Verdict::Inconclusive,
+                "our 95% CI 1.50–2.30× straddles the band's lower edge"
+            )
+        );
+        let (v, why) = judge(&band, &ratio_ci(2.3, 2.0, 2.9));
+        assert_eq!(
+            (v, why.as_str()),
+            (
+                Verdict::Inconclusive,
+                "our 95% CI 2.00–2.90× straddles the band's upper edge"
+            )
+        );
+        // Wider than the whole band: inconclusive, never reproduced.
+        let (v, why) = judge(&band, &ratio_ci(2.1, 1.0, 4.0));
+        assert_eq!(
+            (v, why.as_str()),
+            (
+                Verdict::Inconclusive,
+                "our 95% CI 1.00–4.00× is wider than the band (it crosses both edges)"
+            )
+        );
+        // Closed band: an end on the edge counts as inside.
+        assert_eq!(
+            judge(&band, &ratio_ci(2.0, 1.8275, 2.4725)).0,
+            Verdict::Reproduced
         );
     }
 
     #[test]
-    fn a_no_difference_claim_needs_a_tight_interval() {
-        assert_eq!(judge(1.0, &ratio(1.01, 0.95, 1.06)).0, Verdict::Reproduced);
-        assert_eq!(judge(1.0, &ratio(1.1, 0.7, 1.5)).0, Verdict::Inconclusive);
-        assert_eq!(judge(1.0, &ratio(1.5, 1.3, 1.7)).0, Verdict::NotReproduced);
+    fn one_sided_bands_are_strict() {
+        let above_one = ClaimBand {
+            low: 1.0,
+            high: f64::INFINITY,
+            open: true,
+        };
+        assert_eq!(
+            judge(&above_one, &ratio_ci(1.2, 1.05, 1.4)).0,
+            Verdict::Reproduced
+        );
+        assert_eq!(
+            judge(&above_one, &ratio_ci(1.0, 0.9, 1.1)).0,
+            Verdict::Inconclusive
+        );
+        assert_eq!(
+            judge(&above_one, &ratio_ci(0.9, 0.8, 1.0)).0,
+            Verdict::Refuted
+        );
+        let below_half = ClaimBand {
+            low: 0.0,
+            high: 0.5,
+            open: true,
+        };
+        assert_eq!(
+            judge(&below_half, &ratio_ci(0.14, 0.1, 0.2)).0,
+            Verdict::Reproduced
+        );
+        assert_eq!(
+            judge(&below_half, &ratio_ci(0.6, 0.55, 0.7)).0,
+            Verdict::Refuted
+        );
+    }
+
+    /// Golden: exp34's count claim, 100 vs 1000 connects in every repetition.
+    #[test]
+    fn exact_counts_are_judged_by_their_value() {
+        let exact = |v: f64| Ratio {
+            value: v,
+            method: Method::Exact,
+            ci95: Some(Interval { low: v, high: v }),
+            no_ci: None,
+        };
+        // 0.1036 ± 0.02 = 0.0836–0.1236.
+        let band = closed(0.0836, 0.1236);
+        let (v, why) = judge(&band, &exact(0.1));
+        assert_eq!(
+            (v, why.as_str()),
+            (
+                Verdict::Reproduced,
+                "our exact ratio 0.100× lies inside the band"
+            )
+        );
+        assert_eq!(judge(&band, &exact(0.2)).0, Verdict::Refuted);
+    }
+
+    #[test]
+    fn no_interval_is_inconclusive_with_its_reason() {
+        let r = Ratio {
+            value: 2.0,
+            method: Method::LogT,
+            ci95: None,
+            no_ci: Some("the numerator has 1 repetition (fewer than 2)".into()),
+        };
+        let (v, why) = judge(&closed(1.0, 3.0), &r);
+        assert_eq!(v, Verdict::Inconclusive);
+        assert_eq!(
+            why,
+            "no interval: the numerator has 1 repetition (fewer than 2)"
+        );
     }
 }

@@ -30,8 +30,9 @@ pub struct CellData<'a> {
     pub id: String,
     /// Whether the manifest's experiment plans it (records of unplanned cells are still shown).
     pub planned: bool,
-    /// Repetitions planned (the experiment's `repetitions`; for an unplanned cell, the highest
-    /// repetition found).
+    /// Repetitions planned: the experiment's `repetitions` (the minimum), or the highest
+    /// repetition found when adaptive repetitions went further; for an unplanned cell, the
+    /// highest repetition found.
     pub reps_planned: u64,
     /// Its records, sorted by repetition.
     pub runs: Vec<&'a RunRecord>,
@@ -199,9 +200,15 @@ impl<'a> Dataset<'a> {
         }
         for c in &mut cells {
             c.runs.sort_by_key(|r| r.repetition);
-            if !c.planned {
-                c.reps_planned = c.runs.iter().map(|r| r.repetition).max().unwrap_or(0);
-            }
+            let highest = c.runs.iter().map(|r| r.repetition).max().unwrap_or(0);
+            c.reps_planned = if c.planned {
+                // Adaptive repetitions stop between the minimum and the maximum: repetitions
+                // beyond the last one run were never planned, so they are not missing.
+                c.reps_planned
+                    .max(highest.min(results.manifest.experiment.max_repetitions()))
+            } else {
+                highest
+            };
         }
         Self { cells }
     }

@@ -1,7 +1,7 @@
 //! How numbers and tables are written in report.md: one spelling for every figure, so a reader
 //! (and a test) finds the same number in the same form everywhere.
 
-use crate::stats::{Interval, Ratio, Summary, NOISY_CV};
+use crate::stats::{Interval, Method, Ratio, Summary, NOISY_CV};
 
 /// A number to about three significant figures: `53528`, `874`, `12.3`, `1.47`, `0.00123`.
 /// Values of 100 and above are whole numbers (QPS, µs), as the seeds print them.
@@ -24,9 +24,20 @@ pub fn num(v: f64) -> String {
     }
 }
 
-/// A ratio, `2.15×`.
+/// A ratio, `2.15×`; below 1 with three significant figures (`0.463×`, `0.0346×`), so that
+/// 0.1036 and 0.100 read apart and a small ratio never prints as `0.00×`.
 pub fn times(v: f64) -> String {
-    format!("{v:.2}×")
+    format!("{}×", ratio_num(v))
+}
+
+/// The number of [`times`] without the sign.
+fn ratio_num(v: f64) -> String {
+    if v != 0.0 && v.abs() < 1.0 && v.is_finite() {
+        let decimals = (2 - v.abs().log10().floor() as i32).clamp(3, 9) as usize;
+        format!("{v:.decimals$}")
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 /// A relative change in percent with its sign, `-89.6%`.
@@ -44,16 +55,22 @@ pub fn interval(i: Interval) -> String {
     format!("{}–{}", num(i.low), num(i.high))
 }
 
-/// A ratio with its interval: `2.15× (95% CI 1.90–2.43×)`, or `2.15× (no CI: <why>)`.
+/// A ratio's interval, `1.90–2.43×`.
+pub fn ratio_interval(ci: Interval) -> String {
+    format!("{}–{}", ratio_num(ci.low), times(ci.high))
+}
+
+/// A ratio with its interval: `2.15× (95% CI 1.90–2.43×)`, `0.100× (exact)`, or
+/// `2.15× (no CI: <why>)`.
 pub fn ratio(r: &Ratio) -> String {
-    match r.ci95 {
-        Some(ci) => format!(
-            "{} (95% CI {:.2}–{})",
+    match (r.ci95, r.method) {
+        (Some(_), Method::Exact) => format!("{} (exact)", times(r.value)),
+        (Some(ci), _) => format!("{} (95% CI {})", times(r.value), ratio_interval(ci)),
+        (None, _) => format!(
+            "{} (no CI: {})",
             times(r.value),
-            ci.low,
-            times(ci.high)
+            r.no_ci.as_deref().unwrap_or("no interval")
         ),
-        None => format!("{} (no CI)", times(r.value)),
     }
 }
 
@@ -66,17 +83,25 @@ pub fn noisy_flag(s: &Summary) -> String {
 }
 
 /// One figure over repetitions: `median [min–max] (95% CI lo–hi)`, flagged when noisy;
-/// a single repetition is `value (1 rep)`, identical repetitions `value (all 3 reps)`.
+/// a single repetition is `value (1 rep, no CI)`, identical repetitions
+/// `value (exact, all 3 reps)`.
 pub fn figure(s: &Summary) -> String {
     if s.n == 1 {
-        return format!("{} (1 rep)", num(s.median));
+        return format!("{} (1 rep, no CI)", num(s.median));
     }
-    if s.min == s.max {
-        return format!("{} (all {} reps)", num(s.median), s.n);
+    if s.is_exact() {
+        return format!("{} (exact, all {} reps)", num(s.median), s.n);
     }
     let ci = s
         .ci95
-        .map(|ci| format!(" (95% CI {})", interval(ci)))
+        .map(|ci| {
+            let how = if s.method == Method::Bootstrap {
+                ", bootstrap"
+            } else {
+                ""
+            };
+            format!(" (95% CI {}{how})", interval(ci))
+        })
         .unwrap_or_default();
     format!(
         "{} [{}–{}]{ci}{}",
@@ -157,6 +182,12 @@ mod tests {
         assert_eq!(num(0.0), "0");
         assert_eq!(signed_pct(-0.896), "-89.6%");
         assert_eq!(times(2.1484), "2.15×");
+        assert_eq!(times(0.034602), "0.0346×");
+        assert_eq!(
+            (times(0.1036), times(0.1)),
+            ("0.104×".into(), "0.100×".into())
+        );
+        assert_eq!(times(0.0), "0.00×");
     }
 
     #[test]
@@ -168,10 +199,10 @@ mod tests {
             f.contains("95% CI") && f.contains("⚠ noisy (CV 20.0%)"),
             "{f}"
         );
-        assert_eq!(figure(&Summary::of(&[5.0]).unwrap()), "5.00 (1 rep)");
+        assert_eq!(figure(&Summary::of(&[5.0]).unwrap()), "5.00 (1 rep, no CI)");
         assert_eq!(
             figure(&Summary::of(&[104.0, 104.0]).unwrap()),
-            "104 (all 2 reps)"
+            "104 (exact, all 2 reps)"
         );
     }
 

@@ -20,7 +20,7 @@ fn or_unknown(s: &str) -> &str {
 }
 
 /// A string field of the profile, or "unknown".
-fn profile_field<'m>(manifest: &'m Manifest, key: &str) -> &'m str {
+pub(crate) fn profile_field<'m>(manifest: &'m Manifest, key: &str) -> &'m str {
     manifest
         .profile
         .get(key)
@@ -47,11 +47,20 @@ pub fn render(manifest: &Manifest, counts: &Counts) -> String {
     t.row([
         "Runs".to_string(),
         format!(
-            "{} usable of {} planned ({} cells × {} repetitions); {} failed, {} missing; manifest says {} done",
+            "{} usable of {} planned ({} cells × {}); {} failed, {} missing; manifest says {} done",
             counts.ok,
             counts.planned,
             e.cells().len(),
-            e.repetitions,
+            if e.is_adaptive() {
+                format!(
+                    "{}–{} repetitions, adaptive, target half-width {}",
+                    e.repetitions,
+                    e.max_repetitions(),
+                    format::pct(e.target_halfwidth())
+                )
+            } else {
+                format!("{} repetitions", e.repetitions)
+            },
             counts.failed,
             counts.missing,
             manifest.runs_done

@@ -1,4 +1,4 @@
-//! echolab-report: a results directory (DESIGN.md, "Data flow") becomes a report a reader
+//! echolab-report: a results directory (manifest.yaml and runs/*.json) becomes a report a reader
 //! trusts at a glance.
 //!
 //! [`render`] reads `manifest.yaml` and `runs/*.json` and writes, in the same directory:
@@ -8,24 +8,34 @@
 //!   [`claims`]), the Little's-law consistency check ([`littles_law`]), links to the plots,
 //!   and footnotes stating every method;
 //! - `summary.csv`: one row per run ([`summary_csv`]);
-//! - `plots/*.svg` ([`plots`]).
+//! - `plots/*.svg` ([`plots`]);
+//! - `report.html`: the same report in one self-contained page, plots inlined ([`html`]).
 //!
-//! Statistics ([`stats`]): every figure is the median over repetitions with min–max and the
-//! 95% confidence interval of the mean (Student's t); a figure whose coefficient of variation
-//! is above 10% is flagged noisy. Ratios are ratios of means with Fieller's 95% interval.
-//! Metric names are defined in one place, [`metrics`].
+//! Statistics ([`stats`]): every figure is the median over repetitions with min–max and a 95%
+//! confidence interval that stays inside the quantity's domain (exact, log-t or bootstrap); a
+//! figure whose coefficient of variation is above 10% is flagged noisy. Ratios between cells
+//! come with their own 95% interval, and the seeds' claims are judged against the band each
+//! states ([`claims`]), with the differences between this run's setting and the seed's
+//! ([`setting`]) beside every comparison. The "Repetitions" section ([`repetitions`]) says
+//! which cells reached the target half-width; "Why results may differ" ([`differ`]) is
+//! written from what was measured. Metric names are defined in one place, [`metrics`].
 //!
 //! A partial directory (run cut short, failed runs) is reported with the holes marked; a
 //! directory without a manifest is an [`Error::NotResults`].
 
 pub mod claims;
 pub mod dataset;
+pub mod differ;
 pub mod format;
 pub mod header;
+pub mod html;
 pub mod littles_law;
 pub mod metrics;
 pub mod plots;
+pub mod readme;
 pub mod reference;
+pub mod repetitions;
+pub mod setting;
 pub mod stats;
 pub mod summary_csv;
 pub mod tables;
@@ -121,10 +131,16 @@ const NOISE_METRICS: [&str; 5] = [
 ];
 
 /// How figures are computed, stated under the report.
-const STATISTICS_NOTE: &str = "Figures: median over repetitions [min–max] (95% CI of the mean, Student's t with n−1 \
-degrees of freedom, critical values from the NIST/SEMATECH e-Handbook §1.3.6.7.2). ⚠ noisy: coefficient of variation \
-(sample stdev / mean) above 10%. Ratios and changes between cells: ratio of the means, 95% CI by Fieller's theorem. \
-Failed runs (a record with an error) are excluded from figures and shown in the per-repetition table.";
+const STATISTICS_NOTE: &str = "Figures: median over repetitions [min–max] (95% CI). Every quantity here is positive or \
+zero, and so is every interval: when all repetitions agree the figure is **exact** (zero-width interval; system-call \
+counts usually are); when all values are positive the interval is that of the geometric mean, exp(mean(ln x) ± t·sd(ln \
+x)/√n) (**log-t**, Student's t with n−1 degrees of freedom, critical values from the NIST/SEMATECH e-Handbook \
+§1.3.6.7.2); when a value is 0, a percentile **bootstrap** of the mean (4000 resamples, fixed seed). Ratios and changes \
+between cells: exact when both cells are; otherwise the ratio of geometric means with exp(d ± t·se), Welch's standard \
+error and degrees of freedom (log-t), or a bootstrap of the ratio of means when a value is 0. \"No CI\" appears only with \
+fewer than 2 repetitions or a denominator that is 0 in every repetition, and says which. ⚠ noisy: coefficient of \
+variation (sample stdev / mean) above 10%. Failed runs (a record with an error) are excluded from figures and shown in \
+the per-repetition table.";
 
 /// Reads `dir` and builds the report in memory, writing nothing.
 ///
@@ -163,8 +179,8 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
                 .any(|m| m.starts_with("syscall.") || m.starts_with("strace."))
         });
     let sections = tables::all(&ds, wants_syscalls);
-    let placed = reference::place(&ds, &experiment.reference, &sections);
-    let (plots, plot_notes) = plots::all(&ds);
+    let placed = reference::place(&ds, manifest, &sections);
+    let (plots, plot_notes) = plots::all(&ds, &experiment.reference);
 
     let mut notes: Vec<String> = sections
         .iter()
@@ -214,9 +230,23 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
             placed.unplaced
         ));
     }
+    let noisy = noisy_figures(&ds);
+    let littles_law_flagged: Vec<String> = ds
+        .cells
+        .iter()
+        .filter(|c| littles_law::check_cell(c).is_some_and(|runs| runs.iter().any(|r| r.flagged())))
+        .map(|c| c.id.clone())
+        .collect();
+    md.push_str(&repetitions::section(&ds, manifest));
+    md.push_str(&differ::section(
+        &ds,
+        manifest,
+        &noisy,
+        &littles_law_flagged,
+    ));
     md.push_str(&holes(&ds));
     if !plots.is_empty() {
-        md.push_str("## Plots\n\n");
+        md.push_str(&format!("## Plots\n\n{}\n\n", plots::CAPTION));
         for p in &plots {
             md.push_str(&format!(
                 "![{}]({}/{})\n\n",
@@ -241,23 +271,6 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
 
     let csv = summary_csv::render(&ds)
         .map_err(|e| Error::Io(format!("cannot write {SUMMARY_FILE}: {e}")))?;
-    let noisy = ds
-        .cells
-        .iter()
-        .flat_map(|c| {
-            NOISE_METRICS.iter().filter_map(move |m| {
-                let s = c.summary(m)?;
-                s.is_noisy()
-                    .then(|| format!("{} ({m} CV {})", c.id, format::pct(s.cv().unwrap_or(0.0))))
-            })
-        })
-        .collect();
-    let littles_law_flagged = ds
-        .cells
-        .iter()
-        .filter(|c| littles_law::check_cell(c).is_some_and(|runs| runs.iter().any(|r| r.flagged())))
-        .map(|c| c.id.clone())
-        .collect();
     let summary = ReportSummary {
         dir: dir.to_path_buf(),
         written: Vec::new(),
@@ -278,6 +291,20 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
         plots,
         summary,
     })
+}
+
+/// Cells with a noisy figure, e.g. `epoll-lt_long_c100_r10 (qps CV 23.4%)`.
+fn noisy_figures(ds: &Dataset<'_>) -> Vec<String> {
+    ds.cells
+        .iter()
+        .flat_map(|c| {
+            NOISE_METRICS.iter().filter_map(move |m| {
+                let s = c.summary(m)?;
+                s.is_noisy()
+                    .then(|| format!("{} ({m} CV {})", c.id, format::pct(s.cv().unwrap_or(0.0))))
+            })
+        })
+        .collect()
 }
 
 /// The "Missing and failed runs" section, empty when there are none.
@@ -308,7 +335,33 @@ fn holes(ds: &Dataset<'_>) -> String {
     format!("## Missing and failed runs\n\n{}\n\n", lines.join("\n"))
 }
 
-/// Builds the report of `dir` and writes `report.md`, `summary.csv` and `plots/*.svg` there
+/// Splices the excerpt of the report of `dir` ([`readme::excerpt`]) into the README at
+/// `readme_path`, between its marker comments; writes nothing in `dir`.
+///
+/// # Errors
+/// As [`build`]; [`Error::BadInput`] when the run is partial or the README lacks the markers,
+/// [`Error::Io`] when it cannot be read or written.
+pub fn update_readme(dir: &Path, readme_path: &Path) -> Result<(), Error> {
+    let report = build(dir)?;
+    if !report.summary.complete {
+        return Err(Error::BadInput(format!(
+            "{} is a partial run ({} of {} runs usable): the README excerpt comes from complete runs only",
+            dir.display(),
+            report.summary.counts.ok,
+            report.summary.counts.planned
+        )));
+    }
+    let results = ResultsDir::load(dir)?;
+    let text = std::fs::read_to_string(readme_path)
+        .map_err(|e| Error::Io(format!("cannot read {}: {e}", readme_path.display())))?;
+    let excerpt = readme::excerpt(&report.markdown, &results.manifest);
+    let out = readme::splice(&text, &excerpt)
+        .map_err(|e| Error::BadInput(format!("{}: {e}", readme_path.display())))?;
+    write_atomic(readme_path, out.as_bytes()).map_err(|e| Error::Io(e.to_string()))
+}
+
+/// Builds the report of `dir` and writes `report.md`, `report.html`, `summary.csv` and
+/// `plots/*.svg` there
 /// (each atomically, see [`write_atomic`]). This is what `echolab-up` calls at the end of a
 /// run and what `echolab-report RESULTS_DIR` does.
 ///
@@ -342,6 +395,17 @@ pub fn render(dir: &Path) -> Result<ReportSummary, Error> {
     write(
         dir.join(REPORT_FILE),
         report.markdown.as_bytes(),
+        &mut summary.written,
+    )?;
+    let title = report
+        .markdown
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("# ");
+    write(
+        dir.join(html::HTML_FILE),
+        html::render(title, &report.markdown, &report.plots).as_bytes(),
         &mut summary.written,
     )?;
     Ok(summary)

@@ -1,12 +1,13 @@
-//! `echolab-report RESULTS_DIR [--stdout]`: (re)writes report.md, summary.csv and plots/*.svg
-//! of a results directory made by `echolab-up`.
+//! `echolab-report RESULTS_DIR [--stdout | --readme README]`: (re)writes report.md,
+//! report.html, summary.csv and plots/*.svg of a results directory made by `echolab-up`, or splices its
+//! excerpt into the README.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 
-/// Turn an echolab results directory into report.md, summary.csv and plots/*.svg.
+/// Turn an echolab results directory into report.md, report.html, summary.csv and plots/*.svg.
 #[derive(Debug, Parser)]
 #[command(
     name = "echolab-report",
@@ -18,8 +19,12 @@ struct Args {
     results_dir: PathBuf,
     /// Print report.md to standard output instead of writing files; nothing in RESULTS_DIR is
     /// touched.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "readme")]
     stdout: bool,
+    /// Splice this report's excerpt into README (between its results-excerpt marker comments)
+    /// instead of writing files in RESULTS_DIR; what scripts/readme-results runs.
+    #[arg(long, value_name = "README")]
+    readme: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -27,6 +32,22 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return ExitCode::from(code),
     };
+    if let Some(readme) = &args.readme {
+        return match echolab_report::update_readme(&args.results_dir, readme) {
+            Ok(()) => {
+                eprintln!(
+                    "echolab-report: spliced the excerpt of {} into {}",
+                    args.results_dir.display(),
+                    readme.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("echolab-report: {e}");
+                ExitCode::from(e.exit_code() as u8)
+            }
+        };
+    }
     let result = if args.stdout {
         echolab_report::build(&args.results_dir).map(|r| {
             print!("{}", r.markdown);

@@ -10,6 +10,7 @@
 //! | `connect_s` | s | `bench.extra["time_to_establish_s"]` (connect-storm: time until all N connections were established, seed 004 "deadlink") |
 //! | `cpu_pct` | % of one core | mean of `samples[].cpu_pct` (server host, as top(1)) |
 //! | `mem_pct` | % of host memory | mean of `samples[].mem_pct` |
+//! | `mem_mib` | MiB | mean of `samples[].mem_bytes` / 2²⁰ (server host) |
 //! | `syscall.<name>.count` | calls | `bench.syscalls[name].count` (client) |
 //! | `syscall.<name>.total_s` | s | `bench.syscalls[name].total_ns / 1e9` (client) |
 //! | `strace.<name>.count`, `strace.<name>.total_s` | calls, s | the `calls` and `seconds` columns of the client's `strace -f -c` summary (`strace` field; seed 002's cross-check) |
@@ -17,6 +18,7 @@
 //! A metric is absent (`None`) for a run that failed (`error` set), has no bench report, or
 //! lacks the input (e.g. no resource samples).
 
+use echolab_core::experiment::{BenchMode, Cell};
 use echolab_core::results::RunRecord;
 
 /// `bench.extra` key of connect-storm's time to establish all connections, seconds.
@@ -40,6 +42,27 @@ pub const CONNECT_S: &str = "connect_s";
 pub const CPU_PCT: &str = "cpu_pct";
 /// Server memory, % of host memory.
 pub const MEM_PCT: &str = "mem_pct";
+/// Server memory, MiB (2²⁰ bytes).
+pub const MEM_MIB: &str = "mem_mib";
+
+/// The metric a cell's adaptive repetitions are judged on (see
+/// [`crate::stats::repetition_status`]): what the seed's table of that mode is about —
+/// [`QPS`] for short and long connections (seeds 000, 001, 003), [`CONNECT_S`] for a connect
+/// storm (seed 004 table 2-1), [`CPU_PCT`] for sustained load (seed 004 table 2-2).
+pub fn headline_metric(cell: &Cell) -> &'static str {
+    match cell.mode {
+        BenchMode::Short | BenchMode::Long => QPS,
+        BenchMode::ConnectStorm => CONNECT_S,
+        BenchMode::Sustain => CPU_PCT,
+    }
+}
+
+/// The headline metric ([`headline_metric`]) of one run, `None` for a run that failed or
+/// lacks it. This is the value the launcher passes to
+/// [`crate::stats::repetition_status`] after each repetition.
+pub fn headline_value(run: &RunRecord) -> Option<f64> {
+    value(run, headline_metric(&run.cell))
+}
 
 /// `syscall.<name>.count`.
 pub fn syscall_count(name: &str) -> String {
@@ -59,6 +82,7 @@ pub fn unit(metric: &str) -> &'static str {
         CONNECT_S => "s",
         CPU_PCT => "% of a core",
         MEM_PCT => "% of memory",
+        MEM_MIB => "MiB",
         m if m.ends_with(".total_s") => "s",
         m if m.ends_with(".count") => "calls",
         _ => "",
@@ -69,7 +93,15 @@ pub fn unit(metric: &str) -> &'static str {
 pub fn is_known(metric: &str) -> bool {
     matches!(
         metric,
-        QPS | P50_US | P90_US | P99_US | MEAN_US | FAILURES | CONNECT_S | CPU_PCT | MEM_PCT
+        QPS | P50_US
+            | P90_US
+            | P99_US
+            | MEAN_US
+            | FAILURES
+            | CONNECT_S
+            | CPU_PCT
+            | MEM_PCT
+            | MEM_MIB
     ) || parse_syscall(metric).is_some()
 }
 
@@ -170,6 +202,7 @@ pub fn value(run: &RunRecord, metric: &str) -> Option<f64> {
     match metric {
         CPU_PCT => return mean_of(|s| s.cpu_pct),
         MEM_PCT => return mean_of(|s| s.mem_pct),
+        MEM_MIB => return mean_of(|s| s.mem_bytes as f64 / (1u64 << 20) as f64),
         _ => {}
     }
     let bench = run.bench.as_ref()?;
@@ -211,7 +244,6 @@ pub fn value(run: &RunRecord, metric: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use echolab_core::experiment::{BenchMode, Cell};
     use echolab_core::results::ResourceSample;
     use echolab_core::stats::{BenchReport, SyscallStat};
 
@@ -251,13 +283,13 @@ mod tests {
                 ResourceSample {
                     t_s: 1.0,
                     cpu_pct: 20.0,
-                    mem_bytes: 0,
+                    mem_bytes: 3 << 20,
                     mem_pct: 0.3,
                 },
                 ResourceSample {
                     t_s: 2.0,
                     cpu_pct: 30.0,
-                    mem_bytes: 0,
+                    mem_bytes: 4 << 20,
                     mem_pct: 0.5,
                 },
             ],
@@ -276,6 +308,14 @@ mod tests {
         assert_eq!(value(&r, CONNECT_S), Some(0.25));
         assert_eq!(value(&r, CPU_PCT), Some(25.0));
         assert_eq!(value(&r, MEM_PCT), Some(0.4));
+        assert_eq!(value(&r, MEM_MIB), Some(3.5));
+        // A short cell's headline is QPS; a storm's its time; a sustain run's the server CPU.
+        assert_eq!(headline_value(&r), Some(1234.5));
+        let mut storm = r.clone();
+        storm.cell.mode = BenchMode::ConnectStorm;
+        assert_eq!(headline_value(&storm), Some(0.25));
+        storm.cell.mode = BenchMode::Sustain;
+        assert_eq!(headline_value(&storm), Some(25.0));
         assert_eq!(value(&r, "syscall.close.count"), Some(1004.0));
         assert_eq!(value(&r, "syscall.close.total_s"), Some(1.469822));
         assert_eq!(value(&r, "syscall.connect.count"), None);

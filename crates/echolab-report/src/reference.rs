@@ -1,12 +1,16 @@
 //! The seed's published figures and claims (the experiment's `reference:`), each put beside
-//! the most specific table (fewest cells) that shows its metric for its cell, with ours as a ratio to the seed's.
+//! the most specific table (fewest cells) that shows its metric for its cell, with ours as a
+//! ratio to the seed's, and a line saying where the comparison stands ([`crate::setting`]):
+//! on another topology the seed's figures are context, not like for like.
 
-use echolab_core::experiment::{CellSelector, Reference, ReferenceFigure};
+use echolab_core::experiment::{CellSelector, ReferenceFigure};
+use echolab_core::results::Manifest;
 
 use crate::claims::{self, ClaimCheck};
 use crate::dataset::Dataset;
 use crate::format::{self, Table};
 use crate::metrics;
+use crate::setting;
 use crate::tables::Section;
 
 /// One published figure: a metric of the cells a selector names.
@@ -38,17 +42,49 @@ fn shows(ds: &Dataset<'_>, section: &Section, metric: &str, selector: &CellSelec
             .any(|c| selector.matches(&c.cell) && section.cells.contains(&c.id))
 }
 
-/// Markdown for figures and claims: a table of figures (one row per matching cell), then one
-/// line per claim.
-fn render(ds: &Dataset<'_>, figures: &[FigureItem<'_>], checks: &[&ClaimCheck]) -> String {
+/// Markdown for figures and claims: where the comparison stands, a table of figures (one row
+/// per matching cell), then one line per claim.
+fn render(
+    ds: &Dataset<'_>,
+    manifest: &Manifest,
+    figures: &[FigureItem<'_>],
+    checks: &[&ClaimCheck],
+) -> String {
     let mut out = String::new();
     if !figures.is_empty() {
+        let metrics: Vec<&str> = figures.iter().map(|f| f.metric).collect();
+        let cmp = setting::compare(
+            manifest,
+            manifest.experiment.reference.setup.as_ref(),
+            &metrics,
+        );
+        let context = cmp.as_ref().is_some_and(|c| !c.same_topology);
+        match &cmp {
+            Some(c) if context => out.push_str(&format!(
+                "⚠ Context, not like for like: this run {}. Here/seed shows how far apart the two settings are, not \
+                 whether the seed's figures hold.\n\n",
+                c.sentence()
+            )),
+            Some(c) => out.push_str(&format!("Setting: this run {}.\n\n", c.sentence())),
+            None => out.push_str(&format!(
+                "Setting: the experiment does not state the seed's setup in fields; the seed says: {}.\n\n",
+                if manifest.experiment.reference.environment.is_empty() {
+                    "nothing"
+                } else {
+                    manifest.experiment.reference.environment.as_str()
+                }
+            )),
+        }
         let mut t = Table::new([
             "Seed figure",
             "Cell",
             "Seed",
-            "Here (mean, 95% CI)",
-            "Here/seed",
+            "Here (mean; 95% CI)",
+            if context {
+                "Here/seed (context only)"
+            } else {
+                "Here/seed"
+            },
         ]);
         for f in figures {
             let unit = metrics::unit(f.metric);
@@ -70,10 +106,12 @@ fn render(ds: &Dataset<'_>, figures: &[FigureItem<'_>], checks: &[&ClaimCheck]) 
             for c in matching {
                 let (here, ratio) = match c.summary(f.metric) {
                     Some(s) => {
-                        let ci = s
-                            .ci95
-                            .map(|ci| format!(" ({})", format::interval(ci)))
-                            .unwrap_or_default();
+                        let ci = match s.ci95 {
+                            _ if s.n < 2 => " (1 rep, no CI)".to_string(),
+                            Some(_) if s.is_exact() => " (exact)".to_string(),
+                            Some(ci) => format!(" ({})", format::interval(ci)),
+                            None => String::new(),
+                        };
                         let ratio = if f.seed != 0.0 {
                             format::times(s.mean / f.seed)
                         } else {
@@ -106,8 +144,9 @@ fn render(ds: &Dataset<'_>, figures: &[FigureItem<'_>], checks: &[&ClaimCheck]) 
     out
 }
 
-/// Places `reference` beside `sections`.
-pub fn place(ds: &Dataset<'_>, reference: &Reference, sections: &[Section]) -> Placed {
+/// Places the manifest's experiment's `reference` beside `sections`.
+pub fn place(ds: &Dataset<'_>, manifest: &Manifest, sections: &[Section]) -> Placed {
+    let reference = &manifest.experiment.reference;
     let items: Vec<FigureItem<'_>> = reference
         .figures
         .iter()
@@ -122,7 +161,7 @@ pub fn place(ds: &Dataset<'_>, reference: &Reference, sections: &[Section]) -> P
     let checks: Vec<ClaimCheck> = reference
         .claims
         .iter()
-        .map(|c| claims::check(ds, c))
+        .map(|c| claims::check(ds, manifest, c))
         .collect();
     // The most specific table that shows it: fewest cells, the first of equals.
     let home = |metric: &str, selector: &CellSelector| {
@@ -153,7 +192,7 @@ pub fn place(ds: &Dataset<'_>, reference: &Reference, sections: &[Section]) -> P
             .cloned()
             .collect();
         let claims: Vec<&ClaimCheck> = checks.iter().filter(|c| here(home_of_claim(c))).collect();
-        let md = render(ds, &figures, &claims);
+        let md = render(ds, manifest, &figures, &claims);
         if i == sections.len() {
             placed.unplaced = md;
         } else {

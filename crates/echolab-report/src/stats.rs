@@ -1,10 +1,28 @@
-//! Statistics over the repetitions of one cell: median, range, mean, sample standard
-//! deviation, coefficient of variation, the 95% confidence interval of the mean (Student's t),
-//! and the 95% confidence interval of a ratio of two means (Fieller's theorem).
+//! Statistics over the repetitions of one cell, and the stopping rule of adaptive repetitions.
 //!
-//! The seeds run every cell 3 times (seed 000 §5) and publish means; with so few repetitions
-//! the normal quantile 1.96 would understate the interval by a factor of 1.6 (t = 3.182 at
-//! df = 2), hence Student's t throughout.
+//! Every metric echolab reports is a quantity that cannot be negative (rates, times, counts,
+//! CPU%), so every interval stays inside that domain, by one of three methods ([`Method`]):
+//!
+//! - **exact**: every repetition gave the same value (system-call counts do): the figure is
+//!   that value and its interval has zero width; a ratio of two exact figures is exact.
+//! - **log-t** (all values positive): the 95% interval of the geometric mean,
+//!   `exp(mean(ln x) ± t(0.975, n−1) · sd(ln x) / √n)`; a ratio of two cells is the ratio of
+//!   their geometric means, `exp(d ± t · se)` with `d` the difference of the mean logs, `se`
+//!   Welch's standard error and Welch–Satterthwaite degrees of freedom (Welch 1947, rounded
+//!   down). Both are positive by construction; a lognormal model is the usual one for
+//!   latencies and throughputs, whose spread grows with their size.
+//! - **bootstrap** (some values are 0, e.g. a failure count): the percentile bootstrap of the
+//!   mean (or of the ratio of means), [`BOOTSTRAP_RESAMPLES`] resamples from a fixed seed so a
+//!   report is the same every time it is rendered; a resampled mean lies between the smallest
+//!   and the largest value, so the interval does too.
+//!
+//! An interval is missing only when a side has fewer than 2 repetitions, or (a ratio) when
+//! the denominator is 0 in every repetition; [`Summary::no_ci_reason`] and [`Ratio::no_ci`]
+//! say which.
+//!
+//! The seeds run every cell 3 times (seed 000 §5); with so few repetitions the normal quantile
+//! 1.96 would understate the interval by a factor of 1.6 (t = 3.182 at df = 2), hence
+//! Student's t.
 
 /// A cell is called noisy when the coefficient of variation of its repetitions is above this
 /// (10%, issue 6).
@@ -89,6 +107,31 @@ impl Interval {
     }
 }
 
+/// Resamples of the percentile bootstrap.
+pub const BOOTSTRAP_RESAMPLES: usize = 4000;
+
+/// How an interval was obtained (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Every repetition gave the same value; zero-width interval.
+    Exact,
+    /// Student's t on the logarithms (geometric mean, or ratio of geometric means).
+    LogT,
+    /// Percentile bootstrap of the mean (or the ratio of means).
+    Bootstrap,
+}
+
+impl Method {
+    /// How the report names it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Method::Exact => "exact",
+            Method::LogT => "log-t",
+            Method::Bootstrap => "bootstrap",
+        }
+    }
+}
+
 /// Summary of the values of one metric over the repetitions of one cell.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
@@ -100,18 +143,72 @@ pub struct Summary {
     pub min: f64,
     /// Largest value.
     pub max: f64,
-    /// Arithmetic mean.
+    /// Arithmetic mean (what the seeds publish).
     pub mean: f64,
     /// Sample standard deviation (divisor `n - 1`); 0 for `n == 1`.
     pub stdev: f64,
-    /// 95% confidence interval of the mean, `mean ± t(0.975, n-1) · stdev / √n`; `None` for
-    /// `n < 2`.
+    /// The centre the interval is about: the value itself ([`Method::Exact`]), the geometric
+    /// mean ([`Method::LogT`]) or the arithmetic mean ([`Method::Bootstrap`]).
+    pub centre: f64,
+    /// How [`Summary::ci95`] was obtained.
+    pub method: Method,
+    /// The 95% confidence interval of [`Summary::centre`], inside the quantity's domain;
+    /// `None` only for `n < 2` (zero width when exact).
     pub ci95: Option<Interval>,
+    /// The values, in the order given.
+    pub values: Vec<f64>,
 }
+
+/// `(mean, sample standard deviation)` of `v` (stdev 0 for fewer than 2 values).
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let sd = if v.len() < 2 {
+        0.0
+    } else {
+        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    };
+    (mean, sd)
+}
+
+/// A small deterministic generator (SplitMix64, Steele, Lea & Flood 2014) for the bootstrap:
+/// the same data give the same interval on every render.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The mean of `v.len()` values drawn from `v` with replacement.
+    fn resampled_mean(&mut self, v: &[f64]) -> f64 {
+        let n = v.len();
+        (0..n)
+            .map(|_| v[(self.next() % n as u64) as usize])
+            .sum::<f64>()
+            / n as f64
+    }
+}
+
+/// The 2.5th and 97.5th percentiles of `stats` (sorted in place), nearest rank.
+fn percentile_interval(stats: &mut [f64]) -> Interval {
+    stats.sort_by(f64::total_cmp);
+    let at = |q: f64| stats[((q * stats.len() as f64).ceil() as usize).clamp(1, stats.len()) - 1];
+    Interval {
+        low: at(0.025),
+        high: at(0.975),
+    }
+}
+
+const BOOTSTRAP_SEED: u64 = 0x0EC4_01AB;
 
 impl Summary {
     /// Summarises `values`; `None` when there are none. Non-finite values are the caller's
-    /// problem: every metric this crate extracts is finite.
+    /// problem: every metric this crate extracts is finite and not negative.
     pub fn of(values: &[f64]) -> Option<Self> {
         if values.is_empty() {
             return None;
@@ -124,27 +221,50 @@ impl Summary {
         } else {
             (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
         };
-        let mean = values.iter().sum::<f64>() / n as f64;
-        let stdev = if n < 2 {
-            0.0
+        let (mean, stdev) = mean_sd(values);
+        let (min, max) = (sorted[0], sorted[n - 1]);
+        let (method, centre, ci95) = if min == max {
+            (
+                Method::Exact,
+                min,
+                (n >= 2).then_some(Interval {
+                    low: min,
+                    high: max,
+                }),
+            )
+        } else if min > 0.0 {
+            let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+            let (ml, sl) = mean_sd(&logs);
+            let ci = t_975(n as u64 - 1).map(|t| {
+                let h = t * sl / (n as f64).sqrt();
+                Interval {
+                    low: (ml - h).exp(),
+                    high: (ml + h).exp(),
+                }
+            });
+            (Method::LogT, ml.exp(), ci)
         } else {
-            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+            let mut rng = SplitMix(BOOTSTRAP_SEED);
+            let mut means: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+                .map(|_| rng.resampled_mean(values))
+                .collect();
+            (
+                Method::Bootstrap,
+                mean,
+                Some(percentile_interval(&mut means)),
+            )
         };
-        let ci95 = t_975(n as u64 - 1).map(|t| {
-            let half = t * stdev / (n as f64).sqrt();
-            Interval {
-                low: mean - half,
-                high: mean + half,
-            }
-        });
         Some(Self {
             n,
             median,
-            min: sorted[0],
-            max: sorted[n - 1],
+            min,
+            max,
             mean,
             stdev,
+            centre,
+            method,
             ci95,
+            values: values.to_vec(),
         })
     }
 
@@ -163,84 +283,285 @@ impl Summary {
         self.cv().is_some_and(|cv| cv > NOISY_CV)
     }
 
-    /// Variance of the mean, `stdev² / n`.
-    fn var_of_mean(&self) -> f64 {
-        self.stdev.powi(2) / self.n as f64
+    /// Whether every repetition gave the same value.
+    pub fn is_exact(&self) -> bool {
+        self.method == Method::Exact
+    }
+
+    /// Why there is no interval (`Some` only when [`Summary::ci95`] is `None`).
+    pub fn no_ci_reason(&self) -> Option<String> {
+        self.ci95
+            .is_none()
+            .then(|| format!("{} repetition: fewer than 2", self.n))
+    }
+
+    /// Relative half-width of the interval, `(high − low) / (2 · centre)`: 0 when exact,
+    /// `None` without an interval or with a zero centre.
+    pub fn relative_halfwidth(&self) -> Option<f64> {
+        let ci = self.ci95?;
+        (self.centre > 0.0).then(|| (ci.high - ci.low) / (2.0 * self.centre))
     }
 }
 
-/// The ratio of two means with its 95% confidence interval.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The ratio of two cells' figures with its 95% confidence interval.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Ratio {
-    /// `mean(numerator) / mean(denominator)`.
+    /// The point estimate: exact ratio, ratio of geometric means ([`Method::LogT`]) or of
+    /// arithmetic means ([`Method::Bootstrap`]).
     pub value: f64,
-    /// Fieller's 95% interval; `None` when either side has fewer than 2 values, or when the
-    /// denominator's mean is not distinguishable from 0 (the Fieller set is then unbounded).
+    /// How the interval was obtained.
+    pub method: Method,
+    /// The 95% interval, positive; `None` only when a side has fewer than 2 repetitions.
     pub ci95: Option<Interval>,
+    /// Why there is no interval, when there is none.
+    pub no_ci: Option<String>,
 }
 
-/// Ratio of the means of two independent samples, with Fieller's 95% confidence interval.
+/// The ratio `numerator / denominator` of two independent samples, with its 95% interval
+/// (methods in the module doc: exact when both sides are exact, log-t when both are
+/// positive, bootstrap otherwise).
 ///
-/// Method: Fieller, E. C. (1954), "Some problems in interval estimation", J. R. Stat. Soc. B
-/// 16(2):175–185. The interval is the set of θ with
-/// `(x̄ - θ ȳ)² ≤ t² (v_x + θ² v_y)`, where `v = s² / n` is the variance of each mean; it is
-/// bounded exactly when `ȳ² > t² v_y`. The degrees of freedom are `min(n_x, n_y) - 1`, a
-/// conservative bound on the Welch–Satterthwaite degrees of freedom (Welch 1947), so the
-/// interval errs on the wide side.
-///
-/// Returns `None` when the denominator's mean is 0.
-pub fn ratio_of_means(numerator: &Summary, denominator: &Summary) -> Option<Ratio> {
+/// # Errors
+/// A sentence when no ratio exists: the denominator's mean is 0.
+pub fn ratio(numerator: &Summary, denominator: &Summary) -> Result<Ratio, String> {
     if denominator.mean == 0.0 {
-        return None;
+        return Err("the denominator is 0 in every repetition".into());
     }
-    let value = numerator.mean / denominator.mean;
-    let df = numerator.n.min(denominator.n) as u64;
-    let ci95 = t_975(df.saturating_sub(1)).and_then(|t| {
-        let (x, y) = (numerator.mean, denominator.mean);
-        let (vx, vy) = (numerator.var_of_mean(), denominator.var_of_mean());
-        let t2 = t * t;
-        // a θ² − 2bθ + c ≤ 0
-        let a = y * y - t2 * vy;
-        let b = x * y;
-        let c = x * x - t2 * vx;
-        if a <= 0.0 {
-            return None;
+    let (x, y) = (numerator, denominator);
+    let few = |s: &Summary, side: &str| {
+        (s.n < 2).then(|| format!("the {side} has {} repetition (fewer than 2)", s.n))
+    };
+    let too_few = few(x, "numerator").or_else(|| few(y, "denominator"));
+    if x.is_exact() && y.is_exact() {
+        let r = x.centre / y.centre;
+        return Ok(Ratio {
+            value: r,
+            method: Method::Exact,
+            ci95: too_few.is_none().then_some(Interval { low: r, high: r }),
+            no_ci: too_few,
+        });
+    }
+    let positive = x.min > 0.0 && y.min > 0.0;
+    let (method, value) = if positive {
+        (Method::LogT, x.centre / y.centre)
+    } else {
+        (Method::Bootstrap, x.mean / y.mean)
+    };
+    if too_few.is_some() {
+        return Ok(Ratio {
+            value,
+            method,
+            ci95: None,
+            no_ci: too_few,
+        });
+    }
+    if positive {
+        let lx: Vec<f64> = x.values.iter().map(|v| v.ln()).collect();
+        let ly: Vec<f64> = y.values.iter().map(|v| v.ln()).collect();
+        let ((_, sx), (_, sy)) = (mean_sd(&lx), mean_sd(&ly));
+        let (a, b) = (sx * sx / x.n as f64, sy * sy / y.n as f64);
+        let se = (a + b).sqrt();
+        // Welch–Satterthwaite; a side without spread contributes no term.
+        let mut denom = 0.0;
+        if a > 0.0 {
+            denom += a * a / (x.n as f64 - 1.0);
         }
-        let disc = b * b - a * c;
-        // a > 0 implies disc ≥ 0 up to rounding: disc = t²(x² v_y + y² v_x − t² v_x v_y)
-        // = t²(x² v_y + v_x a) ≥ 0.
-        let root = disc.max(0.0).sqrt();
-        Some(Interval {
-            low: (b - root) / a,
-            high: (b + root) / a,
-        })
-    });
-    Some(Ratio { value, ci95 })
+        if b > 0.0 {
+            denom += b * b / (y.n as f64 - 1.0);
+        }
+        let df = ((a + b).powi(2) / denom).floor().max(1.0) as u64;
+        let t = t_975(df).unwrap_or(Z_975);
+        let d = value.ln();
+        return Ok(Ratio {
+            value,
+            method,
+            ci95: Some(Interval {
+                low: (d - t * se).exp(),
+                high: (d + t * se).exp(),
+            }),
+            no_ci: None,
+        });
+    }
+    let mut rng = SplitMix(BOOTSTRAP_SEED);
+    let mut ratios = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    let mut zero = 0usize;
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        let (mx, my) = (rng.resampled_mean(&x.values), rng.resampled_mean(&y.values));
+        if my > 0.0 {
+            ratios.push(mx / my);
+        } else {
+            zero += 1;
+        }
+    }
+    // A resample whose denominator is 0 has an infinite ratio: it belongs above the top
+    // percentile, so more than 2.5% of them leave the interval unbounded above.
+    if zero * 40 > BOOTSTRAP_RESAMPLES {
+        return Ok(Ratio {
+            value,
+            method: Method::Bootstrap,
+            ci95: None,
+            no_ci: Some(format!(
+                "the denominator is 0 in {} of {} repetitions, so the interval is unbounded above",
+                y.values.iter().filter(|v| **v == 0.0).count(),
+                y.n
+            )),
+        });
+    }
+    ratios.extend(std::iter::repeat_n(f64::INFINITY, zero));
+    Ok(Ratio {
+        value,
+        method: Method::Bootstrap,
+        ci95: Some(percentile_interval(&mut ratios)),
+        no_ci: None,
+    })
+}
+
+/// Where adaptive repetitions of a cell stand (see [`repetition_status`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RepetitionStatus {
+    /// Run another repetition.
+    Continue,
+    /// The relative 95% half-width of the headline metric is within the target: stop.
+    Reached {
+        /// Relative half-width achieved (a fraction, 0.05 = 5%).
+        halfwidth: f64,
+    },
+    /// `max` repetitions done without reaching the target: stop.
+    GaveUp {
+        /// Relative half-width achieved, when an interval exists.
+        halfwidth: Option<f64>,
+        /// Why, in one sentence.
+        reason: String,
+    },
+}
+
+/// The stopping rule of adaptive repetitions (netperf's `-i max,min -I level,width`): after
+/// each repetition of a cell, `values` holds its headline metric (see
+/// [`crate::metrics::headline_metric`]) from every usable repetition so far.
+///
+/// - fewer than `min` values: [`RepetitionStatus::Continue`];
+/// - the relative half-width of the 95% interval ([`Summary::relative_halfwidth`], the same
+///   interval the report prints) at most `target` (a fraction, 0.05 for 5%):
+///   [`RepetitionStatus::Reached`];
+/// - otherwise [`RepetitionStatus::Continue`] below `max` values and
+///   [`RepetitionStatus::GaveUp`] at `max`.
+///
+/// `min` and `max` count usable values; the caller also stops when it has made `max`
+/// attempts, so that failing runs cannot repeat forever. `min` of 0 is taken as 1, and `max`
+/// below `min` as `min`.
+pub fn repetition_status(values: &[f64], min: u64, max: u64, target: f64) -> RepetitionStatus {
+    let min = min.max(1);
+    let max = max.max(min);
+    let n = values.len() as u64;
+    if n < min {
+        return RepetitionStatus::Continue;
+    }
+    if let Some(bad) = values.iter().find(|v| !v.is_finite() || **v < 0.0) {
+        return RepetitionStatus::GaveUp {
+            halfwidth: None,
+            reason: format!("a value ({bad}) is not a finite, non-negative number"),
+        };
+    }
+    let s = Summary::of(values).expect("n >= min >= 1");
+    let halfwidth = s.relative_halfwidth();
+    match halfwidth {
+        Some(h) if h <= target => return RepetitionStatus::Reached { halfwidth: h },
+        _ if n < max => return RepetitionStatus::Continue,
+        _ => {}
+    }
+    let reason = match halfwidth {
+        Some(h) => format!(
+            "{max} repetitions (the maximum) left the half-width at {:.1}%, above the {:.1}% target",
+            h * 100.0,
+            target * 100.0
+        ),
+        None if s.n < 2 => format!("{max} repetition (the maximum) gives no interval"),
+        None => "the mean is 0, so a relative half-width does not exist".into(),
+    };
+    RepetitionStatus::GaveUp { halfwidth, reason }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
     #[test]
-    fn summary_of_three_repetitions() {
+    fn summary_of_three_repetitions_uses_the_geometric_mean_interval() {
         // Seed 000, ET long: 56094, 49337, 55152 (mean 53528 as the seed states).
         let s = Summary::of(&[56094.0, 49337.0, 55152.0]).unwrap();
         assert_eq!(s.median, 55152.0);
         assert_eq!((s.min, s.max, s.range()), (49337.0, 56094.0, 6757.0));
         assert!((s.mean - 53527.667).abs() < 0.01, "{s:?}");
-        // stdev by hand: deviations 2566.33, -4190.67, 1624.33 → sqrt(26 786 240.7 / 2)
         assert!((s.stdev - 3659.66).abs() < 0.05, "{s:?}");
+        // By hand: ln values 10.93479, 10.80642, 10.91785; mean 10.886354, sd 0.069733;
+        // half-width 4.303 · 0.069733 / √3 = 0.173239; exp(10.886354) = 53442.
+        assert_eq!(s.method, Method::LogT);
+        assert!(close(s.centre, 53442.0, 1.0), "{s:?}");
         let ci = s.ci95.unwrap();
-        let half = 4.303 * s.stdev / 3f64.sqrt();
-        assert!(
-            (ci.low - (s.mean - half)).abs() < 1e-6 && (ci.high - (s.mean + half)).abs() < 1e-6
-        );
+        assert!(close(ci.low, 53442.0 * (-0.173239f64).exp(), 3.0), "{ci:?}");
+        assert!(close(ci.high, 53442.0 * 0.173239f64.exp(), 3.0), "{ci:?}");
         assert!(!s.is_noisy(), "CV {:?}", s.cv());
     }
 
     #[test]
-    fn even_counts_take_the_middle_pair_and_single_values_have_no_interval() {
+    fn intervals_never_leave_the_domain() {
+        // Seed 000's ET short QPS, where the t interval of the mean went negative on a noisy
+        // first repetition: 14900, 30824, 29020. Mean 24915, sd 8714 → mean ± 4.303·5031
+        // = 3265..46565, and with 2 values far worse; the log interval stays positive.
+        for v in [
+            &[14900.0, 30824.0, 29020.0][..],
+            &[1000.0, 90000.0],
+            &[1.0, 2.0, 400.0],
+        ] {
+            let s = Summary::of(v).unwrap();
+            let ci = s.ci95.unwrap();
+            assert!(
+                ci.low > 0.0 && ci.low <= s.centre && s.centre <= ci.high,
+                "{s:?}"
+            );
+        }
+        // With zeros: the bootstrap of the mean stays within [min, max].
+        let s = Summary::of(&[0.0, 0.0, 3.0]).unwrap();
+        assert_eq!(s.method, Method::Bootstrap);
+        let ci = s.ci95.unwrap();
+        assert!(
+            ci.low >= 0.0 && ci.high <= 3.0 && ci.low <= 1.0 && 1.0 <= ci.high,
+            "{ci:?}"
+        );
+    }
+
+    #[test]
+    fn exact_counts_are_exact() {
+        let s = Summary::of(&[1000.0, 1000.0, 1000.0]).unwrap();
+        assert_eq!(s.method, Method::Exact);
+        assert_eq!(
+            s.ci95,
+            Some(Interval {
+                low: 1000.0,
+                high: 1000.0
+            })
+        );
+        let long = Summary::of(&[100.0, 100.0, 100.0]).unwrap();
+        let r = ratio(&long, &s).unwrap();
+        assert_eq!((r.value, r.method), (0.1, Method::Exact));
+        assert_eq!(
+            r.ci95,
+            Some(Interval {
+                low: 0.1,
+                high: 0.1
+            })
+        );
+        // One exact side and one varying side: log-t, whose spread is the varying side's.
+        let varying = Summary::of(&[90.0, 100.0, 110.0]).unwrap();
+        assert_eq!(ratio(&varying, &s).unwrap().method, Method::LogT);
+    }
+
+    #[test]
+    fn even_counts_take_the_middle_pair_and_single_values_say_why_there_is_no_interval() {
         let s = Summary::of(&[4.0, 1.0, 3.0, 2.0]).unwrap();
         assert_eq!(s.median, 2.5);
         let one = Summary::of(&[7.0]).unwrap();
@@ -248,12 +569,15 @@ mod tests {
             (one.median, one.stdev, one.ci95, one.cv()),
             (7.0, 0.0, None, None)
         );
+        assert!(one.no_ci_reason().unwrap().contains("fewer than 2"));
         assert!(Summary::of(&[]).is_none());
+        let r = ratio(&one, &Summary::of(&[2.0, 3.0]).unwrap()).unwrap();
+        assert!(r.ci95.is_none());
+        assert!(r.no_ci.unwrap().contains("numerator has 1 repetition"));
     }
 
     #[test]
     fn noisy_is_cv_above_ten_percent() {
-        // mean 100, stdev 10 → CV exactly 10%: not noisy; a little more spread is.
         assert!(!Summary::of(&[90.0, 100.0, 110.0]).unwrap().is_noisy());
         assert!(Summary::of(&[89.0, 100.0, 111.0]).unwrap().is_noisy());
     }
@@ -271,25 +595,115 @@ mod tests {
     }
 
     #[test]
-    fn fieller_interval_brackets_the_ratio_and_reduces_to_scaling_without_denominator_noise() {
-        let num = Summary::of(&[190.0, 200.0, 210.0]).unwrap();
-        let den = Summary::of(&[100.0, 100.0, 100.0]).unwrap();
-        let r = ratio_of_means(&num, &den).unwrap();
-        assert_eq!(r.value, 2.0);
+    fn ratio_of_geometric_means_golden() {
+        // Numerator 100, 200 (ln 4.60517, 5.29832: mean 4.951744, s² 0.240227);
+        // denominator 50, 50, 50 (exact, no spread). d = ln(141.421/50) = 1.039721;
+        // se = √(0.240227/2) = 0.346574; df = 1 (only the numerator's term), t = 12.706;
+        // interval exp(1.039721 ± 4.403570) = 0.034602 .. 231.20.
+        let r = ratio(
+            &Summary::of(&[100.0, 200.0]).unwrap(),
+            &Summary::of(&[50.0, 50.0, 50.0]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(r.method, Method::LogT);
+        assert!(close(r.value, 2.828427, 1e-5), "{r:?}");
         let ci = r.ci95.unwrap();
-        // No variance in the denominator: the interval is the numerator's CI divided by 100.
-        let nci = num.ci95.unwrap();
         assert!(
-            (ci.low - nci.low / 100.0).abs() < 1e-9 && (ci.high - nci.high / 100.0).abs() < 1e-9,
+            close(ci.low, 0.034602, 1e-5) && close(ci.high, 231.20, 0.01),
             "{ci:?}"
         );
 
-        let noisy_den = Summary::of(&[50.0, 100.0, 150.0]).unwrap();
-        let r = ratio_of_means(&num, &noisy_den).unwrap();
+        // Both sides spread, equal n = 3: numerator ln = {ln 90, ln 100, ln 110}, denominator
+        // ln = {ln 45, ln 50, ln 55}: same sd of logs, s = 0.100377 (by hand), so
+        // se = √(2 · s²/3) = 0.081958; Welch df = (2a)²/(2a²/2) = 4, t = 2.776;
+        // ratio of geometric means exactly 2; interval 2·exp(±0.227515) = 1.5930..2.5110.
+        let r = ratio(
+            &Summary::of(&[90.0, 100.0, 110.0]).unwrap(),
+            &Summary::of(&[45.0, 50.0, 55.0]).unwrap(),
+        )
+        .unwrap();
+        assert!(close(r.value, 2.0, 1e-9), "{r:?}");
+        let ci = r.ci95.unwrap();
         assert!(
-            r.ci95.is_none(),
-            "a denominator indistinguishable from 0 gives no bounded interval"
+            close(ci.low, 1.5930, 1e-4) && close(ci.high, 2.5110, 1e-4),
+            "{ci:?}"
         );
-        assert!(ratio_of_means(&num, &Summary::of(&[0.0]).unwrap()).is_none());
+    }
+
+    #[test]
+    fn ratios_with_zeros_use_the_bootstrap_and_say_when_unbounded() {
+        let r = ratio(
+            &Summary::of(&[0.0, 2.0, 4.0]).unwrap(),
+            &Summary::of(&[1.0, 1.0, 2.0]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(r.method, Method::Bootstrap);
+        let ci = r.ci95.unwrap();
+        // Resampled means of the numerator lie in 0..4 and of the denominator in 1..2.
+        assert!(
+            ci.low >= 0.0 && ci.high <= 4.0 && ci.low < 1.5 && 1.5 < ci.high,
+            "{ci:?}"
+        );
+        let r = ratio(
+            &Summary::of(&[1.0, 2.0, 3.0]).unwrap(),
+            &Summary::of(&[0.0, 0.0, 6.0]).unwrap(),
+        )
+        .unwrap();
+        // P(all three draws are 0) = 8/27 ≈ 30% of resamples: unbounded.
+        assert!(r.ci95.is_none() && r.no_ci.unwrap().contains("unbounded"));
+        assert!(ratio(
+            &Summary::of(&[1.0]).unwrap(),
+            &Summary::of(&[0.0, 0.0]).unwrap()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn stopping_rule_golden() {
+        // Below the minimum: continue, whatever the spread.
+        assert_eq!(
+            repetition_status(&[100.0, 100.0], 3, 10, 0.05),
+            RepetitionStatus::Continue
+        );
+        // 3 identical values: exact, half-width 0, reached.
+        assert_eq!(
+            repetition_status(&[100.0, 100.0, 100.0], 3, 10, 0.05),
+            RepetitionStatus::Reached { halfwidth: 0.0 }
+        );
+        // 99, 100, 101: sd of logs 0.0100005, half-width in logs 4.303·0.0100005/√3 =
+        // 0.024845, relative half-width sinh(0.024845) = 2.485% ≤ 5%: reached.
+        match repetition_status(&[99.0, 100.0, 101.0], 3, 10, 0.05) {
+            RepetitionStatus::Reached { halfwidth } => {
+                assert!(close(halfwidth, 0.02485, 5e-5), "{halfwidth}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // 90, 100, 110: log half-width 4.303·0.100377/√3 = 0.249371 → sinh = 25.20%: go on
+        // below the maximum, give up at it.
+        assert_eq!(
+            repetition_status(&[90.0, 100.0, 110.0], 3, 4, 0.05),
+            RepetitionStatus::Continue
+        );
+        match repetition_status(&[90.0, 100.0, 110.0], 3, 3, 0.05) {
+            RepetitionStatus::GaveUp {
+                halfwidth: Some(h),
+                reason,
+            } => {
+                assert!(close(h, 0.25196, 1e-4), "{h}");
+                assert!(
+                    reason.contains("3 repetitions (the maximum)") && reason.contains("25.2%"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // One repetition allowed: no interval, gave up with that reason.
+        match repetition_status(&[5.0], 1, 1, 0.05) {
+            RepetitionStatus::GaveUp {
+                halfwidth: None,
+                reason,
+            } => assert!(reason.contains("no interval")),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -73,29 +73,37 @@ reference:
   environment: 4-core VM
   figures:
     - cell: {server: epoll-et, mode: long, conns: 100}
-      values: {qps: 53528}
+      values: {qps: 53528, p50_us: 1265, p99_us: 1894}
   claims:
     - name: long/short gain, ET
       metric: qps
       numerator: {server: epoll-et, mode: long, conns: 100}
       denominator: {server: epoll-et, mode: short, conns: 100}
       seed_ratio: 2.15
+      kind: magnitude
+      tolerance: 15%
     - name: long/short gain, LT
       metric: qps
       numerator: {server: epoll-lt, mode: long, conns: 100}
       denominator: {server: epoll-lt, mode: short, conns: 100}
       seed_ratio: 1.48
+      kind: magnitude
+      tolerance: 15%
     - name: long/short at 500 connections, ET
       metric: qps
       numerator: {server: epoll-et, mode: long, conns: 500}
       denominator: {server: epoll-et, mode: short, conns: 500}
       seed_ratio: 1.86
+      kind: magnitude
+      tolerance: 15%
 "#;
 
-/// QPS of each repetition, by cell id. Chosen so that the claims come out reproduced (ET:
-/// 54000/25000 = 2.16, interval 1.94–2.42 by Fieller), not reproduced (LT: 26500/26500 = 1.00,
-/// interval about 0.95–1.05) and inconclusive (ET at 500: 40000/31000, interval about
-/// −0.3–2.9, noisy long cell).
+/// QPS of each repetition, by cell id. Chosen so that the claims (each ±15% of the seed's
+/// ratio) come out reproduced (ET: ratio of geometric means 2.161, log-t interval 1.94–2.41,
+/// inside 1.83–2.47), refuted (LT: 1.000, interval 0.953–1.05, wholly below 1.26–1.70) and
+/// inconclusive (ET at 500: 1.17, interval 0.294–4.67 across 1.58–2.14; noisy long cell).
+/// Interval values computed by hand (Python, `statistics` module) from the module doc's
+/// formulas: Welch df = 2, t = 4.303.
 fn qps_of(id: &str) -> [f64; 3] {
     match id {
         "epoll-lt_short_c100_r10" => [26000.0, 26500.0, 27000.0],
@@ -383,47 +391,52 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     );
     let et = row(quad, "epoll-et");
     assert!(
-        et[1].starts_with("25000 [24000–26000] (95% CI 22516–27484)"),
+        // exp(mean ln ± 4.303 · sd ln / √3) of 24000, 25000, 26000.
+        et[1].starts_with("25000 [24000–26000] (95% CI 22622–27599)"),
         "{et:?}"
     );
     assert!(et[2].starts_with("54000 [53000–55000]"), "{et:?}");
-    assert!(et[3].starts_with("2.16× (95% CI 1.94–2.42×)"), "{et:?}");
+    assert!(et[3].starts_with("2.16× (95% CI 1.94–2.41×)"), "{et:?}");
+    assert_eq!(et[4], "0 / 0", "failures by kind, short / long");
     let lt = row(quad, "epoll-lt");
     assert!(lt[3].starts_with("1.00×"), "{lt:?}");
     let gap = row(quad, "Gap epoll-et/epoll-lt");
-    // 25000 / 26500 = 0.943; 54000 / 26500 = 2.038.
+    // Geometric means: 24987 / 26497 = 0.943; 53994 / 26500 = 2.038.
     assert!(
-        gap[1].starts_with("0.94×") && gap[2].starts_with("2.04×"),
+        gap[1].starts_with("0.943× (95% CI 0.845–1.05×)")
+            && gap[2].starts_with("2.04× (95% CI 1.94–2.14×)"),
         "{gap:?}"
     );
-    // The seed's figure beside it: 54000 / 53528 = 1.01.
+    // The seed's figure beside it: 54000 / 53528 = 1.01; the interval is the geometric mean's.
     assert!(
         quad.contains(
-            "| qps (req/s) | epoll-et_long_c100_r10 | 53528 | 54000 (51516–56484) | 1.01× |"
+            "| qps (req/s) | epoll-et_long_c100_r10 | 53528 | 54000 (51566–56536) | 1.01× |"
         ),
         "{quad}"
     );
 
     // Latency ratios beside (a): P50 = 0.9 × conns / QPS per repetition, so ET long/short is
-    // mean(90e6/53000, 90e6/54000, 90e6/55000) / mean(90e6/24000, 90e6/25000, 90e6/26000)
-    // = 1667.1 / 3603.8 = 0.463, and ET/LT long is 1667.1 / 3396.3 = 0.491.
+    // the inverse of the QPS ratio of geometric means, 1 / 2.161 = 0.463 (interval
+    // 0.415–0.516), and ET/LT long 1 / 2.038 = 0.491 (HdrHistogram buckets move the third
+    // digit by at most 0.1%).
     let lat = section(
         &md,
         "Latency ratios, server × mode (100 connections, 10 rounds)",
     );
     assert!(
-        row(lat, "epoll-et long/short")[1].starts_with("0.46× (95% CI"),
+        row(lat, "epoll-et long/short")[1].starts_with("0.463× (95% CI 0.41"),
         "{lat}"
     );
     assert!(
-        row(lat, "Long epoll-et/epoll-lt")[1].starts_with("0.49× (95% CI"),
+        row(lat, "Long epoll-et/epoll-lt")[1].starts_with("0.491× (95% CI"),
         "{lat}"
     );
 
     // (3) Verdicts, one of each, beside the table.
     assert!(
         quad.contains(
-            "long/short gain, ET: seed 2.15×, here 2.16× (95% CI 1.94–2.42×): **reproduced**"
+            "long/short gain, ET: seed 2.15×, here 2.16× (95% CI 1.94–2.41×); band 1.83–2.47× (magnitude ±15%): \
+             **reproduced**: our 95% CI 1.94–2.41× lies inside the band."
         ),
         "{quad}"
     );
@@ -431,7 +444,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         quad.contains("long/short gain, LT: seed 1.48×, here 1.00×"),
         "{quad}"
     );
-    assert!(quad.contains("**not reproduced**: our 95% CI 0.95–1.05× excludes the seed's ratio (our interval includes no difference)"), "{quad}");
+    assert!(quad.contains("band 1.26–1.70× (magnitude ±15%): **refuted**: our 95% CI 0.953–1.05× lies wholly below the band."), "{quad}");
     let verdicts: Vec<(&str, Verdict)> = summary
         .claims
         .iter()
@@ -441,7 +454,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         verdicts,
         vec![
             ("long/short gain, ET", Verdict::Reproduced),
-            ("long/short gain, LT", Verdict::NotReproduced),
+            ("long/short gain, LT", Verdict::Refuted),
             ("long/short at 500 connections, ET", Verdict::Inconclusive),
         ]
     );
@@ -457,12 +470,13 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
             "60000",
             "40000",
             "40000",
-            "50.0% ⚠ noisy"
+            "50.0% ⚠ noisy",
+            "0"
         ]
     );
     assert_eq!(
         row(reps, "epoll-lt_long_c100_r10")[4..],
-        ["26500", "200", "0.4%"]
+        ["26500", "200", "0.4%", "0"]
     );
     assert!(
         summary
@@ -492,8 +506,15 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         at500[1].starts_with("31000 [30000–32000]") && at500[2].starts_with("40000 [20000–60000]"),
         "{at500:?}"
     );
-    assert!(at500[3].starts_with("1.29×"), "{at500:?}");
-    assert!(scan.contains("long/short at 500 connections, ET: seed 1.86×, here 1.29× (95% CI -0.31–2.91×): **inconclusive**: our 95% CI"), "{scan}");
+    // Ratio of geometric means 36342 / 30989 = 1.17 (by hand, see qps_of), interval
+    // 0.294–4.67×: positive however noisy the cell, and wider than the whole band.
+    assert!(
+        at500[3].starts_with("1.17× (95% CI 0.294–4.67×)"),
+        "{at500:?}"
+    );
+    assert_eq!(at500[7], "0 / 0", "failures by kind");
+    assert!(scan.contains("long/short at 500 connections, ET: seed 1.86×, here 1.17× (95% CI 0.294–4.67×); band 1.58–2.14× \
+         (magnitude ±15%): **inconclusive**: our 95% CI 0.294–4.67× is wider than the band"), "{scan}");
 
     // (e) Syscalls: echo-bench's counts and the strace cross-check, seed 002's figures.
     let sys = section(
@@ -524,16 +545,21 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     let storm = section(&md, "Connect storm");
     let at300 = row(storm, "300");
     assert!(
-        at300[1].starts_with("6.10 [6.00–6.20]") && at300[3].starts_with("0.0203 [0.0200–0.0207]"),
+        at300[1].starts_with("6.10 [6.00–6.20]") && at300[4].starts_with("0.0203 [0.0200–0.0207]"),
         "{at300:?}"
     );
     // Every repetition of select is 300× epoll's (6.0 vs 0.02, same spread): a ratio of means.
-    assert!(at300[5].starts_with("300.00× (95% CI"), "{at300:?}");
+    assert!(at300[7].starts_with("300.00× (95% CI"), "{at300:?}");
+    assert_eq!(
+        (at300[3].as_str(), at300[6].as_str()),
+        ("0", "0"),
+        "failures by kind"
+    );
     let sustain = section(&md, "Sustain");
     let at200 = row(sustain, "200");
     // select: 56 + rep − 1 → 56, 57, 58; epoll: 42, 43, 44.
     assert!(
-        at200[1].starts_with("57.0 [56.0–58.0]") && at200[4].starts_with("43.0 [42.0–44.0]"),
+        at200[1].starts_with("57.0 [56.0–58.0]") && at200[5].starts_with("43.0 [42.0–44.0]"),
         "{at200:?}"
     );
 
@@ -547,8 +573,35 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     assert_eq!(row(ll, "epoll-et_long_c100_r10")[5], "ok");
     assert_eq!(summary.littles_law_flagged, vec![CLIENT_BOUND.to_string()]);
 
-    // (5) Plots with labelled axes.
+    // (5) Plots with labelled axes: 1-2-5 ticks on the log axes, each labelled once.
     let plots = tmp.0.join("plots");
+    let qps_texts = svg_texts(&std::fs::read_to_string(plots.join("qps_vs_conns.svg")).unwrap());
+    // Connections 100 and 500: the axis runs from 50 to 1000 (1-2-5 ends around 100/1.1 and
+    // 500 × 1.1).
+    assert_ticks_once(&qps_texts, &["50", "100", "200", "500", "1000"]);
+    assert!(
+        qps_texts.iter().any(|t| t == "epoll-et long (seed)"),
+        "seed drawn: {qps_texts:?}"
+    );
+    assert!(
+        qps_texts
+            .iter()
+            .any(|t| t == "bar: min–max over repetitions"),
+        "{qps_texts:?}"
+    );
+    // Latency of ET long (mean 1852 µs: 1667 and 3519 µs): y from 1000 to 5000 µs.
+    let lat_texts = svg_texts(
+        &std::fs::read_to_string(plots.join("latency_epoll-et_long_c100_r10.svg")).unwrap(),
+    );
+    assert_ticks_once(&lat_texts, &["1000", "2000", "5000", "50%", "90%", "99%"]);
+    assert!(
+        lat_texts.iter().any(|t| t == "seed P50 / P90 / P99"),
+        "{lat_texts:?}"
+    );
+    assert!(
+        md.contains(echolab_report::plots::CAPTION),
+        "plots are explained"
+    );
     let qps_svg = std::fs::read_to_string(plots.join("qps_vs_conns.svg")).unwrap();
     assert!(
         qps_svg.contains("connections (log scale)") && qps_svg.contains("QPS (requests/s)"),
@@ -571,6 +624,21 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     );
     assert!(plots.join("sustain_cpu.svg").is_file());
     assert!(md.contains("![QPS vs connections](plots/qps_vs_conns.svg)"));
+    // report.html: the same tables and the plots inlined, one file.
+    let html = std::fs::read_to_string(tmp.0.join("report.html")).unwrap();
+    assert!(html.contains("<h2>QPS matrix, server × mode (100 connections, 10 rounds)</h2>"));
+    assert!(
+        html.contains("<td>epoll-et</td><td>25000 [24000–26000] (95% CI 22622–27599)</td>"),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches("<svg").count(),
+        summary
+            .written
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "svg"))
+            .count()
+    );
 
     // summary.csv: a header and one row per run, numbers in full.
     let csv = std::fs::read_to_string(tmp.0.join("summary.csv")).unwrap();
@@ -611,7 +679,7 @@ fn a_partial_directory_marks_missing_and_failed_cells() {
         lt[3].starts_with("— (failed: server did not start"),
         "{lt:?}"
     );
-    assert!(quad.contains("long/short gain, LT: seed 1.48×, here —: **not checked**: epoll-lt_long_c100_r10: failed: server did not start"), "{quad}");
+    assert!(quad.contains("long/short gain, LT: seed 1.48×, here —; band 1.26–1.70× (magnitude ±15%): **not checked**: epoll-lt_long_c100_r10: failed: server did not start"), "{quad}");
 
     let reps = section(&md, "QPS per repetition");
     assert_eq!(
@@ -733,4 +801,567 @@ fn stdout_mode_prints_the_report_and_writes_nothing() {
             && !tmp.0.join("summary.csv").exists()
             && !tmp.0.join("plots").exists()
     );
+}
+
+/// The text of every `<text>` element of an SVG document, trimmed and unescaped.
+fn svg_texts(svg: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = svg;
+    while let Some(start) = rest.find("<text") {
+        let open_end = start + rest[start..].find('>').unwrap() + 1;
+        let close = open_end + rest[open_end..].find("</text>").unwrap();
+        out.push(
+            rest[open_end..close]
+                .trim()
+                .replace("&apos;", "'")
+                .replace("&quot;", "\"")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&"),
+        );
+        rest = &rest[close..];
+    }
+    out
+}
+
+/// Each of `ticks` is the text of exactly one `<text>` element of `texts`.
+fn assert_ticks_once(texts: &[String], ticks: &[&str]) {
+    for tick in ticks {
+        let n = texts.iter().filter(|t| t == tick).count();
+        assert_eq!(n, 1, "tick {tick} labelled {n} times in {texts:?}");
+    }
+}
+
+/// A shipped experiment file, as the launcher loads it.
+fn shipped(name: &str) -> Experiment {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../experiments/{name}.yaml"));
+    Experiment::load(&path).unwrap()
+}
+
+/// A short or long run as echo-bench reports it: `qps`, latency with mean `mean_us` (P50 =
+/// 0.9 × mean, see [`histogram`]), and the client's connect/close counts without extra
+/// closes: conns × rounds for short, conns for long, 1.5 ms per call.
+fn closed_loop_run(cell: &Cell, rep: u64, qps: f64, mean_us: f64) -> RunRecord {
+    let (h, latency) = histogram(mean_us * 1000.0);
+    let calls = if cell.mode == BenchMode::Short {
+        cell.conns * cell.rounds.unwrap_or(1)
+    } else {
+        cell.conns
+    };
+    let mut bench = BenchReport {
+        tool: "echo-bench".into(),
+        mode: cell.mode.name().into(),
+        conns: cell.conns,
+        rounds: cell.rounds,
+        payload_bytes: cell.payload,
+        duration_s: 1.0,
+        qps,
+        requests_ok: qps as u64,
+        histogram: h,
+        latency_us: latency,
+        ..Default::default()
+    };
+    for name in ["connect", "close"] {
+        bench.syscalls.insert(
+            name.into(),
+            SyscallStat {
+                count: calls,
+                total_ns: Some(calls * (1_500_000 + rep * 1000)),
+            },
+        );
+    }
+    RunRecord {
+        cell: cell.clone(),
+        repetition: rep,
+        started_at: "2026-11-30T01:57:37.000000Z".into(),
+        wall_s: 1.0,
+        bench: Some(bench),
+        server: None,
+        samples: Vec::new(),
+        link: None,
+        strace: None,
+        error: None,
+    }
+}
+
+/// Writes `manifest` and `runs` as a results directory.
+fn write_dir(dir: &Path, manifest: &Manifest, runs: &[RunRecord]) {
+    std::fs::create_dir_all(dir.join(RUNS_DIR)).unwrap();
+    for r in runs {
+        std::fs::write(
+            dir.join(RUNS_DIR)
+                .join(run_file_name(&r.cell, r.repetition)),
+            serde_json::to_string_pretty(r).unwrap(),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join(MANIFEST_FILE),
+        serde_yaml::to_string(manifest).unwrap(),
+    )
+    .unwrap();
+}
+
+/// Writes `manifest` and `runs` to a fresh directory tagged `tag` and renders it: the
+/// directory (kept alive), the summary and report.md.
+fn rendered(
+    tag: &str,
+    manifest: &Manifest,
+    runs: &[RunRecord],
+) -> (TempDir, echolab_report::ReportSummary, String) {
+    let tmp = TempDir::new(tag);
+    write_dir(&tmp.0, manifest, runs);
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    (tmp, summary, md)
+}
+
+/// Closed-loop runs of every cell of `e`: QPS per repetition from `qps(cell)`, mean latency
+/// from Little's law (conns / QPS) unless `mean_us` says otherwise.
+fn closed_loop_runs(
+    e: &Experiment,
+    qps: impl Fn(&Cell) -> Vec<f64>,
+    mean_us: impl Fn(&Cell, f64) -> f64,
+) -> Vec<RunRecord> {
+    e.cells()
+        .iter()
+        .flat_map(|c| {
+            qps(c)
+                .into_iter()
+                .enumerate()
+                .map(|(i, q)| closed_loop_run(c, i as u64 + 1, q, mean_us(c, q)))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Every `95% CI lo–hi` of `md` has a lower bound that is not negative; changes in % (a
+/// ratio − 1, `-90.0%`) are the one signed quantity and may be.
+fn assert_no_negative_bound(md: &str) {
+    for (i, _) in md.match_indices("95% CI ") {
+        let rest = &md[i + "95% CI ".len()..];
+        let first: String = rest
+            .chars()
+            .take_while(|c| !matches!(c, '–' | ' ' | ')' | '×'))
+            .collect();
+        assert!(
+            !first.starts_with(['-', '−']) || first.ends_with('%'),
+            "negative bound at: {}",
+            &rest[..rest.len().min(40)]
+        );
+    }
+}
+
+fn verdicts(summary: &echolab_report::ReportSummary) -> Vec<(String, Verdict)> {
+    summary.claims.clone()
+}
+
+#[test]
+fn exp31_on_loopback_reproduces_about_halved_and_exp34_its_counts() {
+    // exp31: short 26000–27000 req/s, long 57000–59000: long/short QPS 2.19× and P50 (from
+    // Little's law, mean = conns / QPS) 26497 / 57994 = 0.457×, both with a few % spread.
+    let e = shipped("exp31");
+    let runs = closed_loop_runs(
+        &e,
+        |c| match c.mode {
+            BenchMode::Short => vec![26000.0, 26500.0, 27000.0],
+            _ => vec![57000.0, 58000.0, 59000.0],
+        },
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    m.environment.kernel = "3.10.0-1160.el7.x86_64".into();
+    m.environment.cpus = 4;
+    let (_tmp, summary, md) = rendered("exp31", &m, &runs);
+    assert_no_negative_bound(&md);
+    let v = verdicts(&summary);
+    let of = |name: &str| v.iter().find(|(n, _)| n.starts_with(name)).unwrap().1;
+    assert_eq!(
+        of("long/short P50 latency, ET server (about halved)"),
+        Verdict::Reproduced,
+        "{md}"
+    );
+    assert_eq!(
+        of("long/short P50 latency, LT server (about halved)"),
+        Verdict::Reproduced
+    );
+    assert_eq!(of("long/short QPS gain, ET server"), Verdict::Reproduced);
+    assert_eq!(
+        of("long/short QPS gain, LT server"),
+        Verdict::Refuted,
+        "2.19× is above 1.26–1.70×"
+    );
+    assert_eq!(
+        of("ET long/short QPS gain within the predicted 2-5x"),
+        Verdict::Reproduced
+    );
+    assert!(
+        md.contains("band 0.4–0.6× (magnitude ±20%): **reproduced**"),
+        "{md}"
+    );
+    // Same topology, cores and kernel as the seed: the setting says so.
+    assert!(
+        md.contains(
+            "Setting: this run has the same topology, cores, kernel and timing method as the seed."
+        ),
+        "{md}"
+    );
+
+    // exp34: 1000 vs 100 calls in every repetition, exact; the seed's 0.1036 for close()
+    // included 4 thread closes, and the claim "cut by ~90%" holds.
+    let e = shipped("exp34");
+    let runs = closed_loop_runs(
+        &e,
+        |_| vec![26000.0, 26500.0, 27000.0],
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    let m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    let (_tmp, summary, md) = rendered("exp34", &m, &runs);
+    assert_no_negative_bound(&md);
+    let v = verdicts(&summary);
+    assert_eq!(
+        v[0],
+        (
+            "connect() calls, long/short (cut by ~90%)".into(),
+            Verdict::Reproduced
+        )
+    );
+    assert_eq!(
+        v[1],
+        (
+            "close() calls, long/short (cut by ~90%)".into(),
+            Verdict::Reproduced
+        )
+    );
+    assert!(
+        md.contains(
+            "seed 0.104× (the claim's words: 0.100×), here 0.100× (exact); band 0.08–0.12× (magnitude ±0.02): \
+             **reproduced**: our exact ratio 0.100× lies inside the band."
+        ),
+        "{md}"
+    );
+    // The per-call times are from in-process wrappers, the seed's from ptrace: said beside it.
+    assert!(
+        md.contains(
+            "timed by in-process wrappers around each call here, by strace -c (ptrace) in the seed"
+        ),
+        "{md}"
+    );
+    let sys = section(&md, "Client system calls");
+    assert!(
+        row(sys, "connect() calls")[1].starts_with("1000 (exact, all 3 reps)"),
+        "{sys}"
+    );
+    assert!(
+        row(sys, "connect() calls")[3].starts_with("-90.0% (exact)"),
+        "{sys}"
+    );
+}
+
+#[test]
+fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context() {
+    // crossnet: RTT 20.1 ms; short requests take 47.4 ms (2 round trips), long 22.6 ms (1).
+    let e = shipped("exp31");
+    let runs = closed_loop_runs(&e, |_| vec![0.0; 3], |_, _| 0.0)
+        .into_iter()
+        .map(|r| {
+            let mean_us = if r.cell.mode == BenchMode::Short {
+                47_400.0
+            } else {
+                22_600.0
+            } + r.repetition as f64 * 100.0;
+            closed_loop_run(
+                &r.cell,
+                r.repetition,
+                r.cell.conns as f64 / mean_us * 1e6,
+                mean_us,
+            )
+        })
+        .collect::<Vec<_>>();
+    let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    m.profile =
+        serde_json::json!({"name": "crossnet", "topology": "link", "description": "20 ms RTT"});
+    m.environment.kernel = "6.18.0-test".into();
+    let cal = m.link.calibration.as_mut().unwrap();
+    cal.measured.insert("rtt_median_us".into(), 20_100.0);
+    let (tmp, summary, md) = rendered("crossnet", &m, &runs);
+    assert_no_negative_bound(&md);
+    for (name, v) in verdicts(&summary) {
+        assert_eq!(v, Verdict::NotComparable, "{name}:\n{md}");
+    }
+    // 2 × 20100 / 47600 = 84% (HdrHistogram's mean of the short cell is 47605 µs).
+    assert!(
+        md.contains("epoll-et_short_c100_r10: 2 × RTT 20100 µs = 84% of its mean latency 47605 µs"),
+        "{md}"
+    );
+    for needle in [
+        "⚠ Context, not like for like: this run differs from the seed: topology link (profile crossnet) here, loopback in \
+         the seed (closest profile loopback); 2 logical CPUs here, 4 in the seed; kernel 6.18 here, 3.10 in the seed.",
+        "| Here/seed (context only) |",
+        "## Why results may differ from the seed",
+        "Path: the calibration measured a median RTT of 20100 µs",
+    ] {
+        assert!(md.contains(needle), "no {needle:?} in:\n{md}");
+    }
+    // The y axis of a 20 ms path's latency plot carries numbers: short requests take 42.7–90.4
+    // ms (0.9 and 1.9 × the mean), so the axis runs 20000–100000 µs, ticked at 1-2-5 values.
+    let svg =
+        std::fs::read_to_string(tmp.0.join("plots/latency_epoll-et_short_c100_r10.svg")).unwrap();
+    let texts = svg_texts(&svg);
+    assert_ticks_once(&texts, &["20000", "50000", "100000"]);
+}
+
+#[test]
+fn an_old_manifest_without_claim_kinds_or_new_keys_still_renders() {
+    let tmp = TempDir::new("old");
+    results_dir(&tmp.0, RunStatus::Complete, |_, _| true, |_, _| None);
+    let path = tmp.0.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Manifests written before this change had no kind, tolerance, setup or max_repetitions.
+    let old: String = text
+        .lines()
+        .filter(|l| {
+            !l.trim_start().starts_with("kind:") && !l.trim_start().starts_with("tolerance:")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(old, text);
+    std::fs::write(&path, old).unwrap();
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    assert!(
+        md.contains("band 1.83–2.47× (magnitude ±15%, assumed: the experiment predates claims with a stated band): **reproduced**"),
+        "{md}"
+    );
+    assert_eq!(summary.claims.len(), 3);
+}
+
+#[test]
+fn adaptive_repetitions_are_reported_per_cell() {
+    let text = EXPERIMENT.replace(
+        "repetitions: 3",
+        "repetitions: 3\nmax_repetitions: 6\ntarget_halfwidth: 5%",
+    );
+    let mut e = Experiment::parse(&text, "exp-test.yaml").unwrap();
+    e.matrix.truncate(1);
+    e.reference.claims.truncate(2);
+    // LT short: 3 tight values (0.9% half-width) → reached at the minimum. LT long: 6 values
+    // spread ±20% → the maximum without reaching it. ET short: 4 values and the run
+    // interrupted. ET long: 3 identical values → exact.
+    let runs = closed_loop_runs(
+        &e,
+        |c| match (c.server.as_str(), c.mode) {
+            ("epoll-lt", BenchMode::Short) => vec![26400.0, 26500.0, 26600.0],
+            ("epoll-lt", _) => vec![20000.0, 30000.0, 25000.0, 20000.0, 30000.0, 25000.0],
+            ("epoll-et", BenchMode::Short) => vec![20000.0, 30000.0, 25000.0, 22000.0],
+            _ => vec![50000.0; 3],
+        },
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    let m = manifest(e, RunStatus::Interrupted, runs.len() as u64);
+    let (_tmp, summary, md) = rendered("adaptive", &m, &runs);
+    // Repetitions beyond the last one run are not missing: 3 + 6 + 4 + 3 planned.
+    assert_eq!((summary.counts.planned, summary.counts.missing), (16, 0));
+    assert!(
+        md.contains("(4 cells × 3–6 repetitions, adaptive, target half-width 5.0%)"),
+        "{md}"
+    );
+    let reps = section(&md, "Repetitions");
+    assert!(reps.contains("each cell repeats 3–6 times"), "{reps}");
+    assert_eq!(row(reps, "epoll-lt_short_c100_r10")[4], "reached");
+    assert_eq!(
+        row(reps, "epoll-et_long_c100_r10")[3..],
+        ["0.0%", "reached"]
+    );
+    let lt_long = row(reps, "epoll-lt_long_c100_r10");
+    assert_eq!(lt_long[2], "6");
+    assert!(
+        lt_long[4].starts_with("not reached: 6 repetitions (the maximum) left the half-width at"),
+        "{lt_long:?}"
+    );
+    assert_eq!(
+        row(reps, "epoll-et_short_c100_r10")[4],
+        "not reached: the run stopped after 4 of up to 6 repetitions (run status interrupted)"
+    );
+    assert!(reps.contains("2 of 4 cells reached the target"), "{reps}");
+}
+
+#[test]
+fn readme_results_script_splices_a_real_report_between_the_markers() {
+    let tmp = TempDir::new("readme");
+    let dir = tmp.0.join("run");
+    results_dir(&dir, RunStatus::Complete, |_, _| true, |_, _| None);
+    let readme = tmp.0.join("README.md");
+    let before = format!(
+        "# echolab\n\nIntro.\n\n{}\nhand-written text\n{}\n\n## Next\n",
+        echolab_report::readme::BEGIN,
+        echolab_report::readme::END
+    );
+    std::fs::write(&readme, &before).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/readme-results");
+    let run = || {
+        Command::new(&script)
+            .arg(&dir)
+            .env("ECHOLAB_REPORT", env!("CARGO_BIN_EXE_echolab-report"))
+            .env("ECHOLAB_README", &readme)
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = std::fs::read_to_string(&readme).unwrap();
+    assert!(
+        after.starts_with("# echolab\n\nIntro.\n\n") && after.ends_with("\n\n## Next\n"),
+        "{after}"
+    );
+    assert!(!after.contains("hand-written text"));
+    // The report's own tables and verdicts, with where they come from.
+    let report = echolab_report::build(&dir).unwrap().markdown;
+    let et_row = report
+        .lines()
+        .find(|l| l.starts_with("| epoll-et | 25000"))
+        .unwrap();
+    assert!(after.contains(et_row), "{after}");
+    assert!(
+        after.contains("#### QPS matrix, server × mode (100 connections, 10 rounds)"),
+        "{after}"
+    );
+    assert!(after.contains("#### Latency ratios"), "{after}");
+    assert!(
+        after.contains("**reproduced**: our 95% CI 1.94–2.41× lies inside the band."),
+        "{after}"
+    );
+    assert!(
+        after.contains("run `20261130T015737Z-exp-test-loopback`"),
+        "{after}"
+    );
+    assert!(
+        !after.contains("## Connect storm"),
+        "only the excerpt's sections"
+    );
+    // Running it again changes nothing.
+    assert!(run().status.success());
+    assert_eq!(std::fs::read_to_string(&readme).unwrap(), after);
+
+    // A partial run is refused, and the README is left alone.
+    let partial = tmp.0.join("partial");
+    results_dir(
+        &partial,
+        RunStatus::Interrupted,
+        |id, _| id != "select_connect-storm_c300",
+        |_, _| None,
+    );
+    let out = Command::new(&script)
+        .arg(&partial)
+        .env("ECHOLAB_REPORT", env!("CARGO_BIN_EXE_echolab-report"))
+        .env("ECHOLAB_README", &readme)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("partial run"));
+    assert_eq!(std::fs::read_to_string(&readme).unwrap(), after);
+}
+
+#[test]
+fn failures_by_kind_and_the_load_model_are_stated_beside_qps() {
+    let e = shipped("exp31");
+    let mut runs = closed_loop_runs(
+        &e,
+        |_| vec![26000.0, 26500.0, 27000.0],
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    for r in &mut runs {
+        let b = r.bench.as_mut().unwrap();
+        if r.cell.id() == "epoll-et_short_c100_r10" && r.repetition == 1 {
+            b.requests_failed = 4;
+            b.failures.insert("timeout".into(), 2);
+            b.failures.insert("reset".into(), 1);
+            // One failure of an older BenchReport, counted without a kind.
+        }
+        if r.cell.server == "epoll-lt" {
+            b.target_rate = Some(20000.0);
+        }
+    }
+    let tmp = TempDir::new("failures");
+    let m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    write_dir(&tmp.0, &m, &runs);
+    echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let quad = section(&md, "QPS matrix");
+    assert_eq!(
+        row(quad, "epoll-et")[4],
+        "reset 1, timeout 2, 1 (kind not recorded) / 0",
+        "{quad}"
+    );
+    assert!(
+        quad.contains(
+            "Load: closed loop (each connection sends its next request when the previous reply arrives) in some runs, \
+             open loop at 20000 req/s (requests sent on schedule, latency from the intended send time) in others."
+        ),
+        "{quad}"
+    );
+    let reps = section(&md, "QPS per repetition");
+    assert_eq!(
+        row(reps, "epoll-et_short_c100_r10").last().unwrap(),
+        "reset 1, timeout 2, 1 (kind not recorded)"
+    );
+    assert!(
+        section(&md, "Why results may differ")
+            .contains("Failed requests: epoll-et_short_c100_r10 (reset 1"),
+        "{md}"
+    );
+}
+
+#[test]
+fn every_shipped_experiment_on_every_profile_has_no_negative_bound_or_unexplained_no_ci() {
+    for name in [
+        "exp31",
+        "exp32",
+        "exp33",
+        "exp34",
+        "select-vs-epoll",
+        "smoke",
+    ] {
+        for (profile, topology, rtt_us) in [
+            ("loopback", "loopback", 45.0),
+            ("lan100", "link", 260.0),
+            ("crossnet", "link", 20_100.0),
+        ] {
+            for reps in [1, 2, 3] {
+                let mut e = shipped(name);
+                e.repetitions = reps.min(e.repetitions);
+                let runs: Vec<RunRecord> = e
+                    .cells()
+                    .iter()
+                    .flat_map(|c| (1..=e.repetitions).map(move |rep| record(c, rep)))
+                    .collect();
+                let tmp = TempDir::new("all");
+                let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
+                m.profile = serde_json::json!({"name": profile, "topology": topology, "description": "test"});
+                m.link
+                    .calibration
+                    .as_mut()
+                    .unwrap()
+                    .measured
+                    .insert("rtt_median_us".into(), rtt_us);
+                write_dir(&tmp.0, &m, &runs);
+                let report = echolab_report::build(&tmp.0).unwrap();
+                let md = report.markdown;
+                assert_no_negative_bound(&md);
+                for (i, _) in md.match_indices("no CI") {
+                    let explained = md[i..].starts_with("no CI: ") || md[..i].ends_with("1 rep, ");
+                    assert!(
+                        explained,
+                        "{name} on {profile}, {reps} reps: unexplained at {}",
+                        &md[i.saturating_sub(60)..i + 20]
+                    );
+                }
+                assert!(!report.summary.claims.is_empty(), "{name}");
+            }
+        }
+    }
 }

@@ -3,7 +3,7 @@
 use echolab_core::experiment::{BenchMode, Cell};
 use echolab_core::hist::LatencySummary;
 
-use super::{figure, ratio_text, Section};
+use super::{failures_by_kind, figure, load_model, ratio_text, Section};
 use crate::dataset::{CellData, Dataset, RepOutcome};
 use crate::format::{self, Table};
 use crate::metrics::{FAILURES, P50_US, P90_US, P99_US, QPS};
@@ -78,9 +78,15 @@ pub fn quadrants(ds: &Dataset<'_>) -> Vec<Section> {
     quadrant_groups(ds)
         .into_iter()
         .map(|(shape, pairs)| {
-            let mut t = Table::new(["Server", "Short QPS", "Long QPS", "Long/short gain"]);
+            let mut t = Table::new(["Server", "Short QPS", "Long QPS", "Long/short gain", "Failures short / long"]);
             for (s, l) in &pairs {
-                t.row([s.cell.server.clone(), figure(s, QPS), figure(l, QPS), ratio_text(l, s, QPS)]);
+                t.row([
+                    s.cell.server.clone(),
+                    figure(s, QPS),
+                    figure(l, QPS),
+                    ratio_text(l, s, QPS),
+                    format!("{} / {}", failures_by_kind(s), failures_by_kind(l)),
+                ]);
             }
             let (first_s, first_l) = pairs[0];
             for (s, l) in &pairs[1..] {
@@ -89,13 +95,17 @@ pub fn quadrants(ds: &Dataset<'_>) -> Vec<Section> {
                     ratio_text(s, first_s, QPS),
                     ratio_text(l, first_l, QPS),
                     String::new(),
+                    String::new(),
                 ]);
             }
             let cells: Vec<&CellData<'_>> = pairs.iter().flat_map(|(s, l)| [*s, *l]).collect();
             Section::new(
                 format!("QPS matrix, server × mode ({})", describe(&shape, true)),
-                "Seed 000 §6.1 / seed 001 §3.1: QPS median [min–max] (95% CI of the mean) over repetitions; \
-                 gain and gap are ratios of means with Fieller's 95% CI.",
+                format!(
+                    "Seed 000 §6.1 / seed 001 §3.1: QPS (req/s) median [min–max] (95% CI) over repetitions; gain and gap \
+                     are ratios with their 95% CI; failed requests by kind, summed over repetitions. {}",
+                    load_model(&cells)
+                ),
                 t,
             )
             .covers(&[QPS], &cells)
@@ -126,8 +136,11 @@ pub fn latency_ratios(ds: &Dataset<'_>) -> Vec<Section> {
             let cells: Vec<&CellData<'_>> = pairs.iter().flat_map(|(s, l)| [*s, *l]).collect();
             Section::new(
                 format!("Latency ratios, server × mode ({})", describe(&shape, true)),
-                "Seed 000 §5–6.2 / seed 001 §3.3: ratios of the mean over repetitions of each percentile, with \
-                 Fieller's 95% CI (below 1: the numerator is faster).",
+                format!(
+                    "Seed 000 §5–6.2 / seed 001 §3.3: ratios of each percentile over repetitions, with their 95% CI \
+                     (below 1: the numerator is faster). {}",
+                    load_model(&cells)
+                ),
                 t,
             )
             .covers(&metrics, &cells)
@@ -142,7 +155,12 @@ pub fn per_repetition(ds: &Dataset<'_>) -> Option<Section> {
     let reps = cells.iter().map(|c| c.reps_planned).max()?;
     let mut header = vec!["Cell".to_string()];
     header.extend((1..=reps).map(|r| format!("R{r}")));
-    header.extend(["Median".into(), "Range".into(), "CV".into()]);
+    header.extend([
+        "Median".into(),
+        "Range".into(),
+        "CV".into(),
+        "Failures (all reps)".into(),
+    ]);
     let mut t = Table::new(header);
     for c in &cells {
         let mut row = vec![c.id.clone()];
@@ -177,11 +195,20 @@ pub fn per_repetition(ds: &Dataset<'_>) -> Option<Section> {
             ]),
             None => row.extend(["—".into(), "—".into(), "—".into()]),
         }
+        row.push(failures_by_kind(c));
         t.row(row);
     }
     Some(
-        Section::new("QPS per repetition", "Seed 001 §3.2: QPS (req/s) of each repetition; range = max − min; CV > 10% is flagged noisy.", t)
-            .covers(&[QPS], &cells),
+        Section::new(
+            "QPS per repetition",
+            format!(
+                "Seed 001 §3.2: QPS (req/s) of each repetition; range = max − min; CV > 10% is flagged noisy; failed \
+                 requests by kind. {}",
+                load_model(&cells)
+            ),
+            t,
+        )
+        .covers(&[QPS], &cells),
     )
 }
 
@@ -246,8 +273,11 @@ pub fn percentiles(ds: &Dataset<'_>) -> Option<Section> {
     }
     let mut s = Section::new(
         "Latency percentiles per cell",
-        "Seed 000 §5 / seed 001 §3.3. Short: connect → close; long: send → receive. Per-repetition percentiles: median \
-         [min–max] (95% CI); merged: all repetitions' histograms added.",
+        format!(
+            "Seed 000 §5 / seed 001 §3.3. Short: connect → close; long: send → receive. Per-repetition percentiles: \
+             median [min–max] (95% CI); merged: all repetitions' histograms added. {}",
+            load_model(&cells)
+        ),
         t,
     )
     .covers(&[P50_US, P90_US, P99_US], &cells);
@@ -282,6 +312,7 @@ pub fn scans(ds: &Dataset<'_>) -> Vec<Section> {
                 "Long P50 (µs)",
                 "Long P99 (µs)",
                 "Short failures",
+                "Failures by kind, short / long",
             ]);
             let text = |c: Option<&CellData<'_>>, metric: &str| c.map_or_else(|| "not planned".into(), |c| figure(c, metric));
             for n in conns {
@@ -290,13 +321,26 @@ pub fn scans(ds: &Dataset<'_>) -> Vec<Section> {
                     (Some(s), Some(l)) => ratio_text(l, s, QPS),
                     _ => "—".into(),
                 };
-                t.row([n.to_string(), text(s, QPS), text(l, QPS), ratio, text(l, P50_US), text(l, P99_US), text(s, FAILURES)]);
+                let kinds = |c: Option<&CellData<'_>>| c.map_or_else(|| "—".into(), failures_by_kind);
+                t.row([
+                    n.to_string(),
+                    text(s, QPS),
+                    text(l, QPS),
+                    ratio,
+                    text(l, P50_US),
+                    text(l, P99_US),
+                    text(s, FAILURES),
+                    format!("{} / {}", kinds(s), kinds(l)),
+                ]);
             }
             Some(
                 Section::new(
                     format!("Connection scan, {server} ({})", describe(&shape, false)),
-                    "Seed 003 §3: QPS (req/s) and long-connection latency by connection count; long/short is a ratio of \
-                     means with Fieller's 95% CI.",
+                    format!(
+                        "Seed 003 §3: QPS (req/s) and long-connection latency by connection count; long/short is a ratio \
+                         with its 95% CI; failures per run and by kind over all repetitions. {}",
+                        load_model(&cells)
+                    ),
                     t,
                 )
                 .covers(&[QPS, P50_US, P99_US, FAILURES], &cells),

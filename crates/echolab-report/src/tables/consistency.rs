@@ -16,6 +16,7 @@ pub fn section(ds: &Dataset<'_>) -> Option<Section> {
         "Connections / mean latency (req/s)",
         "Measured / expected",
         "Check",
+        "Failures (all reps)",
     ]);
     let mut flagged = Vec::new();
     let mut cells = Vec::new();
@@ -51,6 +52,7 @@ pub fn section(ds: &Dataset<'_>) -> Option<Section> {
             med(runs.iter().map(|r| r.expected_qps).collect()),
             format!("{:.3} [{:.3}–{:.3}]", ratios.median, ratios.min, ratios.max),
             check,
+            super::failures_by_kind(c),
         ]);
     }
     if t.is_empty() {
@@ -59,7 +61,8 @@ pub fn section(ds: &Dataset<'_>) -> Option<Section> {
     let mut s = Section::new(
         "Consistency: Little's law",
         "Closed loop: each connection has one request outstanding, so QPS ≈ connections / mean latency (Little 1961). \
-         Medians over repetitions; the ratio column is median [min–max] of measured/expected per repetition.",
+         Medians over repetitions; the ratio column is median [min–max] of measured/expected per repetition; failed \
+         requests by kind. Load: closed loop (only closed-loop cells are checked).",
         t,
     );
     s.cells = cells.iter().map(|c| c.id.clone()).collect();

@@ -11,8 +11,9 @@
 //!   server (004 §2);
 //! - [`consistency`]: the Little's-law check of every closed-loop cell.
 //!
-//! Ratios between cells are ratios of means with Fieller's 95% interval, as the seeds divide
-//! means; single-cell figures are medians with the range and the 95% interval of the mean.
+//! Ratios between cells come with their 95% interval ([`crate::stats::ratio`]); single-cell
+//! figures are medians with the range and the 95% interval of [`crate::stats`]. Every table
+//! that shows QPS shows failed requests by kind, and its caption states the load model.
 
 pub mod closed_loop;
 pub mod consistency;
@@ -21,7 +22,7 @@ pub mod syscalls;
 
 use crate::dataset::{CellData, Dataset};
 use crate::format::{self, Table};
-use crate::stats::{ratio_of_means, Summary};
+use crate::stats::{ratio, Method, Summary};
 
 /// One table of the report with what it covers, so the seed's figures and claims about the
 /// same metrics and cells can be put beside it.
@@ -77,6 +78,66 @@ pub fn all(ds: &Dataset<'_>, syscall_table_wanted: bool) -> Vec<Section> {
     out
 }
 
+/// Failed requests of a cell's usable repetitions by kind, summed: `0`, or
+/// `timeout 3, reset 1` (echo-bench's kinds: timeout, refused, reset, mismatch,
+/// addr_not_avail, eof); a count without kinds (an older BenchReport) is `3 (kind not
+/// recorded)`.
+pub fn failures_by_kind(cell: &CellData<'_>) -> String {
+    let mut kinds: std::collections::BTreeMap<&str, u64> = Default::default();
+    let mut total = 0;
+    for b in cell.ok_runs().filter_map(|r| r.bench.as_ref()) {
+        total += b.requests_failed;
+        for (k, n) in &b.failures {
+            *kinds.entry(k.as_str()).or_default() += n;
+        }
+    }
+    let listed: u64 = kinds.values().sum();
+    let mut parts: Vec<String> = kinds
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    if total > listed {
+        parts.push(format!("{} (kind not recorded)", total - listed));
+    }
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The load model of `cells`, for a caption: closed loop (each connection sends its next
+/// request when the reply arrives), open loop at the target rate(s) of
+/// `BenchReport.target_rate`, or both when the cells differ.
+pub fn load_model(cells: &[&CellData<'_>]) -> String {
+    let mut rates: Vec<f64> = Vec::new();
+    let mut closed = false;
+    for c in cells {
+        for b in c.ok_runs().filter_map(|r| r.bench.as_ref()) {
+            match b.target_rate {
+                Some(r) if !rates.contains(&r) => rates.push(r),
+                Some(_) => {}
+                None => closed = true,
+            }
+        }
+    }
+    rates.sort_by(f64::total_cmp);
+    let open = (!rates.is_empty()).then(|| {
+        format!(
+            "open loop at {} req/s (requests sent on schedule, latency from the intended send time)",
+            rates.iter().map(|r| format::num(*r)).collect::<Vec<_>>().join(", ")
+        )
+    });
+    let closed_text =
+        "closed loop (each connection sends its next request when the previous reply arrives)";
+    match (closed, open) {
+        (true, Some(o)) => format!("Load: {closed_text} in some runs, {o} in others."),
+        (false, Some(o)) => format!("Load: {o}."),
+        _ => format!("Load: {closed_text}."),
+    }
+}
+
 /// A cell's figure of `metric`, or why there is none.
 fn figure(cell: &CellData<'_>, metric: &str) -> String {
     format::figure_or(cell.summary(metric), || {
@@ -84,12 +145,14 @@ fn figure(cell: &CellData<'_>, metric: &str) -> String {
     })
 }
 
-/// `numerator / denominator` of `metric` as a ratio of means with its interval, or why not.
+/// `numerator / denominator` of `metric` with its interval (see [`crate::stats::ratio`]),
+/// or why there is none.
 fn ratio_text(numerator: &CellData<'_>, denominator: &CellData<'_>, metric: &str) -> String {
     match (numerator.summary(metric), denominator.summary(metric)) {
-        (Some(n), Some(d)) => ratio_of_means(&n, &d)
-            .map(|r| format::ratio(&r))
-            .unwrap_or_else(|| "— (zero denominator)".into()),
+        (Some(n), Some(d)) => match ratio(&n, &d) {
+            Ok(r) => format::ratio(&r),
+            Err(why) => format!("— ({why})"),
+        },
         (None, _) => format!(
             "— ({})",
             numerator.absence().unwrap_or_else(|| "no data".into())
@@ -110,25 +173,25 @@ fn change_text(after: &CellData<'_>, before: &CellData<'_>, metric: &str) -> Str
     )
 }
 
-/// `(after − before) / before` in % from two summaries (ratio of means − 1, Fieller's 95% CI).
+/// `(after − before) / before` in % from two summaries: the ratio − 1, with the ratio's 95%
+/// interval ([`crate::stats::ratio`]) shifted the same way, so a change never goes below −100%.
 fn change_of(after: Option<&Summary>, before: Option<&Summary>) -> String {
     let (Some(a), Some(b)) = (after, before) else {
         return "—".into();
     };
-    match ratio_of_means(a, b) {
-        Some(r) => {
-            let ci = r
-                .ci95
-                .map(|ci| {
-                    format!(
-                        " (95% CI {} – {})",
-                        format::signed_pct(ci.low - 1.0),
-                        format::signed_pct(ci.high - 1.0)
-                    )
-                })
-                .unwrap_or_default();
+    match ratio(a, b) {
+        Ok(r) => {
+            let ci = match (r.ci95, r.method) {
+                (Some(_), Method::Exact) => " (exact)".to_string(),
+                (Some(ci), _) => format!(
+                    " (95% CI {} – {})",
+                    format::signed_pct(ci.low - 1.0),
+                    format::signed_pct(ci.high - 1.0)
+                ),
+                (None, _) => format!(" (no CI: {})", r.no_ci.unwrap_or_default()),
+            };
             format!("{}{ci}", format::signed_pct(r.value - 1.0))
         }
-        None => "— (zero before)".into(),
+        Err(why) => format!("— ({why})"),
     }
 }

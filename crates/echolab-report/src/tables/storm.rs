@@ -4,14 +4,14 @@
 
 use echolab_core::experiment::BenchMode;
 
-use super::{figure, ratio_text, Section};
+use super::{failures_by_kind, figure, load_model, ratio_text, Section};
 use crate::dataset::{CellData, Dataset};
 use crate::format::Table;
-use crate::metrics::{CONNECT_S, CPU_PCT, FAILURES, MEM_PCT, QPS};
+use crate::metrics::{CONNECT_S, CPU_PCT, FAILURES, MEM_MIB, QPS};
 
 /// A table of `mode` cells: one row per connection count, for each server one column per
-/// metric, and `first/second` ratio columns of `ratio_metric` when there are exactly two
-/// servers.
+/// metric and one of failures by kind, and `first/second` ratio columns of `ratio_metric`
+/// when there are exactly two servers.
 fn per_conns_table<'d, 'a>(
     ds: &'d Dataset<'a>,
     mode: BenchMode,
@@ -35,6 +35,7 @@ fn per_conns_table<'d, 'a>(
     let mut header = vec!["Connections".to_string()];
     for s in &servers {
         header.extend(columns.iter().map(|(_, title)| format!("{s} {title}")));
+        header.push(format!("{s} failures by kind (all reps)"));
     }
     let pair = (servers.len() == 2).then(|| (servers[0], servers[1]));
     if let Some((a, b)) = pair {
@@ -53,6 +54,7 @@ fn per_conns_table<'d, 'a>(
             for (metric, _) in columns {
                 row.push(find(s, n).map_or_else(|| "not planned".into(), |c| figure(c, metric)));
             }
+            row.push(find(s, n).map_or_else(|| "not planned".into(), failures_by_kind));
         }
         if let Some((a, b)) = pair {
             row.push(match (find(a, n), find(b, n)) {
@@ -76,28 +78,32 @@ pub fn connect_storm(ds: &Dataset<'_>) -> Option<Section> {
         Section::new(
             "Connect storm: time to establish N connections",
             "Seed 004 table 2-1: seconds from the first connect until all N connections were established, median [min–max] \
-             (95% CI); the ratio is of means with Fieller's 95% CI.",
+             (95% CI); the ratio with its 95% CI. Load: N connects issued at once, no requests (seed 004's deadlink).",
             t,
         )
         .covers(&[CONNECT_S, FAILURES], &cells),
     )
 }
 
-/// Sustain: server CPU% and memory% per N connections per server (seed 004 table 2-2).
+/// Sustain: server CPU% and memory (MiB) per N connections per server (seed 004 table 2-2).
 pub fn sustain(ds: &Dataset<'_>) -> Option<Section> {
     let columns = [
         (CPU_PCT, "CPU (% of a core)"),
-        (MEM_PCT, "memory (% of host)"),
+        (MEM_MIB, "memory (MiB)"),
         (QPS, "QPS"),
     ];
     let (t, cells) = per_conns_table(ds, BenchMode::Sustain, &columns, CPU_PCT)?;
+    let load = load_model(&cells);
     Some(
         Section::new(
             "Sustain: server CPU and memory with N busy connections",
-            "Seed 004 table 2-2: mean of the server host's resource samples during each run, then median [min–max] (95% \
-             CI) over repetitions; QPS in req/s.",
+            format!(
+                "Seed 004 table 2-2: mean of the server host's resource samples during each run (memory in MiB, the \
+                 server's resident bytes, not a share of this host's memory), then median [min–max] (95% CI) over \
+                 repetitions; QPS in req/s; failed requests by kind. {load}"
+            ),
             t,
         )
-        .covers(&[CPU_PCT, MEM_PCT, QPS], &cells),
+        .covers(&[CPU_PCT, MEM_MIB, QPS, FAILURES], &cells),
     )
 }

@@ -111,8 +111,11 @@ pub fn sections(ds: &Dataset<'_>) -> Vec<Section> {
         out.push(
             Section::new(
                 format!("Client system calls, short vs long ({}, {} connections)", short.cell.server, short.cell.conns),
-                "Seed 002 §3: calls and total time in the call per run, median [min–max] (95% CI); change = ratio of \
-                 means − 1 with Fieller's 95% CI.",
+                format!(
+                    "Seed 002 §3: calls and total time in the call per run, median [min–max] (95% CI); a count that \
+                     is the same in every repetition is exact; change = ratio − 1, with the ratio's 95% CI. {}",
+                    super::load_model(&[short, long])
+                ),
                 t,
             )
             .covers(&metrics, &[short, long]),

@@ -1,0 +1,152 @@
+//! "Why results may differ from the seed": a short section written from what this run
+//! measured — the setting against the seed's ([`crate::setting`]), the cores client and server
+//! shared, the calibrated path, the server's own counters, and the flags the other checks
+//! raised (client-bound cells, noisy cells, failures).
+
+use echolab_core::results::Manifest;
+
+use crate::claims::measured_rtt_us;
+use crate::dataset::Dataset;
+use crate::format;
+use crate::setting;
+
+/// The section's bullets (empty when there is nothing to say).
+pub fn bullets(
+    ds: &Dataset<'_>,
+    manifest: &Manifest,
+    noisy: &[String],
+    client_bound: &[String],
+) -> Vec<String> {
+    let e = &manifest.experiment;
+    let mut out = Vec::new();
+    let mut metrics: Vec<&str> = e
+        .reference
+        .claims
+        .iter()
+        .map(|c| c.metric.as_str())
+        .collect();
+    metrics.extend(
+        e.reference
+            .figures
+            .iter()
+            .flat_map(|f| f.values.keys().map(String::as_str)),
+    );
+    metrics.sort_unstable();
+    metrics.dedup();
+    if let Some(c) = setting::compare(manifest, e.reference.setup.as_ref(), &metrics) {
+        out.push(format!("Setting: this run {}.", c.sentence()));
+    }
+    let topology = crate::header::profile_field(manifest, "topology");
+    let cpus = manifest.environment.cpus;
+    if topology == "loopback" {
+        out.push(format!(
+            "Cores: client and server ran on the same {cpus} logical CPUs{}; a client that needs a core competes with \
+             the server for it.",
+            e.reference
+                .setup
+                .as_ref()
+                .map(|s| format!(" (the seed's machine had {})", s.cores))
+                .unwrap_or_default()
+        ));
+    } else {
+        out.push(format!(
+            "Cores: {cpus} logical CPUs on this machine, shared by the client, link and server hosts."
+        ));
+    }
+    if let Some(rtt) = measured_rtt_us(manifest) {
+        out.push(format!(
+            "Path: the calibration measured a median RTT of {} µs; a short-connection request pays about 2 RTTs \
+             ({} µs) on the path before any server work, a long-connection request 1.",
+            format::num(rtt),
+            format::num(2.0 * rtt)
+        ));
+    }
+    let counters: Vec<String> = ds
+        .cells
+        .iter()
+        .filter_map(|c| {
+            let runs: Vec<_> = c
+                .ok_runs()
+                .filter_map(|r| Some((r.server.as_ref()?, r.bench.as_ref()?)))
+                .collect();
+            let requests: u64 = runs.iter().map(|(_, b)| b.requests_ok).sum();
+            if runs.is_empty() || requests == 0 {
+                return None;
+            }
+            let waits: u64 = runs
+                .iter()
+                .map(|(s, _)| {
+                    s.totals
+                        .syscalls
+                        .iter()
+                        .filter(|(n, _)| matches!(n.as_str(), "epoll_wait" | "select" | "poll" | "io_uring_enter"))
+                        .map(|(_, st)| st.count)
+                        .sum::<u64>()
+                })
+                .sum();
+            let events: u64 = runs.iter().map(|(s, _)| s.totals.events_returned).sum();
+            let empty: u64 = runs.iter().map(|(s, _)| s.totals.empty_wakeups).sum();
+            let eagain: u64 = runs.iter().map(|(s, _)| s.totals.eagain_read).sum();
+            (waits > 0).then(|| {
+                format!(
+                    "{}: {:.2} waits and {:.2} events per request, {} empty wake-ups, {} reads that found nothing (EAGAIN)",
+                    c.id,
+                    waits as f64 / requests as f64,
+                    events as f64 / requests as f64,
+                    empty,
+                    eagain
+                )
+            })
+        })
+        .collect();
+    if !counters.is_empty() {
+        out.push(format!(
+            "Server counters (all usable repetitions): {}.",
+            counters.join("; ")
+        ));
+    }
+    if !client_bound.is_empty() {
+        out.push(format!(
+            "Client-bound cells (Little's law off by more than 10%): {}; there the client, not the server, set the pace.",
+            client_bound.join(", ")
+        ));
+    }
+    if !noisy.is_empty() {
+        out.push(format!(
+            "Noisy figures (CV above 10%): {}; their intervals are wide and their verdicts weaker.",
+            noisy.join(", ")
+        ));
+    }
+    let failing: Vec<String> = ds
+        .cells
+        .iter()
+        .filter_map(|c| {
+            let text = crate::tables::failures_by_kind(c);
+            (text != "0").then(|| format!("{} ({text})", c.id))
+        })
+        .collect();
+    if !failing.is_empty() {
+        out.push(format!("Failed requests: {}.", failing.join("; ")));
+    }
+    out
+}
+
+/// The section in Markdown (heading included), empty when there are no bullets.
+pub fn section(
+    ds: &Dataset<'_>,
+    manifest: &Manifest,
+    noisy: &[String],
+    client_bound: &[String],
+) -> String {
+    let b = bullets(ds, manifest, noisy, client_bound);
+    if b.is_empty() {
+        return String::new();
+    }
+    format!(
+        "## Why results may differ from the seed\n\nFrom what this run measured:\n\n{}\n\n",
+        b.iter()
+            .map(|l| format!("- {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
+}

@@ -280,6 +280,17 @@ impl LinkCounters {
     }
 }
 
+/// The wait for a quiet machine before a cell (echolab-up's `quiet` module).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Settle {
+    /// Seconds waited.
+    pub waited_s: f64,
+    /// Busy share of all CPUs in the last probe (0..1).
+    pub last_busy: f64,
+    /// Whether the machine went quiet before the deadline (else the cell started anyway).
+    pub quiet: bool,
+}
+
 /// `runs/<cell-id>_rep<N>.json`: one cell, one repetition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -300,6 +311,10 @@ pub struct RunRecord {
     /// Server host CPU and memory during the client run.
     #[serde(default)]
     pub samples: Vec<ResourceSample>,
+    /// How long the cell waited for a quiet machine after its fresh hosts were made, when
+    /// they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<Settle>,
     /// What the link carried and dropped during this run (userspace wire), when the profile
     /// has a link.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -38,7 +38,26 @@ pub fn bullets(
     }
     let topology = crate::header::profile_field(manifest, "topology");
     let cpus = manifest.environment.cpus;
-    if topology == "loopback" {
+    let pinned = manifest
+        .cpu_plan
+        .as_ref()
+        .and_then(|p| Some((p.server.as_ref()?, p.client.as_ref()?, p)));
+    if let Some((server, client, plan)) = pinned {
+        out.push(format!(
+            "Cores: the server ran on CPU {server} and the client on CPU {client}{} of this machine's {cpus} ({}){}; the \
+             kernel's loopback and softirq work still runs on whichever CPU sends the packet.",
+            plan.link
+                .as_ref()
+                .map(|l| format!(", the link on CPU {l}"))
+                .unwrap_or_default(),
+            plan.note,
+            e.reference
+                .setup
+                .as_ref()
+                .map(|s| format!("; the seed's machine had {} and pinned nothing", s.cores))
+                .unwrap_or_default()
+        ));
+    } else if topology == "loopback" {
         out.push(format!(
             "Cores: client and server ran on the same {cpus} logical CPUs{}; a client that needs a core competes with \
              the server for it.",

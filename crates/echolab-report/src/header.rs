@@ -92,6 +92,42 @@ pub fn render(manifest: &Manifest, counts: &Counts) -> String {
         "Host backend".to_string(),
         or_unknown(&manifest.backend).to_string(),
     ]);
+    if let Some(p) = &manifest.cpu_plan {
+        let role =
+            |name: &str, cpus: &Option<String>| cpus.as_ref().map(|c| format!("{name} on CPU {c}"));
+        let roles: Vec<String> = [
+            role("server", &p.server),
+            role("client", &p.client),
+            role("link", &p.link),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let roles = if roles.is_empty() {
+            "not pinned".to_string()
+        } else {
+            roles.join(", ")
+        };
+        t.row([
+            "CPU plan".to_string(),
+            format!("{} ({}): {}", roles, p.mode, p.note),
+        ]);
+    }
+    if let Some(o) = &manifest.order {
+        let order = match o.kind.as_str() {
+            "shuffled" => format!(
+                "each repetition round shuffled (seed {}, `--order-seed {}` repeats it)",
+                o.seed, o.seed
+            ),
+            other => format!("{other} (matrix order in every round)"),
+        };
+        let hosts = if o.fresh_hosts_per_cell {
+            "fresh client and server hosts for every cell"
+        } else {
+            "one client and one server host for all cells"
+        };
+        t.row(["Cell order".to_string(), format!("{order}; {hosts}")]);
+    }
     t.row(["Kernel".to_string(), or_unknown(&env.kernel).to_string()]);
     t.row([
         "CPU".to_string(),

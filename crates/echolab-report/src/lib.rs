@@ -24,6 +24,7 @@
 //! directory without a manifest is an [`Error::NotResults`].
 
 pub mod claims;
+pub mod counters;
 pub mod dataset;
 pub mod differ;
 pub mod format;
@@ -238,6 +239,7 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
         .map(|c| c.id.clone())
         .collect();
     md.push_str(&repetitions::section(&ds, manifest));
+    md.push_str(&counters::section(&ds));
     md.push_str(&differ::section(
         &ds,
         manifest,

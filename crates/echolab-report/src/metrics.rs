@@ -293,6 +293,7 @@ mod tests {
                     mem_pct: 0.5,
                 },
             ],
+            settle: None,
             link: None,
             strace: None,
             error: None,

@@ -233,6 +233,7 @@ fn record(cell: &Cell, rep: u64) -> RunRecord {
         bench: Some(bench),
         server: None,
         samples,
+        settle: None,
         link: None,
         strace,
         error: None,
@@ -878,6 +879,7 @@ fn closed_loop_run(cell: &Cell, rep: u64, qps: f64, mean_us: f64) -> RunRecord {
         bench: Some(bench),
         server: None,
         samples: Vec::new(),
+        settle: None,
         link: None,
         strace: None,
         error: None,
@@ -1061,7 +1063,8 @@ fn exp31_on_loopback_reproduces_about_halved_and_exp34_its_counts() {
 #[test]
 fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context() {
     // crossnet: RTT 20.1 ms; short requests take 47.4 ms (2 round trips), long 22.6 ms (1).
-    let e = shipped("exp31");
+    // As published (rounds), so the cell ids below are the seed's.
+    let e = shipped("exp31").as_published();
     let runs = closed_loop_runs(&e, |_| vec![0.0; 3], |_, _| 0.0)
         .into_iter()
         .map(|r| {
@@ -1268,7 +1271,7 @@ fn readme_results_script_splices_a_real_report_between_the_markers() {
 
 #[test]
 fn failures_by_kind_and_the_load_model_are_stated_beside_qps() {
-    let e = shipped("exp31");
+    let e = shipped("exp31").as_published();
     let mut runs = closed_loop_runs(
         &e,
         |_| vec![26000.0, 26500.0, 27000.0],

@@ -95,6 +95,12 @@ fn default_bin_dir(root: &Path) -> PathBuf {
 
 /// Checks, before anything is created, that the binaries an image is built from are there.
 fn preflight(inputs: &Inputs, prebuilt_image: Option<&str>) -> Result<(), String> {
+    if inputs.experiment.bench.strace && crate::image::on_path("strace").is_none() {
+        return Err(format!(
+            "{}: bench.strace asks for seed 002's strace cross-check, but strace is not on this machine's PATH (it goes into the lab image from there); install it (apt-get install strace) or set bench.strace: false",
+            inputs.experiment_path.display()
+        ));
+    }
     if prebuilt_image.is_some() {
         return Ok(());
     }
@@ -426,22 +432,58 @@ async fn calibrate_and_run<H: Hosts>(
         .order
         .as_ref()
         .is_some_and(|o| o.fresh_hosts_per_cell);
-    let result = run_all(
-        hosts,
-        &inputs.experiment,
-        &inputs.runs,
-        out,
-        &bar,
-        skip,
-        fresh,
-    )
-    .await;
+    let exp = &inputs.experiment;
+    let mut result = run_all(hosts, exp, &inputs.runs, out, &bar, skip, fresh).await;
+    // Adaptive repetitions (netperf's -i max,min -I level,width): after the minimum, another
+    // round for the cells whose headline interval is still wider than the target.
+    for round in exp.repetitions + 1..=exp.max_repetitions() {
+        let Ok(failed_so_far) = result else { break };
+        let pending = cells_short_of_target(exp, out.runs());
+        if pending.is_empty() {
+            break;
+        }
+        let runs = plan::round(&pending, round, inputs.order);
+        out.manifest.runs_planned += runs.len() as u64;
+        bar.inc_length(runs.len() as u64);
+        result = run_all(hosts, exp, &runs, out, &bar, skip, fresh)
+            .await
+            .map(|n| n + failed_so_far);
+    }
     bar.finish_and_clear();
     out.phase("cells", t.elapsed().as_secs_f64())?;
     result.map_err(|e| match e {
         RunError::Results(e) => e,
         other => anyhow!("{other}"),
     })
+}
+
+/// The cells of `exp` whose headline metric over the usable repetitions in `runs` has not yet
+/// reached the experiment's target half-width and may still repeat
+/// ([`echolab_report::stats::repetition_status`]).
+fn cells_short_of_target(exp: &Experiment, runs: &[echolab_core::results::RunRecord]) -> Vec<Cell> {
+    exp.cells()
+        .into_iter()
+        .filter(|cell| {
+            let attempts = runs.iter().filter(|r| r.cell == *cell).count() as u64;
+            let values: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.cell == *cell && r.error.is_none())
+                .filter_map(echolab_report::metrics::headline_value)
+                .collect();
+            // Failing repetitions count against the maximum, so a cell that keeps failing
+            // cannot repeat forever.
+            attempts < exp.max_repetitions()
+                && matches!(
+                    echolab_report::stats::repetition_status(
+                        &values,
+                        exp.repetitions,
+                        exp.max_repetitions(),
+                        exp.target_halfwidth(),
+                    ),
+                    echolab_report::stats::RepetitionStatus::Continue
+                )
+        })
+        .collect()
 }
 
 async fn run_local(inputs: &Inputs, out: &mut ResultsWriter) -> anyhow::Result<u64> {

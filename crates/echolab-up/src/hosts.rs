@@ -100,6 +100,14 @@ pub trait Hosts {
         window_start: Duration,
     ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)>;
 
+    /// Runs echo-bench with `cmd` on the client host under the seed's
+    /// `strace -f -c -e trace=connect,close` (seed 002's cross-check), to completion; the
+    /// summary is on the output's stderr.
+    ///
+    /// # Errors
+    /// It could not be started or did not finish in time.
+    async fn trace_bench(&mut self, cmd: &BenchCmd) -> anyhow::Result<ProcOutput>;
+
     /// Sends SIGTERM to `server` and collects its output once it exited (within
     /// [`STOP_DEADLINE`], else it is killed).
     ///
@@ -107,6 +115,10 @@ pub trait Hosts {
     /// The signal could not be delivered, or it did not exit in time.
     async fn stop_server(&mut self, server: Self::Server) -> anyhow::Result<ProcOutput>;
 }
+
+/// The seed 002 tracer command line, before the traced program (strace(1): `-f` follows the
+/// client's threads, `-c` counts calls and their time).
+pub const STRACE_ARGS: &[&str] = &["-f", "-c", "-e", "trace=connect,close"];
 
 /// The sampling schedule of a client run whose measurement window opens `window_start` after
 /// it starts: the first reading at the window's start, so that one sample covers the warm-up

@@ -25,6 +25,18 @@ pub const LATEST_TAG: &str = "echolab:latest";
 pub const REQUIRED_BINARIES: &[&str] = &["echo-server", "echo-bench", "echolab-up"];
 /// Binaries taken when present: the link and calibration tool (needed by link profiles).
 pub const OPTIONAL_BINARIES: &[&str] = &["echolab-netem"];
+/// Tools of this machine taken into the image when they are on its PATH: `strace`, for the
+/// seed 002 cross-check (`bench.strace: true`), which runs the seed's own command.
+pub const HOST_TOOLS: &[&str] = &["strace"];
+
+/// The first `name` on this process's PATH, as a shell would find it.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(name))
+        .find(|p| p.is_file())
+}
 
 /// An image's content, ready to load.
 #[derive(Debug, Clone)]
@@ -140,6 +152,11 @@ pub fn find_binaries(bin_dir: &Path) -> Result<BTreeMap<String, PathBuf>, ImageE
     for name in OPTIONAL_BINARIES {
         let p = bin_dir.join(name);
         if p.is_file() {
+            found.insert(name.to_string(), p);
+        }
+    }
+    for name in HOST_TOOLS {
+        if let Some(p) = on_path(name) {
             found.insert(name.to_string(), p);
         }
     }

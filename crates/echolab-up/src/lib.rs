@@ -26,6 +26,7 @@ pub mod image;
 pub mod local;
 pub mod netroute;
 pub mod plan;
+pub mod quiet;
 pub mod report;
 pub mod results_dir;
 pub mod runner;

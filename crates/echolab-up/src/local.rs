@@ -231,6 +231,30 @@ impl Hosts for LocalHosts {
         Ok((out, samples_out))
     }
 
+    async fn trace_bench(&mut self, bench: &BenchCmd) -> anyhow::Result<ProcOutput> {
+        let strace = crate::image::on_path("strace")
+            .ok_or_else(|| anyhow!("strace is not on this machine's PATH"))?;
+        let bin = self.bin_dir.join(BenchCmd::PROGRAM);
+        let child = Command::new(&strace)
+            .args(crate::hosts::STRACE_ARGS)
+            .arg(&bin)
+            .args(bench.argv())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", strace.display()))?;
+        let out = tokio::time::timeout(BENCH_DEADLINE, child.wait_with_output())
+            .await
+            .map_err(|_| anyhow!("strace echo-bench did not finish within {BENCH_DEADLINE:?}"))??;
+        Ok(ProcOutput {
+            exit_code: out.status.code().map(i64::from),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
     async fn stop_server(&mut self, mut server: LocalServer) -> anyhow::Result<ProcOutput> {
         let pid = nix::unistd::Pid::from_raw(server.pid as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)

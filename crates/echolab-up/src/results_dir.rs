@@ -164,6 +164,7 @@ mod tests {
             bench: None,
             server: None,
             samples: vec![],
+            settle: None,
             link: None,
             strace: None,
             error: Some("boom".into()),

@@ -38,6 +38,32 @@ pub enum RunError {
     Results(anyhow::Error),
 }
 
+/// Seed 002's cross-check: the cell once more against a server of its own, with the client
+/// under `strace -f -c -e trace=connect,close`; returns strace's summary. Kept beside the
+/// measured run, never instead of it (ptrace slows every traced call).
+async fn trace<H: Hosts>(
+    hosts: &mut H,
+    exp: &Experiment,
+    cell: &echolab_core::experiment::Cell,
+) -> anyhow::Result<String> {
+    let cmd = server_cmd(exp, cell, hosts.server_bind())?;
+    let (server, ready) = hosts.start_server(&cmd).await?;
+    let traced = hosts
+        .trace_bench(&bench_cmd(exp, cell, hosts.target(&ready)))
+        .await;
+    let stopped = hosts.stop_server(server).await;
+    let out = traced?;
+    stopped?;
+    if out.exit_code != Some(0) {
+        anyhow::bail!("strace echo-bench: {}", out.describe());
+    }
+    // strace -c ends its summary with the "total" row; without it the output is not one.
+    if !out.stderr.lines().any(|l| l.trim_end().ends_with("total")) {
+        anyhow::bail!("strace printed no summary: {}", out.describe());
+    }
+    Ok(out.stderr)
+}
+
 /// When a cell's measurement window opens after echo-bench starts: its warm-up (none for a
 /// connect storm, which echo-bench runs without one).
 fn window_start(exp: &Experiment, cell: &echolab_core::experiment::Cell) -> std::time::Duration {
@@ -80,6 +106,7 @@ pub async fn run_all<H: Hosts>(
             bench: None,
             server: None,
             samples: Vec::new(),
+            settle: None,
             link: None,
             strace: None,
             error: None,
@@ -92,11 +119,15 @@ pub async fn run_all<H: Hosts>(
             continue;
         }
         if fresh_hosts {
-            if let Err(e) = hosts.fresh_hosts().await {
-                let message = format!("fresh hosts for the cell: {e:#}");
-                rec.error = Some(message.clone());
-                out.add_run(rec).map_err(RunError::Results)?;
-                return Err(RunError::ServerStart { run: name, message });
+            match hosts.fresh_hosts().await {
+                Ok(true) => rec.settle = crate::quiet::wait_for_quiet().await,
+                Ok(false) => {}
+                Err(e) => {
+                    let message = format!("fresh hosts for the cell: {e:#}");
+                    rec.error = Some(message.clone());
+                    out.add_run(rec).map_err(RunError::Results)?;
+                    return Err(RunError::ServerStart { run: name, message });
+                }
             }
         }
         let started = match server_cmd(exp, cell, hosts.server_bind()) {
@@ -151,6 +182,12 @@ pub async fn run_all<H: Hosts>(
                 Err(e) => errors.push(format!("echo-server {}: {e}", output.describe())),
             },
             Err(e) => errors.push(format!("stopping echo-server: {e:#}")),
+        }
+        if exp.bench.strace {
+            match trace(hosts, exp, cell).await {
+                Ok(summary) => rec.strace = Some(summary),
+                Err(e) => errors.push(format!("strace cross-check: {e:#}")),
+            }
         }
         rec.wall_s = t0.elapsed().as_secs_f64();
         if !errors.is_empty() {

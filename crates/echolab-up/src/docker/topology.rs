@@ -501,6 +501,14 @@ impl Hosts for DockerHosts {
         }
     }
 
+    async fn trace_bench(&mut self, bench: &BenchCmd) -> anyhow::Result<ProcOutput> {
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/strace")];
+        cmd.extend(crate::hosts::STRACE_ARGS.iter().map(|a| a.to_string()));
+        cmd.push(format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM));
+        cmd.extend(bench.argv());
+        exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await
+    }
+
     async fn stop_server(&mut self, server: DockerServer) -> anyhow::Result<ProcOutput> {
         let sent = self
             .signal(&self.server, &server.pid.to_string(), "TERM")

@@ -37,7 +37,8 @@ pub struct Args {
     /// Directory under which the run's results directory is made (default: <root>/results).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Repetitions of every cell, instead of the experiment's.
+    /// Repetitions of every cell, a fixed count instead of the experiment's (which may be
+    /// adaptive: `repetitions` to `max_repetitions` until the CI is narrow enough).
     #[arg(long, value_name = "N")]
     pub reps: Option<u64>,
     /// A prebuilt lab image (e.g. the Nix-built one after `docker load`) instead of building

@@ -164,6 +164,15 @@ pub fn host_mem_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Memory as percent of the host's total.
+pub fn mem_percent(mem_bytes: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * mem_bytes as f64 / total as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,14 +190,5 @@ mod tests {
             .collect();
         assert_eq!(kept, [1.503, 2.004, 2.1]);
         assert_eq!(window_samples(samples, Duration::ZERO).len(), 4);
-    }
-}
-
-/// Memory as percent of the host's total.
-pub fn mem_percent(mem_bytes: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        100.0 * mem_bytes as f64 / total as f64
     }
 }

@@ -75,7 +75,9 @@ pub fn with_repetitions(mut exp: Experiment, reps: Option<u64>) -> Result<Experi
     match reps {
         Some(0) => Err("--reps: must be at least 1".into()),
         Some(n) => {
+            // A fixed count: the experiment's adaptive maximum no longer applies.
             exp.repetitions = n;
+            exp.max_repetitions = Some(n);
             Ok(exp)
         }
         None => Ok(exp),
@@ -162,8 +164,17 @@ mod tests {
                 "epoll-et#2"
             ]
         );
-        let e2 = with_repetitions(e.clone(), Some(1)).unwrap();
+        let adaptive = Experiment {
+            max_repetitions: Some(10),
+            ..e.clone()
+        };
+        let e2 = with_repetitions(adaptive, Some(1)).unwrap();
         assert_eq!(runs(&e2, Order::Listed).len(), 4);
+        assert_eq!(
+            (e2.repetitions, e2.max_repetitions()),
+            (1, 1),
+            "--reps is a fixed count"
+        );
         assert!(with_repetitions(e, Some(0)).unwrap_err().contains("--reps"));
     }
 

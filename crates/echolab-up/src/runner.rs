@@ -173,6 +173,18 @@ pub async fn run_all<H: Hosts>(
                 if rec.bench.is_some() && output.exit_code != Some(0) {
                     errors.push(format!("echo-bench {}", output.describe()));
                 }
+                // A run in which nothing succeeded measured nothing; it is never a result.
+                if let Some(b) = rec.bench.as_ref().filter(|b| b.requests_ok == 0) {
+                    errors.push(format!(
+                        "no request succeeded ({} failed: {})",
+                        b.requests_failed,
+                        b.failures
+                            .iter()
+                            .map(|(k, v)| format!("{k} {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
             }
             Err(e) => errors.push(format!("echo-bench: {e:#}")),
         }

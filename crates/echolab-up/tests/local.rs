@@ -126,3 +126,44 @@ fn a_profile_that_needs_a_link_is_refused_before_anything_is_created() {
         "no results directory for a run that cannot start"
     );
 }
+
+#[test]
+fn a_run_in_which_no_request_succeeded_is_a_failed_run() {
+    // 16 MiB requests against a 1 ms deadline: no echo of that size crosses loopback in time,
+    // so every request fails by timeout and the run measured nothing.
+    let base = TempDir::new("nothing");
+    let exp = base.0.join("hopeless.yaml");
+    std::fs::write(
+        &exp,
+        "name: hopeless\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [1]\n    rounds: [2]\n    payload: 16MiB\nbench:\n  timeout: 1ms\n",
+    )
+    .unwrap();
+    let o = local_run(&base, "loopback", exp.to_str().unwrap());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let dir = std::fs::read_dir(base.0.join("results"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let r = ResultsDir::load(&dir).unwrap();
+    assert_eq!(r.manifest.status, RunStatus::Complete);
+    assert_eq!(r.runs.len(), 1);
+    let rec = &r.runs[0];
+    let bench = rec.bench.as_ref().expect("the report is kept");
+    assert_eq!((bench.requests_ok, bench.requests_failed), (0, 2));
+    let error = rec.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("no request succeeded (2 failed: timeout 2)"),
+        "{error}"
+    );
+    assert!(
+        r.manifest
+            .error
+            .clone()
+            .unwrap_or_default()
+            .contains("1 of 1 runs had errors"),
+        "{:?}",
+        r.manifest.error
+    );
+}

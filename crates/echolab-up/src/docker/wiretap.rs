@@ -90,9 +90,9 @@ fn direction_between(b: &DirectionStats, a: &DirectionStats) -> DirectionCounter
     ) {
         (Ok(before), Ok(mut after)) => match after.subtract(&before) {
             Ok(()) => hist::LatencySummary::from_histogram(&after),
-            Err(_) => a.release_error_us.clone(),
+            Err(_) => a.release_error_us,
         },
-        _ => a.release_error_us.clone(),
+        _ => a.release_error_us,
     };
     DirectionCounters {
         packets: a.packets.saturating_sub(b.packets),

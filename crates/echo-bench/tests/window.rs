@@ -10,6 +10,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{report, FaultyServer};
+use echolab_core::stats::BenchReport;
 use echolab_testkit::spawn_echo_server;
 
 const ENGINES: [&str; 2] = ["event", "thread"];
@@ -33,6 +34,16 @@ fn echo_with_one_stall(mut s: TcpStream, after: Duration, stall: Duration) {
             break;
         }
     }
+}
+
+/// echo-bench `ARGS --engine ENGINE` against a fresh [`FaultyServer`] running `serve`.
+fn against(serve: fn(TcpStream), engine: &str, args: &[&str]) -> BenchReport {
+    let server = FaultyServer::start(serve);
+    let port = server.port.to_string();
+    let mut all = vec!["127.0.0.1", port.as_str()];
+    all.extend_from_slice(args);
+    all.extend(["--engine", engine]);
+    report(&all)
 }
 
 #[test]
@@ -80,20 +91,11 @@ fn a_request_stalled_across_the_end_of_warmup_is_not_measured() {
         echo_with_one_stall(s, Duration::from_millis(150), Duration::from_millis(400));
     }
     for engine in ENGINES {
-        let server = FaultyServer::start(serve);
-        let port = server.port.to_string();
-        let r = report(&[
-            "127.0.0.1",
-            &port,
-            "1",
-            "20",
-            "--mode",
-            "long",
-            "--warmup",
-            "300ms",
-            "--engine",
+        let r = against(
+            serve,
             engine,
-        ]);
+            &["1", "20", "--mode", "long", "--warmup", "300ms"],
+        );
         assert_eq!((r.requests_ok, r.requests_failed), (20, 0), "{engine}");
         assert!(
             r.latency_us.max < 200_000.0,
@@ -120,19 +122,7 @@ fn open_loop_latency_runs_from_the_intended_send_time() {
         echo_with_one_stall(s, Duration::from_millis(500), Duration::from_millis(500));
     }
     for engine in ENGINES {
-        let server = FaultyServer::start(serve);
-        let port = server.port.to_string();
-        let r = report(&[
-            "127.0.0.1",
-            &port,
-            "1",
-            "--duration",
-            "2s",
-            "--rate",
-            "1000",
-            "--engine",
-            engine,
-        ]);
+        let r = against(serve, engine, &["1", "--duration", "2s", "--rate", "1000"]);
         let p90_ms = r.latency_us.p90 / 1000.0;
         let p99_ms = r.latency_us.p99 / 1000.0;
         assert!(

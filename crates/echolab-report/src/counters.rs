@@ -16,6 +16,11 @@ use echolab_core::netstat::TROUBLE;
 
 use crate::dataset::{CellData, Dataset};
 
+/// Release error p99 (µs) above which the userspace wire counts as behind its schedule: the
+/// wire's own benchmark keeps p99 within tens of µs on an unloaded core (README, "Measured
+/// here"), so 100 µs is a wire that waited for CPU.
+pub const WIRE_LATE_US: f64 = 100.0;
+
 /// Counters shown for every cell (beside the trouble ones), per run: how much TIME_WAIT
 /// the client made and how many new connections reused a TIME_WAIT port.
 const SHOWN: [&str; 2] = ["TcpExtTW", "TcpExtTWRecycled"];
@@ -82,7 +87,8 @@ pub fn section(ds: &Dataset<'_>) -> String {
                 )
             })
             .collect();
-        let mut trouble = trouble_text(&client);
+        let trouble = trouble_text(&client);
+        let mut link_trouble = Vec::new();
         let server_trouble = trouble_text(&server);
         let link_text = if links.is_empty() {
             "—".to_string()
@@ -103,14 +109,27 @@ pub fn section(ds: &Dataset<'_>) -> String {
                 })
                 .max()
                 .unwrap_or(0);
+            // The worst direction's release error: how late the wire ran on its own schedule.
+            let late_us = links
+                .iter()
+                .map(|l| {
+                    l.uplink
+                        .release_error_us
+                        .p99
+                        .max(l.downlink.release_error_us.p99)
+                })
+                .fold(0.0, f64::max);
             if unintended > 0.0 {
-                trouble.push(format!(
-                    "link drops (queue full or refused) {}",
-                    fmt(unintended)
+                link_trouble.push(format!("drops (queue full or refused) {}", fmt(unintended)));
+            }
+            if late_us > WIRE_LATE_US {
+                link_trouble.push(format!(
+                    "release error p99 {late_us:.0} µs: the wire lacked CPU and fell behind its schedule, so its queue \
+                     and drops are its own, not the profile's"
                 ));
             }
             format!(
-                "{} packets, {} lost by the profile, {} dropped otherwise, queue peak {peak}",
+                "{} packets, {} lost by the profile, {} dropped otherwise, queue peak {peak}, release error p99 {late_us:.0} µs",
                 fmt(packets),
                 fmt(lost),
                 fmt(unintended)
@@ -120,6 +139,7 @@ pub fn section(ds: &Dataset<'_>) -> String {
             .iter()
             .map(|t| format!("client {t}"))
             .chain(server_trouble.iter().map(|t| format!("server {t}")))
+            .chain(link_trouble.iter().map(|t| format!("link {t}")))
             .collect();
         if !all_trouble.is_empty() {
             flags.push(format!(
@@ -129,7 +149,7 @@ pub fn section(ds: &Dataset<'_>) -> String {
             ));
         }
         rows.push(format!(
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             c.id,
             shown.join(", "),
             if trouble.is_empty() {
@@ -142,7 +162,12 @@ pub fn section(ds: &Dataset<'_>) -> String {
             } else {
                 server_trouble.join(", ")
             },
-            link_text
+            link_text,
+            if link_trouble.is_empty() {
+                "none".to_string()
+            } else {
+                link_trouble.join("; ")
+            }
         ));
     }
     if !any {
@@ -154,7 +179,7 @@ pub fn section(ds: &Dataset<'_>) -> String {
          server column repeats what the client saw plus its warm-up. TWRecycled counts connects that reused a port \
          still in TIME_WAIT. Trouble: listen-queue overflows and drops, SYN retransmissions, retransmission timeouts, \
          retransmitted segments, aborts, TIME_WAIT overflows.\n\n\
-         | Cell | Client TIME_WAIT | Client trouble | Server trouble | Link |\n|---|---|---|---|---|\n",
+         | Cell | Client TIME_WAIT | Client trouble | Server trouble | Link | Link trouble |\n|---|---|---|---|---|---|\n",
     );
     md.push_str(&rows.join("\n"));
     md.push_str("\n\n");

@@ -1368,3 +1368,68 @@ fn every_shipped_experiment_on_every_profile_has_no_negative_bound_or_unexplaine
         }
     }
 }
+
+#[test]
+fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
+    let e = shipped("exp31").as_published();
+    let mut runs = closed_loop_runs(
+        &e,
+        |_| vec![26000.0, 26500.0, 27000.0],
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    let late = |p99: f64| LatencySummary {
+        p99,
+        ..Default::default()
+    };
+    for r in &mut runs {
+        let b = r.bench.as_mut().unwrap();
+        b.kernel_counters.insert("TcpExtTW".into(), 1000);
+        let troubled = r.cell.id() == "epoll-lt_short_c100_r10";
+        if troubled {
+            // 120, 121 and 122 SYN retransmissions over the three repetitions: mean 121.
+            b.kernel_counters
+                .insert("TcpExtTCPSynRetrans".into(), 119 + r.repetition as i64);
+        }
+        let mut link = echolab_core::results::LinkCounters {
+            backend: "userspace-wire".into(),
+            ..Default::default()
+        };
+        link.uplink.packets = 1000;
+        link.uplink.release_error_us = late(if troubled { 2500.0 } else { 20.0 });
+        link.uplink.drops_queue = if troubled { 40 } else { 0 };
+        link.uplink.drops_loss = 3;
+        r.link = Some(link);
+    }
+    let tmp = TempDir::new("counters");
+    let m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    write_dir(&tmp.0, &m, &runs);
+    echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let s = section(&md, "Kernel and link counters");
+    let bad = row(s, "epoll-lt_short_c100_r10");
+    assert_eq!(bad[1], "TW 1000, TWRecycled 0", "{s}");
+    assert_eq!(bad[2], "TCPSynRetrans 121", "{s}");
+    assert_eq!(
+        bad[4],
+        "1000 packets, 3 lost by the profile, 40 dropped otherwise, queue peak 0, release error p99 2500 µs"
+    );
+    assert!(
+        bad[5].starts_with("drops (queue full or refused) 40; release error p99 2500 µs"),
+        "{s}"
+    );
+    let good = row(s, "epoll-et_long_c100_r10");
+    assert_eq!(
+        (good[2].as_str(), good[5].as_str()),
+        ("none", "none"),
+        "{s}"
+    );
+    assert!(
+        s.contains("⚠ epoll-lt_short_c100_r10: client TCPSynRetrans 121, link drops (queue full or refused) 40"),
+        "{s}"
+    );
+    assert_eq!(
+        s.matches('⚠').count(),
+        1,
+        "only the troubled cell is flagged: {s}"
+    );
+}

@@ -95,6 +95,19 @@ pub fn compare(
             seed.cores
         ));
     }
+    if let Some(plan) = manifest.cpu_plan.as_ref().filter(|p| p.server.is_some()) {
+        differences.push(format!(
+            "server and client pinned to disjoint CPUs here ({} and {}), unpinned in the seed",
+            plan.server.as_deref().unwrap_or("?"),
+            plan.client.as_deref().unwrap_or("?")
+        ));
+    }
+    if let Some(window) = manifest.experiment.window {
+        differences.push(format!(
+            "short/long cells measured over {window} windows here, over CONNS × ROUNDS requests in the seed \
+             (`--as-published` runs those)"
+        ));
+    }
     let kernel = major_minor(&manifest.environment.kernel);
     if kernel != seed.kernel {
         differences.push(format!("kernel {kernel} here, {} in the seed", seed.kernel));
@@ -133,5 +146,40 @@ mod tests {
         assert_eq!(our_timing("qps").1, Some(TimingMethod::BenchClock));
         assert_eq!(major_minor("6.18.0-1-amd64"), "6.18");
         assert_eq!(major_minor("3.10"), "3.10");
+    }
+
+    #[test]
+    fn pinned_cpus_and_a_measurement_window_are_differences_from_the_seed() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../experiments/exp31.yaml"
+        ))
+        .unwrap();
+        let exp = echolab_core::experiment::Experiment::parse(&text, "exp31.yaml").unwrap();
+        let seed = exp.reference.setup.clone().expect("exp31 states the seed's setup");
+        let mut m: Manifest = serde_yaml::from_str(&format!(
+            "schema: x\nrun_id: r\nstatus: complete\ncreated_at: t\nargs: []\nbackend: docker\nexperiment: {}\nprofile: {{name: loopback, topology: loopback}}\ninputs: {{}}\nenvironment: {{kernel: '3.10.0', cpu_model: c, cpus: 4, mem_bytes: 1, docker_version: d, git_rev: g, echolab_version: v}}\nruns_planned: 1\nruns_done: 1\n",
+            serde_json::to_string(&exp).unwrap()
+        ))
+        .unwrap();
+        let as_seed = |m: &Manifest| compare(m, Some(&seed), &["qps"]).unwrap().differences;
+        // exp31 as shipped measures 1 s windows: that alone differs.
+        assert_eq!(
+            as_seed(&m),
+            ["short/long cells measured over 1s windows here, over CONNS × ROUNDS requests in the seed (`--as-published` runs those)"]
+        );
+        m.experiment = m.experiment.clone().as_published();
+        assert!(as_seed(&m).is_empty(), "{:?}", as_seed(&m));
+        m.cpu_plan = Some(echolab_core::results::CpuPlanRecord {
+            mode: "auto".into(),
+            server: Some("0-1".into()),
+            client: Some("2-3".into()),
+            machine_cpus: 4,
+            ..Default::default()
+        });
+        assert_eq!(
+            as_seed(&m),
+            ["server and client pinned to disjoint CPUs here (0-1 and 2-3), unpinned in the seed"]
+        );
     }
 }

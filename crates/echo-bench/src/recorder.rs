@@ -284,6 +284,7 @@ mod tests {
         // Started after the window closed: not counted at all.
         r.ok(start + ms(3100), start + ms(3200), 100_000_000, 12);
         assert_eq!((r.ok, r.failed, r.warmup_completed), (2, 1, 1));
+        assert_eq!(r.rx_bytes, 24, "two counted replies of 12 bytes");
         assert_eq!(r.failures["timeout"], 1);
         assert_eq!(r.hist.len(), 2);
         assert_eq!(r.last_completion, Some(start + ms(3400)));
@@ -295,6 +296,15 @@ mod tests {
             .collect();
         assert_eq!(counts, vec![(1, 0), (0, 1), (1, 0)]);
         assert_eq!(iv[0].rx_bytes_per_s, 12.0);
+        // Each full interval is 1 s long: one request in it is 1 request/s.
+        assert_eq!((iv[0].qps, iv[2].qps, iv[2].t_s), (1.0, 1.0, 3.0));
+        // A window of 2.5 s ends with a half interval, whose one request is 2 requests/s.
+        let short = r.interval_records(Duration::from_millis(2500));
+        assert_eq!(short.len(), 3);
+        assert_eq!(
+            (short[2].t_s, short[2].qps, short[2].rx_bytes_per_s),
+            (2.5, 2.0, 24.0)
+        );
     }
 
     #[test]
@@ -317,10 +327,27 @@ mod tests {
         let late = start + Duration::from_millis(2500);
         b.ok(late, late, 1_000, 1);
         b.failure(start, start, FailureKind::Errno(libc::EMFILE));
+        b.ok(start + Duration::from_millis(2600), late, 1_000, 5);
+        b.failure(late, late, FailureKind::Timeout);
+        b.ok(start - Duration::from_millis(1), start, 1_000, 1);
+        a.ok(start - Duration::from_millis(1), start, 1_000, 1);
         a.merge(&b);
-        assert_eq!((a.ok, a.failed, a.hist.len()), (2, 1, 2));
+        assert_eq!((a.ok, a.failed, a.hist.len()), (3, 2, 3));
+        assert_eq!((a.rx_bytes, a.warmup_completed), (7, 2));
         assert_eq!(a.failures["emfile"], 1);
-        assert_eq!(a.interval_records(Duration::from_secs(3))[2].requests_ok, 1);
+        assert_eq!(a.intervals.len(), 3, "as many intervals as the longer side");
+        let iv = a.interval_records(Duration::from_secs(3));
+        assert_eq!(
+            (
+                iv[2].requests_ok,
+                iv[2].requests_failed,
+                iv[2].rx_bytes_per_s
+            ),
+            (2, 1, 6.0)
+        );
+        // 1000 ns = 1 µs, within the interval histogram's two significant figures.
+        let max = iv[2].latency_us.max;
+        assert!((0.99..=1.01).contains(&max), "{max}");
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! reader never sees half a file; a run cut short leaves `status: interrupted` or `failed` in
 //! its manifest, and the runs it finished stay readable.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -209,6 +209,43 @@ pub struct CpuPlanRecord {
     pub machine_cpus: u64,
     /// What the plan shares and why, in a sentence.
     pub note: String,
+}
+
+impl CpuPlanRecord {
+    /// The CPUs server and client both may run on (empty: disjoint, or not both pinned).
+    pub fn shared_by_server_and_client(&self) -> Vec<u32> {
+        match (&self.server, &self.client) {
+            (Some(s), Some(c)) => {
+                let client = cpuset_list(c);
+                cpuset_list(s)
+                    .into_iter()
+                    .filter(|cpu| client.contains(cpu))
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The CPUs of a cpuset list (`"0,2-3"` → 0, 2, 3; cpuset(7) "List format"); items that are
+/// not numbers or ranges are skipped.
+pub fn cpuset_list(list: &str) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    for item in list.split(',').map(str::trim) {
+        match item.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    out.extend(a..=b);
+                }
+            }
+            None => {
+                if let Ok(c) = item.parse() {
+                    out.insert(c);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// How the runs were ordered.

@@ -124,6 +124,9 @@ pub fn bullets(
             counters.join("; ")
         ));
     }
+    if let Some(busy) = busy_machine(ds) {
+        out.push(busy);
+    }
     if !client_bound.is_empty() {
         out.push(format!(
             "Client-bound cells (Little's law off by more than 10%): {}; there the client, not the server, set the pace.",
@@ -148,6 +151,39 @@ pub fn bullets(
         out.push(format!("Failed requests: {}.", failing.join("; ")));
     }
     out
+}
+
+/// One sentence on the usable runs that started on a busy machine (their cell's fresh hosts
+/// were made, but other processes kept the CPUs busy for the whole bounded wait), or `None`.
+pub fn busy_machine(ds: &Dataset<'_>) -> Option<String> {
+    let mut total = 0;
+    let mut cells = Vec::new();
+    let mut worst: f64 = 0.0;
+    for c in &ds.cells {
+        let busy: Vec<_> = c
+            .ok_runs()
+            .filter_map(|r| r.settle.filter(|s| !s.quiet))
+            .collect();
+        if !busy.is_empty() {
+            total += busy.len();
+            worst = busy.iter().map(|s| s.last_busy).fold(worst, f64::max);
+            cells.push(format!(
+                "{} ({} of {})",
+                c.id,
+                busy.len(),
+                c.ok_runs().count()
+            ));
+        }
+    }
+    (total > 0).then(|| {
+        format!(
+            "⚠ Busy machine: {total} runs started while other processes kept the CPUs busy (up to {:.0}% of all CPUs \
+             after the launcher's bounded wait for quiet): {}. Their figures measure that contention too; rerun on an \
+             idle machine before trusting these verdicts.",
+            worst * 100.0,
+            cells.join(", ")
+        )
+    })
 }
 
 /// The section in Markdown (heading included), empty when there are no bullets.

@@ -195,6 +195,9 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
     notes.extend(plot_notes);
 
     let mut md = header::render(manifest, &counts);
+    if let Some(busy) = differ::busy_machine(&ds) {
+        md.push_str(&format!("{busy}\n\n"));
+    }
     if !results.unreadable.is_empty() {
         md.push_str(
             "⚠ Unreadable run files, left out of every figure (their cells count as missing):\n\n",

@@ -79,7 +79,7 @@ fn render(
             "Seed figure",
             "Cell",
             "Seed",
-            "Here (mean; 95% CI)",
+            "Here (geometric mean; 95% CI)",
             if context {
                 "Here/seed (context only)"
             } else {
@@ -112,12 +112,13 @@ fn render(
                             Some(ci) => format!(" ({})", format::interval(ci)),
                             None => String::new(),
                         };
+                        // The interval's own centre, so the figure always lies inside it.
                         let ratio = if f.seed != 0.0 {
-                            format::times(s.mean / f.seed)
+                            format::times(s.centre / f.seed)
                         } else {
                             "—".into()
                         };
-                        (format!("{}{ci}", format::num(s.mean)), ratio)
+                        (format!("{}{ci}", format::num(s.centre)), ratio)
                     }
                     None if !metrics::is_known(f.metric) => ("unknown metric".into(), "—".into()),
                     None => (
@@ -136,6 +137,11 @@ fn render(
             }
         }
         out.push_str(&t.to_markdown());
+        out.push_str(
+            "\nHere: the centre of our 95% interval, the geometric mean over repetitions (the arithmetic mean where \
+             a value is 0, the value itself where all agree); the seed published arithmetic means, which are never \
+             below the geometric mean of the same values.\n",
+        );
         out.push('\n');
     }
     for c in checks {

@@ -96,8 +96,13 @@ pub fn compare(
         ));
     }
     if let Some(plan) = manifest.cpu_plan.as_ref().filter(|p| p.server.is_some()) {
+        let how = if plan.shared_by_server_and_client().is_empty() {
+            "disjoint CPUs"
+        } else {
+            "overlapping CPUs"
+        };
         differences.push(format!(
-            "server and client pinned to disjoint CPUs here ({} and {}), unpinned in the seed",
+            "server and client pinned to {how} here ({} and {}), unpinned in the seed",
             plan.server.as_deref().unwrap_or("?"),
             plan.client.as_deref().unwrap_or("?")
         ));
@@ -156,7 +161,11 @@ mod tests {
         ))
         .unwrap();
         let exp = echolab_core::experiment::Experiment::parse(&text, "exp31.yaml").unwrap();
-        let seed = exp.reference.setup.clone().expect("exp31 states the seed's setup");
+        let seed = exp
+            .reference
+            .setup
+            .clone()
+            .expect("exp31 states the seed's setup");
         let mut m: Manifest = serde_yaml::from_str(&format!(
             "schema: x\nrun_id: r\nstatus: complete\ncreated_at: t\nargs: []\nbackend: docker\nexperiment: {}\nprofile: {{name: loopback, topology: loopback}}\ninputs: {{}}\nenvironment: {{kernel: '3.10.0', cpu_model: c, cpus: 4, mem_bytes: 1, docker_version: d, git_rev: g, echolab_version: v}}\nruns_planned: 1\nruns_done: 1\n",
             serde_json::to_string(&exp).unwrap()

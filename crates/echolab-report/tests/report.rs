@@ -408,10 +408,11 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
             && gap[2].starts_with("2.04× (95% CI 1.94–2.14×)"),
         "{gap:?}"
     );
-    // The seed's figure beside it: 54000 / 53528 = 1.01; the interval is the geometric mean's.
+    // The seed's figure beside it: our geometric mean, (53000 × 54000 × 55000)^(1/3) =
+    // 53993.8, inside its own interval; 53993.8 / 53528 = 1.01.
     assert!(
         quad.contains(
-            "| qps (req/s) | epoll-et_long_c100_r10 | 53528 | 54000 (51566–56536) | 1.01× |"
+            "| qps (req/s) | epoll-et_long_c100_r10 | 53528 | 53994 (51566–56536) | 1.01× |"
         ),
         "{quad}"
     );
@@ -1432,5 +1433,43 @@ fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
         s.matches('⚠').count(),
         1,
         "only the troubled cell is flagged: {s}"
+    );
+}
+
+#[test]
+fn runs_that_started_on_a_busy_machine_are_named_at_the_top_and_in_why_results_differ() {
+    let e = shipped("exp31").as_published();
+    let mut runs = closed_loop_runs(
+        &e,
+        |_| vec![26000.0, 26500.0, 27000.0],
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    for r in &mut runs {
+        let busy = r.cell.id() == "epoll-et_long_c100_r10" && r.repetition <= 2;
+        r.settle = Some(echolab_core::results::Settle {
+            waited_s: if busy { 10.0 } else { 0.3 },
+            last_busy: if busy {
+                0.5 + 0.1 * r.repetition as f64
+            } else {
+                0.02
+            },
+            quiet: !busy,
+        });
+    }
+    let (_tmp, _, md) = rendered(
+        "busy",
+        &manifest(e, RunStatus::Complete, runs.len() as u64),
+        &runs,
+    );
+    let line = "⚠ Busy machine: 2 runs started while other processes kept the CPUs busy (up to 70% of all CPUs after \
+                the launcher's bounded wait for quiet): epoll-et_long_c100_r10 (2 of 3).";
+    let top = md.split("## ").next().unwrap();
+    assert!(
+        top.contains(line),
+        "the warning stands above the first table:\n{top}"
+    );
+    assert!(
+        section(&md, "Why results may differ").contains(line),
+        "{md}"
     );
 }

@@ -259,10 +259,22 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let e = &inputs.experiment;
+    let planned = if e.max_repetitions() > e.repetitions {
+        format!(
+            "{} runs ({} cells × {} repetitions, up to {} each until the CI is within {:.0}%)",
+            inputs.runs.len(),
+            e.cells().len(),
+            e.repetitions,
+            e.max_repetitions(),
+            e.target_halfwidth() * 100.0
+        )
+    } else {
+        format!("{} runs", inputs.runs.len())
+    };
     eprintln!(
-        "echolab-up: run {run_id}: {} runs of {} on {} ({backend}); results in {}",
-        inputs.runs.len(),
-        inputs.experiment.name,
+        "echolab-up: run {run_id}: {planned} of {} on {} ({backend}); results in {}",
+        e.name,
         inputs.profile.name,
         out.dir.display()
     );

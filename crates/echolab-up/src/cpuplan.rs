@@ -167,14 +167,23 @@ pub fn resolve(choice: &CpuPlanChoice, cpus: u64, has_link: bool) -> Result<CpuP
                     ));
                 }
             }
-            Ok(CpuPlanRecord {
+            let mut plan = CpuPlanRecord {
                 mode: "explicit".into(),
                 server: Some(server.clone()),
                 client: Some(client.clone()),
                 link: has_link.then(|| link.clone().unwrap_or_else(|| client.clone())),
                 machine_cpus: cpus,
                 note: "--cpu-plan as given".into(),
-            })
+            };
+            let shared = plan.shared_by_server_and_client();
+            if !shared.is_empty() {
+                let list: Vec<String> = shared.iter().map(u32::to_string).collect();
+                plan.note = format!(
+                    "--cpu-plan as given; server and client share CPU {}, so they compete for it",
+                    list.join(",")
+                );
+            }
+            Ok(plan)
         }
     }
 }
@@ -237,6 +246,12 @@ mod tests {
             }
         );
         let p = resolve(&c, 4, true).unwrap();
+        assert_eq!(
+            p.note,
+            "--cpu-plan as given; server and client share CPU 2, so they compete for it"
+        );
+        let apart = resolve(&parse_choice("server=0,client=1").unwrap(), 2, false).unwrap();
+        assert_eq!(apart.note, "--cpu-plan as given");
         assert_eq!(
             p.link.as_deref(),
             Some("1-3"),

@@ -9,7 +9,7 @@
 //!   [`local`]: the local backend; [`hosts`]: what both provide.
 //! - [`commands`]: echo-server/echo-bench command lines and output parsing.
 //! - [`calibrate`], [`runner`]: calibration, and the per-run loop written once for all backends.
-//! - [`results_dir`], [`summary`], [`environment`], [`report`]: what is written and recorded.
+//! - [`results_dir`], [`environment`], [`report`]: what is written and recorded.
 //! - [`hold`], [`netroute`]: the small jobs the binary does inside the lab image.
 
 pub mod app;
@@ -30,4 +30,3 @@ pub mod quiet;
 pub mod report;
 pub mod results_dir;
 pub mod runner;
-pub mod summary;

@@ -7,10 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use echolab_core::results::{
-    write_atomic, Manifest, RunRecord, RunStatus, MANIFEST_FILE, RUNS_DIR,
+    write_atomic, Manifest, ResultsDir, RunRecord, RunStatus, MANIFEST_FILE, RUNS_DIR,
 };
-
-use crate::summary;
 
 /// A results directory being written.
 pub struct ResultsWriter {
@@ -96,10 +94,17 @@ impl ResultsWriter {
         write_atomic(&path, &json)?;
         self.runs.push(rec);
         self.manifest.runs_done = self.runs.len() as u64;
-        write_atomic(
-            &self.dir.join(summary::SUMMARY_FILE),
-            summary::csv(&self.runs).as_bytes(),
-        )?;
+        // The report's own writer, so a run cut short has the same columns as a finished one.
+        let so_far = ResultsDir {
+            path: self.dir.clone(),
+            manifest: self.manifest.clone(),
+            runs: self.runs.clone(),
+            unreadable: Vec::new(),
+        };
+        let csv =
+            echolab_report::summary_csv::render(&echolab_report::dataset::Dataset::new(&so_far))
+                .context("summary.csv")?;
+        write_atomic(&self.dir.join(echolab_report::SUMMARY_FILE), csv.as_bytes())?;
         self.save()
     }
 
@@ -186,9 +191,20 @@ mod tests {
             (back.manifest.status, back.manifest.error.as_deref()),
             (RunStatus::Failed, Some("stopped"))
         );
-        let csv = std::fs::read_to_string(w.dir.join(summary::SUMMARY_FILE)).unwrap();
-        assert_eq!(csv.lines().count(), 2, "{csv}");
-        assert!(csv.lines().nth(1).unwrap().ends_with("boom"), "{csv}");
+        let csv = std::fs::read_to_string(w.dir.join(echolab_report::SUMMARY_FILE)).unwrap();
+        // The report's columns: the failed repetition 1, and repetition 2 not run.
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 3, "{csv}");
+        assert!(lines[0].starts_with("run_file,status,cell_id,"), "{csv}");
+        assert!(
+            lines[1].starts_with("epoll-et_long_c2_r3_rep1.json,failed,")
+                && lines[1].ends_with("boom"),
+            "{csv}"
+        );
+        assert!(
+            lines[2].starts_with("epoll-et_long_c2_r3_rep2.json,missing,"),
+            "{csv}"
+        );
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -120,7 +120,16 @@ pub async fn run_all<H: Hosts>(
         }
         if fresh_hosts {
             match hosts.fresh_hosts().await {
-                Ok(true) => rec.settle = crate::quiet::wait_for_quiet().await,
+                Ok(true) => {
+                    rec.settle = crate::quiet::wait_for_quiet().await;
+                    if let Some(s) = rec.settle.filter(|s| !s.quiet) {
+                        bar.println(format!(
+                            "echolab-up: warning: {name} starts on a busy machine (other processes used {:.0}% of the CPUs after {:.0} s of waiting); its figures measure that too",
+                            s.last_busy * 100.0,
+                            s.waited_s
+                        ));
+                    }
+                }
                 Ok(false) => {}
                 Err(e) => {
                     let message = format!("fresh hosts for the cell: {e:#}");

@@ -10,7 +10,7 @@ use futures_util::StreamExt as _;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::engine::failed;
+use super::engine::call;
 use crate::hosts::ProcOutput;
 
 /// A started exec whose output is being collected.
@@ -40,22 +40,14 @@ pub async fn start(
 ) -> anyhow::Result<Streaming> {
     let ready_prefix = ready_prefix.to_string();
     let what = format!("in container {container} ({})", cmd.join(" "));
-    let created = docker
-        .create_exec(
-            container,
-            CreateExecOptions {
-                cmd: Some(cmd.to_vec()),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(|e| failed("create exec", &what, e))?;
-    let started = docker
-        .start_exec(&created.id, None)
-        .await
-        .map_err(|e| failed("start exec", &what, e))?;
+    let options = CreateExecOptions {
+        cmd: Some(cmd.to_vec()),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        ..Default::default()
+    };
+    let created = call("create exec", &what, docker.create_exec(container, options)).await?;
+    let started = call("start exec", &what, docker.start_exec(&created.id, None)).await?;
     let StartExecResults::Attached { mut output, .. } = started else {
         return Err(anyhow!(
             "docker: start exec {what}: engine detached the exec"
@@ -113,10 +105,7 @@ pub async fn start(
 /// # Errors
 /// The engine could not be asked.
 pub async fn exit_code(docker: &Docker, exec_id: &str) -> anyhow::Result<Option<i64>> {
-    let info = docker
-        .inspect_exec(exec_id)
-        .await
-        .map_err(|e| failed("inspect exec", exec_id, e))?;
+    let info = call("inspect exec", exec_id, docker.inspect_exec(exec_id)).await?;
     Ok(info.exit_code)
 }
 
@@ -138,10 +127,7 @@ pub async fn finish(
     let mut code = None;
     let poll_until = tokio::time::Instant::now() + Duration::from_secs(10);
     while tokio::time::Instant::now() < poll_until {
-        let info = docker
-            .inspect_exec(&s.exec_id)
-            .await
-            .map_err(|e| failed("inspect exec", &s.exec_id, e))?;
+        let info = call("inspect exec", &s.exec_id, docker.inspect_exec(&s.exec_id)).await?;
         if info.running != Some(true) {
             code = info.exit_code;
             break;

@@ -124,10 +124,12 @@ async fn create_network(
 }
 
 async fn ip_on(docker: &Docker, container: &str, network: &str) -> anyhow::Result<IpAddr> {
-    let info = docker
-        .inspect_container(container, None)
-        .await
-        .map_err(|e| failed("inspect container", container, e))?;
+    let info = super::engine::call(
+        "inspect container",
+        container,
+        docker.inspect_container(container, None),
+    )
+    .await?;
     info.network_settings
         .and_then(|n| n.networks)
         .and_then(|n| n.get(network).and_then(|e| e.ip_address.clone()))

@@ -154,13 +154,16 @@ impl CgroupFiles {
 
     /// The cgroup files of `container`, if they are readable here (the engine is local).
     pub async fn of(docker: &Docker, container: &str) -> Option<Self> {
-        let pid = docker
-            .inspect_container(container, None)
-            .await
-            .ok()?
-            .state?
-            .pid
-            .filter(|p| *p > 0)?;
+        let pid = super::engine::call(
+            "inspect container",
+            container,
+            docker.inspect_container(container, None),
+        )
+        .await
+        .ok()?
+        .state?
+        .pid
+        .filter(|p| *p > 0)?;
         let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
         let files = cgroup_files(&text, Path::new("/sys/fs/cgroup"))?;
         files.read().map(|_| files)

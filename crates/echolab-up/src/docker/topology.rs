@@ -28,7 +28,7 @@ use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
 use echolab_core::results::ResourceSample;
 use serde_json::json;
 
-use super::engine::failed;
+use super::engine::{call, failed};
 use super::exec;
 use super::stats::Sampler;
 use super::{labels, object_name};
@@ -211,27 +211,27 @@ async fn create_host_once(
             }),
         ..Default::default()
     };
-    let created = docker
-        .create_container(
-            Some(CreateContainerOptionsBuilder::default().name(&name).build()),
-            body,
-        )
-        .await
-        .map_err(|e| failed("create container", &name, e))?;
+    let options = CreateContainerOptionsBuilder::default().name(&name).build();
+    let created = call(
+        "create container",
+        &name,
+        docker.create_container(Some(options), body),
+    )
+    .await?;
     for (net, ip) in spec.extra_networks.iter().skip(1) {
         let req = bollard::models::NetworkConnectRequest {
             container: created.id.clone(),
             endpoint_config: Some(endpoint(ip)),
         };
-        docker
-            .connect_network(net, req)
-            .await
-            .map_err(|e| failed("connect network", &format!("{net} to {name}"), e))?;
+        let what = format!("{net} to {name}");
+        call("connect network", &what, docker.connect_network(net, req)).await?;
     }
-    docker
-        .start_container(&created.id, None)
-        .await
-        .map_err(|e| failed("start container", &name, e))?;
+    call(
+        "start container",
+        &name,
+        docker.start_container(&created.id, None),
+    )
+    .await?;
     Ok(created.id)
 }
 
@@ -289,16 +289,16 @@ pub struct LoopbackSpec {
 /// # Errors
 /// The engine refused, naming the container.
 pub async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()> {
-    docker
-        .remove_container(
-            id,
-            Some(bollard::query_parameters::RemoveContainerOptions {
-                force: true,
-                ..Default::default()
-            }),
-        )
-        .await
-        .map_err(|e| failed("remove container", id, e))
+    let options = bollard::query_parameters::RemoveContainerOptions {
+        force: true,
+        ..Default::default()
+    };
+    call(
+        "remove container",
+        id,
+        docker.remove_container(id, Some(options)),
+    )
+    .await
 }
 
 /// A running echo-server exec.

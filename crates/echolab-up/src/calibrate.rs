@@ -160,6 +160,8 @@ pub fn failure_message(profile: &str, record: &CalibrationRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hosts::ProcOutput;
+    use echolab_core::cmd::Ready;
 
     fn profile(rtt: &str) -> Profile {
         Profile::from_yaml(
@@ -175,6 +177,7 @@ mod tests {
         let mut r = CalibrationRecord::default();
         judge_rtt(&p, 35.0, &mut r);
         assert!(r.passed, "{}", r.reason);
+        assert_eq!(r.expected["rtt_median_us"], 20.0, "the nominal RTT, in µs");
         judge_rtt(&p, 111.0, &mut r);
         assert!(
             !r.passed && r.reason.contains("111.0") && r.reason.contains("10.0..110.0"),
@@ -209,5 +212,98 @@ mod tests {
     fn probe_length_follows_the_expected_rtt() {
         assert_eq!(rtt_rounds(&profile("20us")), RTT_ROUNDS);
         assert_eq!(rtt_rounds(&profile("20ms")), 250);
+    }
+
+    /// Hosts that answer the probe with a canned BenchReport: `failed` of 2000 round trips
+    /// failed, the median `p50_us`.
+    struct CannedHosts {
+        p50_us: f64,
+        failed: u64,
+    }
+
+    impl Hosts for CannedHosts {
+        type Server = ();
+
+        async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {
+            Ok(false)
+        }
+
+        fn server_bind(&self) -> IpAddr {
+            "127.0.0.1".parse().unwrap()
+        }
+
+        fn target(&self, ready: &Ready) -> SocketAddr {
+            ready.addr
+        }
+
+        async fn start_server(&mut self, _: &ServerCmd) -> anyhow::Result<((), Ready)> {
+            let line = "echo-server listening on 127.0.0.1:4242 model=epoll-et workers=1 pid=7";
+            Ok(((), Ready::parse(line).unwrap()))
+        }
+
+        async fn run_bench(
+            &mut self,
+            _: &BenchCmd,
+            _: &(),
+            _: std::time::Duration,
+        ) -> anyhow::Result<(ProcOutput, Vec<echolab_core::results::ResourceSample>)> {
+            let report = echolab_core::stats::BenchReport {
+                requests_ok: 2000 - self.failed,
+                requests_failed: self.failed,
+                latency_us: echolab_core::hist::LatencySummary {
+                    p50: self.p50_us,
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let stdout = serde_json::to_string(&report).unwrap();
+            Ok((
+                ProcOutput {
+                    exit_code: Some(0),
+                    stdout,
+                    stderr: String::new(),
+                },
+                Vec::new(),
+            ))
+        }
+
+        async fn trace_bench(&mut self, _: &BenchCmd) -> anyhow::Result<ProcOutput> {
+            unreachable!("calibration traces nothing")
+        }
+
+        async fn stop_server(&mut self, _: ()) -> anyhow::Result<ProcOutput> {
+            Ok(ProcOutput::default())
+        }
+    }
+
+    fn calibrated(p50_us: f64, failed: u64) -> CalibrationRecord {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(calibrate_rtt(
+            &mut CannedHosts { p50_us, failed },
+            &profile("20us"),
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_probe_with_failed_round_trips_fails_calibration_even_at_the_right_rtt() {
+        let ok = calibrated(35.0, 0);
+        assert!(ok.passed, "{}", ok.reason);
+        assert_eq!(
+            (ok.measured["round_trips"], ok.measured["failures"]),
+            (2000.0, 0.0)
+        );
+        let lossy = calibrated(35.0, 3);
+        assert!(!lossy.passed);
+        assert_eq!(lossy.reason, "failed: 3 of 2000 probe round trips failed");
+        // A wrong RTT keeps its own reason, whatever else failed.
+        let slow = calibrated(500.0, 3);
+        assert!(
+            !slow.passed && slow.reason.contains("RTT median 500.0 us"),
+            "{}",
+            slow.reason
+        );
     }
 }

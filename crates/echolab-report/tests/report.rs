@@ -919,6 +919,18 @@ fn rendered(
     (tmp, summary, md)
 }
 
+/// exp31 as published, every cell at 26000, 26500 and 27000 req/s with the mean latency
+/// Little's law gives (conns / QPS): a steady run for tests that change one aspect of it.
+fn steady_exp31() -> (Experiment, Vec<RunRecord>) {
+    let e = shipped("exp31").as_published();
+    let runs = closed_loop_runs(
+        &e,
+        |_| vec![26000.0, 26500.0, 27000.0],
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    (e, runs)
+}
+
 /// Closed-loop runs of every cell of `e`: QPS per repetition from `qps(cell)`, mean latency
 /// from Little's law (conns / QPS) unless `mean_us` says otherwise.
 fn closed_loop_runs(
@@ -1273,12 +1285,7 @@ fn readme_results_script_splices_a_real_report_between_the_markers() {
 
 #[test]
 fn failures_by_kind_and_the_load_model_are_stated_beside_qps() {
-    let e = shipped("exp31").as_published();
-    let mut runs = closed_loop_runs(
-        &e,
-        |_| vec![26000.0, 26500.0, 27000.0],
-        |c, q| c.conns as f64 / q * 1e6,
-    );
+    let (e, mut runs) = steady_exp31();
     for r in &mut runs {
         let b = r.bench.as_mut().unwrap();
         if r.cell.id() == "epoll-et_short_c100_r10" && r.repetition == 1 {
@@ -1373,12 +1380,7 @@ fn every_shipped_experiment_on_every_profile_has_no_negative_bound_or_unexplaine
 
 #[test]
 fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
-    let e = shipped("exp31").as_published();
-    let mut runs = closed_loop_runs(
-        &e,
-        |_| vec![26000.0, 26500.0, 27000.0],
-        |c, q| c.conns as f64 / q * 1e6,
-    );
+    let (e, mut runs) = steady_exp31();
     let late = |p99: f64| LatencySummary {
         p99,
         ..Default::default()
@@ -1438,12 +1440,7 @@ fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
 
 #[test]
 fn runs_that_started_on_a_busy_machine_are_named_at_the_top_and_in_why_results_differ() {
-    let e = shipped("exp31").as_published();
-    let mut runs = closed_loop_runs(
-        &e,
-        |_| vec![26000.0, 26500.0, 27000.0],
-        |c, q| c.conns as f64 / q * 1e6,
-    );
+    let (e, mut runs) = steady_exp31();
     for r in &mut runs {
         let busy = r.cell.id() == "epoll-et_long_c100_r10" && r.repetition <= 2;
         r.settle = Some(echolab_core::results::Settle {

@@ -28,9 +28,9 @@ pub enum Call {
     Getsockopt,
     /// connect(2).
     Connect,
-    /// write(2).
+    /// write(2); on the thread engine's interleaved path, send(2) with MSG_DONTWAIT.
     Write,
-    /// read(2).
+    /// read(2); on the thread engine's interleaved path, recv(2) with MSG_DONTWAIT.
     Read,
     /// close(2).
     Close,
@@ -38,11 +38,14 @@ pub enum Call {
     EpollCtl,
     /// epoll_pwait2(2) (or epoll_wait(2) on kernels before 5.11); reported as `epoll_wait`.
     EpollWait,
+    /// ppoll(2): the thread engine's wait for one socket, bounded by what is left of a
+    /// request's deadline (reported as `poll`).
+    Poll,
 }
 
 impl Call {
     /// Every call, in report order.
-    pub const ALL: [Call; 9] = [
+    pub const ALL: [Call; 10] = [
         Call::Socket,
         Call::Setsockopt,
         Call::Getsockopt,
@@ -52,6 +55,7 @@ impl Call {
         Call::Close,
         Call::EpollCtl,
         Call::EpollWait,
+        Call::Poll,
     ];
 
     /// The name used as key in `BenchReport.syscalls`.
@@ -66,6 +70,7 @@ impl Call {
             Call::Close => "close",
             Call::EpollCtl => "epoll_ctl",
             Call::EpollWait => "epoll_wait",
+            Call::Poll => "poll",
         }
     }
 }
@@ -217,6 +222,55 @@ pub fn read(c: &mut SyscallCounters, fd: RawFd, buf: &mut [u8]) -> io::Result<us
         libc::read(fd, buf.as_mut_ptr().cast(), buf.len())
     });
     cvt_size(ret)
+}
+
+/// send(2) of `buf` with MSG_DONTWAIT (a blocking socket behaves as a non-blocking one for
+/// this call); charged to [`Call::Write`]. `WouldBlock` when the send buffer is full.
+pub fn write_nowait(c: &mut SyscallCounters, fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a live, initialised slice of `buf.len()` bytes that send(2) only reads.
+    let ret = c.timed(Call::Write, || unsafe {
+        libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
+    });
+    cvt_size(ret)
+}
+
+/// recv(2) into `buf` with MSG_DONTWAIT; charged to [`Call::Read`]. `Ok(0)` is end of
+/// stream, `WouldBlock` means nothing is queued.
+pub fn read_nowait(c: &mut SyscallCounters, fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a live, exclusively borrowed slice of `buf.len()` writable bytes.
+    let ret = c.timed(Call::Read, || unsafe {
+        libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
+    });
+    cvt_size(ret)
+}
+
+/// ppoll(2) on one socket for `events` (POLLIN, POLLOUT), waiting at most `timeout`
+/// (nanosecond precision, unlike poll(2)'s milliseconds). Returns the `revents` bits, 0 when
+/// the time ran out.
+///
+/// # Errors
+/// ppoll(2)'s own errors (EINTR is returned to the caller, which retries).
+pub fn poll_one(
+    c: &mut SyscallCounters,
+    fd: RawFd,
+    events: libc::c_short,
+    timeout: Duration,
+) -> io::Result<libc::c_short> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `pfd` and `ts` are live locals; ppoll(2) reads `ts`, reads and writes the one
+    // pollfd it is told of, and is given no signal mask (null).
+    let ret = c.timed(Call::Poll, || unsafe {
+        libc::ppoll(&mut pfd, 1, &ts, std::ptr::null())
+    });
+    cvt(ret).map(|_| pfd.revents)
 }
 
 /// close(2). The fd is gone afterwards whatever the result (close(2), "NOTES"), so errors are

@@ -3,17 +3,23 @@
 //! to compare against the event engine, so it counts the same system calls and files results
 //! the same way.
 //!
-//! Deadlines are SO_SNDTIMEO/SO_RCVTIMEO (socket(7)); Linux also applies SO_SNDTIMEO to a
-//! blocking connect(2). A request is written whole before its reply is read, as the seed
-//! does, so a payload larger than the socket buffers of both sides times out instead of
-//! completing (it cannot hang). Each thread buffers its results and hands them to a shared
+//! `--timeout` means what it means on the event engine: a connect(2) gets it, then the
+//! exchange (the request written, its reply read) gets it again, as one deadline, not per
+//! call. The seed's shape, a blocking write of the whole request and then blocking reads,
+//! is kept where it is safe: SO_SNDTIMEO/SO_RCVTIMEO (socket(7); Linux also applies
+//! SO_SNDTIMEO to a blocking connect(2)) bound the first call of each exchange, which starts
+//! with the deadline; any later call first waits in ppoll(2) for what is left of it (a reply
+//! trickling in byte by byte would otherwise reset the timeout at every byte). A request
+//! larger than [`BLOCKING_REQUEST_MAX`] is written and read interleaved (ppoll for either
+//! direction, send/recv with MSG_DONTWAIT), because writing it whole before reading
+//! deadlocks once the echo fills the socket buffers of both sides. Each thread buffers its results and hands them to a shared
 //! recorder under a lock every [`FLUSH_EVERY`] requests: 5000 per-thread histograms
 //! (~270 KB each) would not fit in memory.
 
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{await_start, CpuMeter, Pattern, Plan, RunOutcome};
 use crate::gate::{StartGate, Ticket};
@@ -22,6 +28,16 @@ use crate::syscalls::{self as sys, SocketOptions, SyscallCounters};
 
 /// Results a connection thread buffers before taking the shared lock.
 pub const FLUSH_EVERY: usize = 256;
+
+/// Largest request written whole before its reply is read (the seed's blocking shape). The
+/// echo of a request this size fits in the client's receive buffer (tcp_rmem's default,
+/// 128 KiB, advertises about half of it as window: tcp(7), tcp_adv_win_scale) while the
+/// server blocks on nothing; larger requests take the interleaved path.
+pub const BLOCKING_REQUEST_MAX: usize = 64 * 1024;
+
+/// How late a call of the blocking path may start and still rely on the socket timeout
+/// alone: SO_RCVTIMEO would end it at most this much after the deadline.
+const SOCKOPT_SLACK: Duration = Duration::from_millis(1);
 
 /// Stack of a connection thread: its buffers live on the heap, and 5000 threads with the
 /// default 2 MiB stacks would reserve 10 GiB of address space.
@@ -263,34 +279,151 @@ fn long_request(
     result
 }
 
-/// Writes the whole request, then reads and verifies the whole reply.
+/// Writes the request and reads and verifies its whole reply within `plan.timeout` from now;
+/// blocking (the seed's shape) up to [`BLOCKING_REQUEST_MAX`], interleaved above it.
 fn exchange(
     sys: &mut SyscallCounters,
     fd: RawFd,
     plan: &Plan,
     scratch: &mut [u8],
 ) -> Result<(), FailureKind> {
+    let started = Instant::now();
+    let deadline = started + plan.timeout;
+    if plan.request.len() > BLOCKING_REQUEST_MAX {
+        return exchange_interleaved(sys, fd, plan, scratch, deadline);
+    }
+    // A call started later than SOCKOPT_SLACK into the exchange could outlive the deadline
+    // on its socket timeout alone, so it waits for readiness within what is left first.
+    let bound = |sys: &mut SyscallCounters, events| {
+        if started.elapsed() > SOCKOPT_SLACK {
+            wait_ready(sys, fd, events, deadline)?;
+        }
+        Ok(())
+    };
     let mut sent = 0;
     while sent < plan.request.len() {
+        bound(sys, libc::POLLOUT)?;
         match sys::write(sys, fd, &plan.request[sent..]) {
             Ok(n) => sent += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(FailureKind::from_io(&e)),
         }
     }
-    let expected = &plan.expected_reply;
-    let mut received = 0;
-    while received < expected.len() {
-        let want = (expected.len() - received).min(scratch.len());
+    let mut reply = ReplyCheck::new(&plan.expected_reply);
+    while !reply.done() {
+        bound(sys, libc::POLLIN)?;
+        let want = reply.left().min(scratch.len());
         match sys::read(sys, fd, &mut scratch[..want]) {
-            Ok(0) => return Err(FailureKind::Eof),
-            Ok(n) if scratch[..n] != expected[received..received + n] => {
-                return Err(FailureKind::Mismatch)
-            }
-            Ok(n) => received += n,
+            Ok(n) => reply.take(&scratch[..n])?,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(FailureKind::from_io(&e)),
         }
     }
     Ok(())
+}
+
+/// A large request's exchange: writes whatever the send buffer takes and reads whatever
+/// arrived, each turn after one ppoll(2) for either, until the whole reply is in or the
+/// deadline passes.
+fn exchange_interleaved(
+    sys: &mut SyscallCounters,
+    fd: RawFd,
+    plan: &Plan,
+    scratch: &mut [u8],
+    deadline: Instant,
+) -> Result<(), FailureKind> {
+    let request = &plan.request;
+    let mut sent = 0;
+    let mut reply = ReplyCheck::new(&plan.expected_reply);
+    while !reply.done() {
+        let events = if sent < request.len() {
+            libc::POLLIN | libc::POLLOUT
+        } else {
+            libc::POLLIN
+        };
+        let ready = wait_ready(sys, fd, events, deadline)?;
+        // POLLERR/POLLHUP: the next call reports the socket's error or end of stream.
+        let failed = ready & (libc::POLLERR | libc::POLLHUP) != 0;
+        if sent < request.len() && (ready & libc::POLLOUT != 0 || failed) {
+            match sys::write_nowait(sys, fd, &request[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if retry_later(&e) => {}
+                Err(e) => return Err(FailureKind::from_io(&e)),
+            }
+        }
+        if ready & libc::POLLIN != 0 || failed {
+            let want = reply.left().min(scratch.len());
+            match sys::read_nowait(sys, fd, &mut scratch[..want]) {
+                Ok(n) => reply.take(&scratch[..n])?,
+                Err(e) if retry_later(&e) => {}
+                Err(e) => return Err(FailureKind::from_io(&e)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// EINTR, or EAGAIN from a MSG_DONTWAIT call after a spurious wake-up.
+fn retry_later(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+    )
+}
+
+/// Waits until `fd` is ready for `events` or `deadline` passes (then a timeout failure);
+/// returns the ready bits.
+fn wait_ready(
+    sys: &mut SyscallCounters,
+    fd: RawFd,
+    events: libc::c_short,
+    deadline: Instant,
+) -> Result<libc::c_short, FailureKind> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(FailureKind::Timeout);
+        }
+        match sys::poll_one(sys, fd, events, left) {
+            Ok(0) => return Err(FailureKind::Timeout),
+            Ok(ready) => return Ok(ready),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(FailureKind::from_io(&e)),
+        }
+    }
+}
+
+/// The expected reply, compared chunk by chunk as it arrives.
+struct ReplyCheck<'a> {
+    expected: &'a [u8],
+    received: usize,
+}
+
+impl<'a> ReplyCheck<'a> {
+    fn new(expected: &'a [u8]) -> Self {
+        Self {
+            expected,
+            received: 0,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.received == self.expected.len()
+    }
+
+    fn left(&self) -> usize {
+        self.expected.len() - self.received
+    }
+
+    /// Accepts the next `chunk` read (empty: end of stream before the reply was whole).
+    fn take(&mut self, chunk: &[u8]) -> Result<(), FailureKind> {
+        if chunk.is_empty() {
+            return Err(FailureKind::Eof);
+        }
+        if chunk != &self.expected[self.received..self.received + chunk.len()] {
+            return Err(FailureKind::Mismatch);
+        }
+        self.received += chunk.len();
+        Ok(())
+    }
 }

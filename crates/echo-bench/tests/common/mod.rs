@@ -88,6 +88,9 @@ pub fn failures(r: &BenchReport, kind: &str) -> u64 {
     r.failures.get(kind).copied().unwrap_or(0)
 }
 
+/// Gap between the bytes of [`FaultyServer::trickler`]'s replies.
+pub const TRICKLE_GAP: Duration = Duration::from_millis(400);
+
 /// A misbehaving TCP server on 127.0.0.1: every connection gets its own thread running
 /// `serve`. Stopped (listener closed, threads joined) on drop.
 pub struct FaultyServer {
@@ -139,6 +142,34 @@ impl FaultyServer {
                     break;
                 }
             }
+        })
+    }
+
+    /// An echo server that answers each chunk one byte at a time, [`TRICKLE_GAP`] apart: a
+    /// reply that keeps coming, but slower than any request timeout of a test.
+    pub fn trickler() -> Self {
+        Self::start(|mut s| {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                for b in &buf[..n] {
+                    std::thread::sleep(TRICKLE_GAP);
+                    if s.write_all(std::slice::from_ref(b)).is_err() {
+                        return;
+                    }
+                }
+            }
+        })
+    }
+
+    /// A server that reads the first request and closes without answering: the client sees
+    /// end of stream (FIN), not a reset, because nothing it sent is left unread.
+    pub fn closer() -> Self {
+        Self::start(|mut s| {
+            let mut buf = [0u8; 12];
+            let _ = s.read_exact(&mut buf);
         })
     }
 

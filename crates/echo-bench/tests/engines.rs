@@ -1,0 +1,166 @@
+//! One semantic suite, run against both engines: whatever the engine, the same request gets
+//! the same outcome (completed, or failed by the same kind) within the same deadline. The
+//! right values come from the request itself (its size, the server's behaviour, `--timeout`),
+//! not from either engine.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{failures, report, run, FaultyServer, TRICKLE_GAP};
+use echolab_core::stats::BenchReport;
+use echolab_testkit::spawn_echo_server;
+
+const ENGINES: [&str; 2] = ["event", "thread"];
+
+fn bench_json(args: &[&str]) -> (BenchReport, Duration) {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let (out, took) = run(&all);
+    assert!(out.status.success(), "{all:?}: {out:?}");
+    (serde_json::from_slice(&out.stdout).unwrap(), took)
+}
+
+#[test]
+fn a_request_larger_than_both_socket_buffers_completes() {
+    // 16 MiB and 12 MiB are far beyond the default socket buffers of both ends (tcp_wmem and
+    // tcp_rmem top out at 4 and 6 MiB): a client that wrote the whole request before reading
+    // would wait for a server blocked on writing the echo back.
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    for size in ["16777216", "12582912"] {
+        for engine in ENGINES {
+            for mode in ["long", "short"] {
+                let r = report(&[
+                    "127.0.0.1",
+                    &port,
+                    "1",
+                    "1",
+                    "--payload-size",
+                    size,
+                    "--mode",
+                    mode,
+                    "--engine",
+                    engine,
+                    "--timeout",
+                    "20s",
+                ]);
+                assert_eq!(
+                    (r.requests_ok, r.requests_failed),
+                    (1, 0),
+                    "{size} B, {mode}, {engine}: {:?}",
+                    r.failures
+                );
+                assert_eq!(r.payload_bytes.to_string(), size, "{mode}/{engine}");
+            }
+        }
+    }
+}
+
+#[test]
+fn timeout_is_a_deadline_on_the_request_not_on_each_call() {
+    // The reply keeps coming, one byte per TRICKLE_GAP (0.4 s): 12 bytes would take 4.8 s.
+    // With --timeout 1s the request fails by timeout at 1 s after it started, not when
+    // the last byte arrives, and not when one read waits longer than 1 s (none does).
+    let server = FaultyServer::trickler();
+    let port = server.port.to_string();
+    assert!(TRICKLE_GAP < Duration::from_secs(1));
+    for engine in ENGINES {
+        for mode in ["long", "short"] {
+            let (r, took) = bench_json(&[
+                "127.0.0.1",
+                &port,
+                "1",
+                "1",
+                "--timeout",
+                "1s",
+                "--mode",
+                mode,
+                "--engine",
+                engine,
+            ]);
+            assert_eq!(
+                (r.requests_ok, failures(&r, "timeout")),
+                (0, 1),
+                "{mode}/{engine}: {:?}",
+                r.failures
+            );
+            // The deadline is 1 s; the event engine sweeps deadlines every timeout/10 and a
+            // loaded host adds scheduling delay, never another trickle gap (0.4 s).
+            assert!(
+                (1.0..1.35).contains(&r.duration_s),
+                "{mode}/{engine}: measured {} s (ran {took:?})",
+                r.duration_s
+            );
+        }
+    }
+}
+
+#[test]
+fn a_server_that_closes_without_answering_is_end_of_stream() {
+    let server = FaultyServer::closer();
+    let port = server.port.to_string();
+    for engine in ENGINES {
+        for mode in ["long", "short"] {
+            let r = report(&[
+                "127.0.0.1",
+                &port,
+                "3",
+                "1",
+                "--mode",
+                mode,
+                "--engine",
+                engine,
+                "--timeout",
+                "5s",
+            ]);
+            assert_eq!(
+                (r.requests_ok, r.requests_failed, failures(&r, "eof")),
+                (0, 3, 3),
+                "{mode}/{engine}: {:?}",
+                r.failures
+            );
+        }
+    }
+}
+
+#[test]
+fn both_engines_count_the_same_requests_and_connects() {
+    let server = spawn_echo_server("epoll-lt", &[]);
+    let port = server.addr.port().to_string();
+    for mode in ["long", "short"] {
+        let rs: Vec<BenchReport> = ENGINES
+            .iter()
+            .map(|e| {
+                report(&[
+                    "127.0.0.1",
+                    &port,
+                    "5",
+                    "4",
+                    "--payload-size",
+                    "100",
+                    "--mode",
+                    mode,
+                    "--engine",
+                    e,
+                ])
+            })
+            .collect();
+        let connects = if mode == "long" { 5 } else { 20 };
+        for r in &rs {
+            let summary = (
+                r.requests_ok,
+                r.requests_failed,
+                r.payload_bytes,
+                r.syscalls["connect"].count,
+                r.syscalls["close"].count,
+            );
+            assert_eq!(
+                summary,
+                (20, 0, 100, connects, connects),
+                "{mode}/{}",
+                r.engine
+            );
+        }
+    }
+}

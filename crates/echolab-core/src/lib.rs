@@ -7,6 +7,7 @@
 //! - [`experiment`]: experiment files (the seed experiments as data) and their cells.
 //! - [`results`]: the results directory: manifest, one run record per cell and repetition.
 //! - [`hist`]: latency histograms (HdrHistogram V2, base64) and their percentile summaries.
+//! - [`launcher`]: which launcher process owns a run, and whether it is still alive.
 //! - [`cli`]: a command-line usage error folded into the one line the binaries print.
 //! - [`cmd`]: the binaries' command lines as typed builders, and their readiness lines and
 //!   JSON outputs as types with parsers.
@@ -15,6 +16,7 @@ pub mod cli;
 pub mod cmd;
 pub mod experiment;
 pub mod hist;
+pub mod launcher;
 pub mod netstat;
 pub mod results;
 pub mod stats;

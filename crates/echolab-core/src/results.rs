@@ -40,6 +40,9 @@ pub enum RunStatus {
     Failed,
     /// Stopped by Ctrl-C or SIGTERM.
     Interrupted,
+    /// Was `running` when its launcher was found gone (killed with SIGKILL, the machine
+    /// rebooted): set by a later `echolab-up`; the runs it finished are kept.
+    Abandoned,
 }
 
 /// The machine and software a run happened on.
@@ -144,6 +147,10 @@ pub struct Manifest {
     pub run_id: String,
     /// Where the run stands.
     pub status: RunStatus,
+    /// The launcher process that made the run ([`crate::launcher`]), so that another process
+    /// can tell a live run from an abandoned one; absent in records older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<crate::launcher::LauncherId>,
     /// The error that stopped it, when `status` is failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

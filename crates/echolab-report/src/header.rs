@@ -1,6 +1,7 @@
 //! The report's header: what the numbers are (experiment, profile, link and its calibration,
 //! machine, image, git revision, dates) and whether the directory is complete.
 
+use echolab_core::launcher::{LauncherId, Liveness};
 use echolab_core::results::{Manifest, RunStatus};
 
 use crate::dataset::Counts;
@@ -28,11 +29,28 @@ pub(crate) fn profile_field<'m>(manifest: &'m Manifest, key: &str) -> &'m str {
         .unwrap_or("unknown")
 }
 
+/// The run status as the header says it. A manifest that still says `running` is checked
+/// against its launcher (`live` judges it): one whose launcher is gone is shown as
+/// abandoned, so a run killed with SIGKILL does not read as still going.
+pub fn status_text(manifest: &Manifest, live: impl Fn(&LauncherId) -> Liveness) -> String {
+    let word = format!("{:?}", manifest.status).to_lowercase();
+    match (&manifest.status, &manifest.launcher) {
+        (RunStatus::Running, Some(id)) => match live(id) {
+            Liveness::Gone => {
+                format!("abandoned: the manifest says running, but its launcher ({id}) is gone")
+            }
+            Liveness::Alive => format!("running: its launcher ({id}) is still going"),
+            Liveness::Unknown(why) => format!("running, as far as can be told ({why})"),
+        },
+        _ => word,
+    }
+}
+
 /// The header in Markdown.
 pub fn render(manifest: &Manifest, counts: &Counts) -> String {
     let e = &manifest.experiment;
     let env = &manifest.environment;
-    let status = format!("{:?}", manifest.status).to_lowercase();
+    let status = status_text(manifest, LauncherId::liveness);
     let completeness = if is_complete(manifest, counts) {
         "complete"
     } else {
@@ -236,4 +254,45 @@ fn calibration(manifest: &Manifest) -> String {
         out.push_str(&format!("Measured: {}.\n\n", figures.join(", ")));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(status: &str, launcher: Option<&str>) -> Manifest {
+        let launcher = launcher
+            .map(|l| format!("launcher: {{{l}}}\n"))
+            .unwrap_or_default();
+        serde_yaml::from_str(&format!(
+            "schema: x\nrun_id: r\nstatus: {status}\n{launcher}created_at: t\nargs: []\nbackend: docker\nexperiment: {{name: t, question: q, repetitions: 1, matrix: [{{servers: [epoll-et], modes: [long], conns: [2], rounds: [3]}}]}}\nprofile: {{}}\ninputs: {{}}\nenvironment: {{kernel: k, cpu_model: c, cpus: 2, mem_bytes: 1, git_rev: g, echolab_version: v}}\nruns_planned: 4\nruns_done: 1\n"
+        ))
+        .unwrap()
+    }
+
+    const LAUNCHER: &str = "host: lab1, boot_id: b, pid: 77, start_ticks: 5";
+
+    #[test]
+    fn a_running_manifest_whose_launcher_is_gone_reads_as_abandoned() {
+        let m = manifest("running", Some(LAUNCHER));
+        assert_eq!(
+            status_text(&m, |_| Liveness::Gone),
+            "abandoned: the manifest says running, but its launcher (pid 77 on lab1) is gone"
+        );
+        assert_eq!(
+            status_text(&m, |_| Liveness::Alive),
+            "running: its launcher (pid 77 on lab1) is still going"
+        );
+        // Ended runs and manifests older than the launcher field are shown as they say.
+        let never = |_: &LauncherId| -> Liveness { panic!("an ended run is not judged") };
+        assert_eq!(
+            status_text(&manifest("complete", Some(LAUNCHER)), never),
+            "complete"
+        );
+        assert_eq!(status_text(&manifest("running", None), never), "running");
+        assert_eq!(
+            status_text(&manifest("abandoned", Some(LAUNCHER)), never),
+            "abandoned"
+        );
+    }
 }

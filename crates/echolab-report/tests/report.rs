@@ -261,6 +261,7 @@ fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64) -> Manife
         schema: MANIFEST_SCHEMA.into(),
         run_id: "20261130T015737Z-exp-test-loopback".into(),
         status,
+        launcher: None,
         error: None,
         created_at: "2026-11-30T01:57:37.000000Z".into(),
         finished_at: Some("2026-11-30T02:07:37.000000Z".into()),

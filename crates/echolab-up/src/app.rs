@@ -153,7 +153,7 @@ async fn shutdown_signal() -> &'static str {
 /// Runs the whole call; returns the process exit code.
 pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     if args.down {
-        return down().await;
+        return down(&args).await;
     }
     let inputs = match resolve(&args) {
         Ok(i) => i,
@@ -251,6 +251,12 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     });
     if let Some(e) = &engine {
         manifest.environment.docker_version = format!("{} (API {})", e.version, e.api_version);
+    }
+    for dir in crate::results_dir::mark_abandoned(&inputs.out) {
+        eprintln!(
+            "echolab-up: earlier run {} was still 'running' but its launcher is gone: marked abandoned (its finished runs are kept)",
+            dir.display()
+        );
     }
     let mut out = match ResultsWriter::create(&inputs.out, manifest, &inputs.profile.name) {
         Ok(w) => w,
@@ -354,6 +360,7 @@ fn status_word(s: RunStatus) -> &'static str {
         RunStatus::Complete => "complete",
         RunStatus::Failed => "failed",
         RunStatus::Interrupted => "interrupted",
+        RunStatus::Abandoned => "abandoned",
     }
 }
 
@@ -381,7 +388,17 @@ async fn build_image(inputs: &Inputs, prebuilt: Option<&str>) -> ExitCode {
     }
 }
 
-async fn down() -> ExitCode {
+async fn down(args: &Args) -> ExitCode {
+    let results = args
+        .out
+        .clone()
+        .unwrap_or_else(|| find_root().join("results"));
+    for dir in crate::results_dir::mark_abandoned(&results) {
+        eprintln!(
+            "echolab-up: {} was still 'running' but its launcher is gone: marked abandoned",
+            dir.display()
+        );
+    }
     let engine = match docker::engine::connect().await {
         Ok(e) => e,
         Err(reason) => {
@@ -389,27 +406,38 @@ async fn down() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    let images = match docker::cleanup::remove_stale_images(&engine.docker).await {
-        Ok(removed) => removed.len(),
+    let outcome = match docker::down::down(&engine.docker, args.all).await {
+        Ok(o) => o,
         Err(e) => {
             eprintln!("echolab-up: {e:#}");
             return ExitCode::FAILURE;
         }
     };
-    match docker::cleanup::remove_labelled(&engine.docker, None).await {
-        Ok(r) => {
-            eprintln!(
-                "echolab-up: removed {} containers and {} networks of earlier runs, and {images} stale lab images",
-                r.containers.len(),
-                r.networks.len()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("echolab-up: {e:#}");
-            ExitCode::FAILURE
-        }
+    for (run, why) in &outcome.kept {
+        eprintln!("echolab-up: kept run {run}: {why}");
     }
+    // A live run between two cells may have no container using its image for a moment, so
+    // the engine's own refusal does not protect it: while any run is kept, images are too.
+    let images = if outcome.kept.is_empty() {
+        match docker::cleanup::remove_stale_images(&engine.docker).await {
+            Ok(removed) => removed.len(),
+            Err(e) => {
+                eprintln!("echolab-up: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        eprintln!("echolab-up: kept stale lab images while runs are kept");
+        0
+    };
+    eprintln!(
+        "echolab-up: removed {} containers and {} networks of {} runs whose launcher is gone{}, and {images} stale lab images",
+        outcome.removed.containers.len(),
+        outcome.removed.networks.len(),
+        outcome.abandoned.len(),
+        if args.all { " or that --all named" } else { "" },
+    );
+    ExitCode::SUCCESS
 }
 
 /// Calibrates (unless `done` carries a calibration already made, with its seconds), stops

@@ -48,11 +48,16 @@ pub struct Args {
     /// Leave the run's containers and networks up afterwards (remove them with --down).
     #[arg(long)]
     pub keep: bool,
-    /// Remove every container and network labelled echolab.run (earlier runs', compose's, and
-    /// those of a run still going in another shell), and lab images that no tag but their
-    /// content hash points to, then exit.
+    /// Remove the containers and networks of runs whose launcher is gone (killed, crashed,
+    /// or ended with --keep) and lab images that no tag but their content hash points to;
+    /// mark their results directories under --out abandoned; then exit. Runs still going
+    /// (in another shell), runs started from another host and compose's objects are kept,
+    /// each named with the reason.
     #[arg(long, conflicts_with = "keep")]
     pub down: bool,
+    /// With --down: remove every echolab container and network, live runs' and compose's too.
+    #[arg(long, requires = "down")]
+    pub all: bool,
     /// Build the lab image from --bin-dir (or check --image), tag it echolab:latest for
     /// compose/docker-compose.yml, print its reference and id, then exit.
     #[arg(long, conflicts_with = "down")]

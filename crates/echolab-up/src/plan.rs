@@ -112,6 +112,7 @@ pub fn new_manifest(
         schema: MANIFEST_SCHEMA.to_string(),
         run_id: run_id.to_string(),
         status: RunStatus::Running,
+        launcher: echolab_core::launcher::LauncherId::current(),
         error: None,
         created_at: echolab_core::utc_now_rfc3339(),
         finished_at: None,

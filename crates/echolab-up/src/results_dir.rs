@@ -30,8 +30,10 @@ pub fn compact_stamp(rfc3339: &str) -> String {
 }
 
 impl ResultsWriter {
-    /// Creates `<base>/<stamp>-<experiment>-<profile>/runs/` (with the run id's suffix when a
-    /// directory of that name exists) and writes the first manifest.
+    /// Creates `<base>/<stamp>-<experiment>-<profile>/runs/` and writes the first manifest.
+    /// The directory is made with one mkdir(2), which fails if it exists, so two runs that
+    /// start in the same second never share one: the second takes the run id's random suffix,
+    /// then a counter.
     ///
     /// # Errors
     /// The directory or manifest cannot be written; the message names the path.
@@ -42,14 +44,33 @@ impl ResultsWriter {
             manifest.experiment.name,
             profile_name
         );
-        let mut dir = base.join(&name);
-        if dir.exists() {
-            dir = base.join(format!(
-                "{name}-{}",
-                manifest.run_id.rsplit('-').next().unwrap_or("x")
-            ));
+        std::fs::create_dir_all(base)
+            .with_context(|| format!("cannot create {}", base.display()))?;
+        let suffix = manifest.run_id.rsplit('-').next().unwrap_or("x");
+        let candidates = std::iter::once(name.clone())
+            .chain(std::iter::once(format!("{name}-{suffix}")))
+            .chain((2..).map(|n| format!("{name}-{suffix}-{n}")));
+        let mut dir = None;
+        for candidate in candidates.take(1000) {
+            let path = base.join(candidate);
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    dir = Some(path);
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot create {}", path.display()))
+                }
+            }
         }
-        std::fs::create_dir_all(dir.join(RUNS_DIR))
+        let dir = dir.with_context(|| {
+            format!(
+                "{}: 1000 results directories named {name}* exist",
+                base.display()
+            )
+        })?;
+        std::fs::create_dir(dir.join(RUNS_DIR))
             .with_context(|| format!("cannot create {}", dir.join(RUNS_DIR).display()))?;
         let w = Self {
             dir,
@@ -125,11 +146,92 @@ impl ResultsWriter {
     }
 }
 
+/// Marks every results directory under `base` whose manifest says `running` but whose
+/// launcher is gone ([`echolab_core::launcher`]) as `abandoned`, keeping the runs it finished;
+/// returns those directories. Manifests without a launcher (older ones) or whose launcher ran
+/// on another host are left as they are; unreadable ones are skipped.
+pub fn mark_abandoned(base: &Path) -> Vec<PathBuf> {
+    mark_abandoned_with(base, |id| id.liveness())
+}
+
+/// [`mark_abandoned`] with the liveness judge given.
+pub fn mark_abandoned_with(
+    base: &Path,
+    live: impl Fn(&echolab_core::launcher::LauncherId) -> echolab_core::launcher::Liveness,
+) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return Vec::new();
+    };
+    let mut marked = Vec::new();
+    for dir in entries.flatten().map(|e| e.path()) {
+        let path = dir.join(MANIFEST_FILE);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        // Most directories are finished: skip parsing them.
+        if !text.lines().any(|l| l == "status: running") {
+            continue;
+        }
+        let Ok(mut m) = serde_yaml::from_str::<Manifest>(&text) else {
+            continue;
+        };
+        let gone = m.status == RunStatus::Running
+            && m.launcher
+                .as_ref()
+                .is_some_and(|id| live(id) == echolab_core::launcher::Liveness::Gone);
+        if !gone {
+            continue;
+        }
+        m.status = RunStatus::Abandoned;
+        let launcher = m
+            .launcher
+            .as_ref()
+            .map(|l| l.to_string())
+            .unwrap_or_default();
+        m.error = Some(format!(
+            "abandoned: its launcher ({launcher}) was found gone at {} with {} of {} runs done",
+            echolab_core::utc_now_rfc3339(),
+            m.runs_done,
+            m.runs_planned
+        ));
+        let Ok(yaml) = serde_yaml::to_string(&m) else {
+            continue;
+        };
+        if write_atomic(&path, yaml.as_bytes()).is_ok() {
+            marked.push(dir);
+        }
+    }
+    marked.sort();
+    marked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use echolab_core::experiment::Experiment;
     use echolab_core::results::ResultsDir;
+
+    /// A directory under the system's temp dir, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Self {
+            let p = std::env::temp_dir().join(format!("echolab-up-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Self(p)
+        }
+
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 
     pub(crate) fn manifest() -> Manifest {
         let exp = Experiment::parse(
@@ -206,5 +308,93 @@ mod tests {
             "{csv}"
         );
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn runs_started_in_the_same_second_never_share_a_directory() {
+        let base = Scratch::new("same-second");
+        // Eight launchers with the same start second and the same run id suffix, at once.
+        let m = manifest();
+        let dirs: Vec<PathBuf> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        ResultsWriter::create(base.path(), m.clone(), "loopback")
+                            .unwrap()
+                            .dir
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut names: Vec<String> = dirs
+            .iter()
+            .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let stamp = compact_stamp(&m.created_at);
+        let mut expected = vec![
+            format!("{stamp}-t-loopback"),
+            format!("{stamp}-t-loopback-1"),
+        ];
+        expected.extend((2..8).map(|n| format!("{stamp}-t-loopback-1-{n}")));
+        expected.sort();
+        assert_eq!(names, expected);
+        for d in &dirs {
+            assert!(d.join(MANIFEST_FILE).is_file() && d.join(RUNS_DIR).is_dir());
+        }
+    }
+
+    #[test]
+    fn only_running_manifests_of_gone_launchers_are_marked_abandoned() {
+        use echolab_core::launcher::{LauncherId, Liveness};
+        let base = Scratch::new("abandoned");
+        let launcher = |pid| LauncherId {
+            host: "lab1".into(),
+            boot_id: "b".into(),
+            pid,
+            start_ticks: 7,
+        };
+        // (directory, status, launcher pid): pid 1 is alive, pid 2 is gone.
+        let cases = [
+            ("killed", RunStatus::Running, Some(2)),
+            ("live", RunStatus::Running, Some(1)),
+            ("finished", RunStatus::Complete, Some(2)),
+            ("old", RunStatus::Running, None),
+        ];
+        for (name, status, pid) in cases {
+            let mut m = manifest();
+            m.status = status;
+            m.launcher = pid.map(launcher);
+            m.runs_done = 1;
+            let dir = base.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join(MANIFEST_FILE), serde_yaml::to_string(&m).unwrap()).unwrap();
+        }
+        let judge = |id: &LauncherId| {
+            if id.pid == 1 {
+                Liveness::Alive
+            } else {
+                Liveness::Gone
+            }
+        };
+        let marked = mark_abandoned_with(base.path(), judge);
+        assert_eq!(marked, vec![base.path().join("killed")]);
+        let status = |name: &str| {
+            let text = std::fs::read_to_string(base.path().join(name).join(MANIFEST_FILE)).unwrap();
+            serde_yaml::from_str::<Manifest>(&text).unwrap()
+        };
+        let killed = status("killed");
+        assert_eq!(killed.status, RunStatus::Abandoned);
+        let why = killed.error.unwrap();
+        assert!(
+            why.contains("pid 2 on lab1") && why.contains("1 of 2 runs done"),
+            "{why}"
+        );
+        assert_eq!(status("live").status, RunStatus::Running);
+        assert_eq!(status("finished").status, RunStatus::Complete);
+        assert_eq!(status("old").status, RunStatus::Running);
+        // Marking twice changes nothing.
+        assert!(mark_abandoned_with(base.path(), judge).is_empty());
     }
 }

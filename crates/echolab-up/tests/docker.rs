@@ -456,15 +456,7 @@ fn ctrl_c_interrupts_and_cleans_up() {
         "long.yaml",
         "name: long\nquestion: is a run cut short by Ctrl-C cleaned up?\nrepetitions: 50\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n",
     );
-    let child = cmd.stderr(Stdio::piped()).spawn().unwrap();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut guard = Kill(child);
+    let mut guard = Child(cmd.stderr(Stdio::piped()).spawn().unwrap());
     // Drained in the background so a full pipe can never block echolab-up.
     let stderr_pipe = guard.0.stderr.take().unwrap();
     let stderr_reader = std::thread::spawn(move || {
@@ -588,4 +580,102 @@ fn the_image_id_is_the_same_for_the_same_binaries() {
         ))
         .unwrap()
         .is_some());
+}
+
+/// A child process killed on drop (the test's launchers, whatever the test's outcome).
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The results directory under `out` once it has its first run record (cells are running).
+fn first_run_recorded(out: &Path, launcher: &mut Child) -> PathBuf {
+    wait_until(
+        Duration::from_secs(180),
+        "no run record within 180 s",
+        || {
+            assert!(
+                launcher.0.try_wait().unwrap().is_none(),
+                "echolab-up exited before its first run"
+            );
+            std::fs::read_dir(out)
+                .ok()
+                .and_then(|mut d| d.next())
+                .and_then(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|d| std::fs::read_dir(d.join("runs")).is_ok_and(|mut r| r.next().is_some()))
+        },
+    )
+}
+
+#[test]
+fn down_removes_only_runs_whose_launcher_is_gone() {
+    let e = engine();
+    // Four cells, each on fresh hosts after a wait for a quiet machine (up to 10 s while the
+    // other runs are busy): still going when --down runs, which is right after the last of
+    // the three has finished its first cell.
+    let yaml = "name: busy\nquestion: does --down leave a live run alone?\nrepetitions: 4\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n";
+    let bases: Vec<TempDir> = ["live-a", "live-b", "killed"]
+        .into_iter()
+        .map(TempDir::new)
+        .collect();
+    let mut launchers = Vec::new();
+    let mut outs = Vec::new();
+    for base in &bases {
+        let (mut cmd, out) = loopback_experiment(base, "busy.yaml", yaml);
+        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+        launchers.push(Child(child.unwrap()));
+        outs.push(out);
+    }
+    let dirs: Vec<PathBuf> = outs
+        .iter()
+        .zip(launchers.iter_mut())
+        .map(|(out, l)| first_run_recorded(out, l))
+        .collect();
+    // The third launcher dies without a word: its hosts stay, its manifest says running.
+    let mut killed = launchers.pop().unwrap();
+    killed.0.kill().unwrap();
+    killed.0.wait().unwrap();
+    let killed_id = ResultsDir::load(&dirs[2]).unwrap().manifest.run_id;
+    let left = runtime()
+        .block_on(cleanup::list_labelled(&e.docker, Some(&killed_id)))
+        .unwrap();
+    assert!(!left.containers.is_empty(), "the killed run's hosts remain");
+
+    let o = Command::new(BIN)
+        .args(["--down", "--out"])
+        .arg(bases[2].0.join("results"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert_nothing_left(&e, &killed_id);
+    let abandoned = ResultsDir::load(&dirs[2]).unwrap().manifest;
+    assert_eq!(abandoned.status, RunStatus::Abandoned, "{err}");
+    assert!(abandoned.runs_done >= 1, "its finished runs are kept");
+    for (dir, launcher) in dirs.iter().zip(launchers.iter_mut()) {
+        let run_id = ResultsDir::load(dir).unwrap().manifest.run_id;
+        assert!(
+            err.contains(&format!(
+                "kept run {run_id}: its launcher (pid {}",
+                launcher.0.id()
+            )),
+            "{err}"
+        );
+        let status = wait_until(
+            Duration::from_secs(600),
+            "a live run did not finish within 600 s",
+            || launcher.0.try_wait().unwrap(),
+        );
+        let r = ResultsDir::load(dir).unwrap();
+        assert!(status.success(), "{run_id}: {:?}", r.manifest.error);
+        assert_eq!(r.manifest.status, RunStatus::Complete);
+        assert_eq!(r.manifest.runs_done, r.manifest.runs_planned);
+        assert_nothing_left(&e, &run_id);
+    }
 }

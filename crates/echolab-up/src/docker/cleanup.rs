@@ -12,7 +12,7 @@ use bollard::query_parameters::{
 use bollard::Docker;
 
 use super::engine::failed;
-use super::RUN_LABEL;
+use super::{OWNER_LABEL, RUN_LABEL};
 
 /// What was removed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -147,6 +147,33 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
     } else {
         Err(anyhow::anyhow!("{}", errors.join("; ")))
     }
+}
+
+/// Every run id that has objects on the engine, with the owner label its objects carry
+/// (`None` when none of them has one).
+///
+/// # Errors
+/// The engine could not list them.
+pub async fn run_owners(
+    docker: &Docker,
+) -> anyhow::Result<std::collections::BTreeMap<String, Option<String>>> {
+    let filters = label_filter(None);
+    let containers = containers_matching(docker, &filters).await?;
+    let networks = networks_matching(docker, &filters).await?;
+    let mut owners = std::collections::BTreeMap::<String, Option<String>>::new();
+    let labels = containers
+        .into_iter()
+        .filter_map(|c| c.labels)
+        .chain(networks.into_iter().filter_map(|n| n.labels));
+    for l in labels {
+        if let Some(run) = l.get(RUN_LABEL) {
+            let owner = owners.entry(run.clone()).or_default();
+            if owner.is_none() {
+                *owner = l.get(OWNER_LABEL).cloned();
+            }
+        }
+    }
+    Ok(owners)
 }
 
 /// Names of the containers and networks labelled with `run_id` (any run when None) that exist.

@@ -8,10 +8,12 @@
 //! - [`exec`]: running a command in a host and collecting or streaming its output.
 //! - [`stats`]: CPU and memory samples of a container from the engine's stats stream.
 //! - [`topology`]: the hosts and networks of a profile, and the `Hosts` implementation.
-//! - [`cleanup`]: removing a run's objects, or every echolab object (`--down`).
+//! - [`cleanup`]: removing a run's objects, or every echolab object.
+//! - [`down`]: `--down`: removing the objects of runs whose launcher is gone.
 //! - [`uring`]: whether io_uring works under the containers' seccomp profile.
 
 pub mod cleanup;
+pub mod down;
 pub mod engine;
 pub mod exec;
 pub mod image;
@@ -26,14 +28,31 @@ pub const RUN_LABEL: &str = "echolab.run";
 /// The label naming an object's role (`server`, `client`, `link`, `route-helper`, ...).
 pub const ROLE_LABEL: &str = "echolab.role";
 
-/// The labels of an object of `run_id` in `role`.
+/// The label naming the launcher process that made an object
+/// ([`echolab_core::launcher::LauncherId::to_label`]), so that `--down` can tell a live run
+/// from an abandoned one.
+pub const OWNER_LABEL: &str = "echolab.owner";
+
+/// This launcher's owner label value, read once (`None` where /proc is unreadable).
+fn owner_label() -> Option<&'static str> {
+    static OWNER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    OWNER
+        .get_or_init(|| echolab_core::launcher::LauncherId::current().map(|id| id.to_label()))
+        .as_deref()
+}
+
+/// The labels of an object of `run_id` in `role`, with this launcher as its owner.
 pub fn labels(run_id: &str, role: &str) -> std::collections::HashMap<String, String> {
-    [
+    let mut l: std::collections::HashMap<String, String> = [
         (RUN_LABEL.to_string(), run_id.to_string()),
         (ROLE_LABEL.to_string(), role.to_string()),
     ]
     .into_iter()
-    .collect()
+    .collect();
+    if let Some(owner) = owner_label() {
+        l.insert(OWNER_LABEL.to_string(), owner.to_string());
+    }
+    l
 }
 
 /// The name of an object of `run_id` in `role`: `echolab-<run id>-<role>`.

@@ -261,7 +261,7 @@ mod tests {
                 ProcOutput {
                     exit_code: Some(0),
                     stdout,
-                    stderr: String::new(),
+                    ..Default::default()
                 },
                 Vec::new(),
             ))

@@ -31,14 +31,20 @@ pub struct ProcOutput {
     pub stdout: String,
     /// Everything it wrote to stderr.
     pub stderr: String,
+    /// For a server: it had exited before [`Hosts::stop_server`] asked it to (it died during
+    /// the cell), so its output ends with why, not with final stats.
+    pub exited_before_stop: bool,
 }
 
 impl ProcOutput {
     /// `"exit 2: <last stderr line>"`, for errors.
     pub fn describe(&self) -> String {
-        let code = self
-            .exit_code
-            .map_or("killed by a signal".to_string(), |c| format!("exit {c}"));
+        // Docker reports a process killed by signal N as exit 128 + N, as shells do.
+        let code = match self.exit_code {
+            None => "killed by a signal".to_string(),
+            Some(c) if (129..=128 + 64).contains(&c) => format!("exit {c} (signal {})", c - 128),
+            Some(c) => format!("exit {c}"),
+        };
         let last = self
             .stderr
             .lines()
@@ -109,7 +115,8 @@ pub trait Hosts {
     async fn trace_bench(&mut self, cmd: &BenchCmd) -> anyhow::Result<ProcOutput>;
 
     /// Sends SIGTERM to `server` and collects its output once it exited (within
-    /// [`STOP_DEADLINE`], else it is killed).
+    /// [`STOP_DEADLINE`], else it is killed). A server that had already exited is collected
+    /// without a signal and marked [`ProcOutput::exited_before_stop`].
     ///
     /// # Errors
     /// The signal could not be delivered, or it did not exit in time.

@@ -135,6 +135,7 @@ impl Hosts for LocalHosts {
                     exit_code: status.and_then(|s| s.code()).map(i64::from),
                     stdout: stdout.await.unwrap_or_default(),
                     stderr: seen,
+                    exited_before_stop: false,
                 };
                 bail!(
                     "echo-server {} exited before it was ready ({})",
@@ -227,6 +228,7 @@ impl Hosts for LocalHosts {
             exit_code: status.code().map(i64::from),
             stdout: stdout.await?,
             stderr: stderr.await?,
+            exited_before_stop: false,
         };
         Ok((out, samples_out))
     }
@@ -252,10 +254,19 @@ impl Hosts for LocalHosts {
             exit_code: out.status.code().map(i64::from),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            exited_before_stop: false,
         })
     }
 
     async fn stop_server(&mut self, mut server: LocalServer) -> anyhow::Result<ProcOutput> {
+        if let Some(status) = server.child.try_wait()? {
+            return Ok(ProcOutput {
+                exit_code: status.code().map(i64::from),
+                stdout: server.stdout.await?,
+                stderr: server.stderr.await?,
+                exited_before_stop: true,
+            });
+        }
         let pid = nix::unistd::Pid::from_raw(server.pid as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
             .with_context(|| format!("SIGTERM to echo-server pid {}", server.pid))?;
@@ -274,6 +285,7 @@ impl Hosts for LocalHosts {
             exit_code: status.code().map(i64::from),
             stdout: server.stdout.await?,
             stderr: server.stderr.await?,
+            exited_before_stop: false,
         })
     }
 }

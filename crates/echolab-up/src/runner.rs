@@ -53,7 +53,13 @@ async fn trace<H: Hosts>(
         .await;
     let stopped = hosts.stop_server(server).await;
     let out = traced?;
-    stopped?;
+    let server_out = stopped?;
+    if server_out.exited_before_stop {
+        anyhow::bail!(
+            "server exited during the cross-check: {}",
+            server_out.describe()
+        );
+    }
     if out.exit_code != Some(0) {
         anyhow::bail!("strace echo-bench: {}", out.describe());
     }
@@ -93,6 +99,9 @@ pub async fn run_all<H: Hosts>(
     fresh_hosts: bool,
 ) -> Result<u64, RunError> {
     let mut failed = 0;
+    // A server that died during a cell may have taken its host with it: the next cell gets
+    // fresh hosts even when hosts are otherwise reused.
+    let mut replace_hosts = false;
     for (cell, rep) in runs {
         let name = format!("{}_rep{rep}", cell.id());
         bar.set_message(name.clone());
@@ -118,7 +127,7 @@ pub async fn run_all<H: Hosts>(
             bar.inc(1);
             continue;
         }
-        if fresh_hosts {
+        if fresh_hosts || std::mem::take(&mut replace_hosts) {
             match hosts.fresh_hosts().await {
                 Ok(true) => {
                     rec.settle = crate::quiet::wait_for_quiet().await;
@@ -198,6 +207,13 @@ pub async fn run_all<H: Hosts>(
             Err(e) => errors.push(format!("echo-bench: {e:#}")),
         }
         match stopped {
+            Ok(output) if output.exited_before_stop => {
+                errors.push(format!(
+                    "server exited during the cell: {}",
+                    output.describe()
+                ));
+                replace_hosts = true;
+            }
             Ok(output) => match final_stats(&output.stdout) {
                 Ok(stats) => rec.server = Some(stats),
                 Err(e) => errors.push(format!("echo-server {}: {e}", output.describe())),

@@ -679,3 +679,64 @@ fn down_removes_only_runs_whose_launcher_is_gone() {
         assert_nothing_left(&e, &run_id);
     }
 }
+
+#[test]
+fn a_server_killed_during_a_cell_fails_that_run_and_the_next_cell_gets_a_fresh_one() {
+    let e = engine();
+    let base = TempDir::new("server-dies");
+    // Hosts reused across cells, so the next cell's server is fresh only because the launcher
+    // noticed the death.
+    let (mut cmd, out) = loopback_experiment(
+        &base,
+        "dies.yaml",
+        "name: dies\nquestion: does a cell whose server died say so?\nrepetitions: 3\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [20000]\n",
+    );
+    let mut launcher = Child(
+        cmd.arg("--reuse-hosts")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr_pipe = launcher.0.stderr.take().unwrap();
+    let stderr_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let mut p = stderr_pipe;
+        let _ = std::io::Read::read_to_string(&mut p, &mut s);
+        s
+    });
+    let dir = first_run_recorded(&out, &mut launcher);
+    let run_id = ResultsDir::load(&dir).unwrap().manifest.run_id;
+    let server_host = format!("echolab-{run_id}-server");
+    // SIGKILL whichever echo-server runs on the server host, as soon as one does.
+    let kill = ["echolab-up", "__signal", "echo-server", "KILL"].map(String::from);
+    wait_until(Duration::from_secs(120), "no echo-server to kill", || {
+        let o = runtime()
+            .block_on(echolab_up::docker::exec::run(
+                &e.docker,
+                &server_host,
+                &kill,
+                Duration::from_secs(30),
+            ))
+            .ok()?;
+        (o.exit_code == Some(0)).then_some(())
+    });
+    let status = wait_until(
+        Duration::from_secs(300),
+        "the run did not finish within 300 s",
+        || launcher.0.try_wait().unwrap(),
+    );
+    let err = stderr_reader.join().unwrap();
+    let r = ResultsDir::load(&dir).unwrap();
+    // One run failed, the others measured: the run completes and says so in its exit code.
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(r.manifest.status, RunStatus::Complete, "{err}");
+    assert_eq!((r.manifest.runs_done, r.runs.len()), (3, 3));
+    let errors: Vec<&str> = r.runs.iter().filter_map(|x| x.error.as_deref()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("server exited during the cell: exit 137 (signal 9)"),
+        "{errors:?}"
+    );
+    assert_nothing_left(&e, &run_id);
+}

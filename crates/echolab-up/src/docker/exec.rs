@@ -138,6 +138,7 @@ pub async fn finish(
         exit_code: code,
         stdout,
         stderr,
+        exited_before_stop: false,
     })
 }
 

@@ -198,6 +198,7 @@ async fn run_helper(
         exit_code,
         stdout,
         stderr,
+        exited_before_stop: false,
     })
 }
 

@@ -307,6 +307,16 @@ pub struct DockerServer {
     pid: u32,
 }
 
+/// The output of a server whose process ended before it was stopped.
+///
+/// # Errors
+/// The engine could not say how it ended.
+async fn exited_before_stop(docker: &Docker, server: DockerServer) -> anyhow::Result<ProcOutput> {
+    let mut out = exec::finish(docker, server.stream, STOP_DEADLINE).await?;
+    out.exited_before_stop = true;
+    Ok(out)
+}
+
 /// Brings up the loopback topology; returns the hosts and their recorded settings.
 ///
 /// # Errors
@@ -510,15 +520,23 @@ impl Hosts for DockerHosts {
     }
 
     async fn stop_server(&mut self, server: DockerServer) -> anyhow::Result<ProcOutput> {
+        // Its output closes when the process (or its container) is gone.
+        if server.stream.output.is_finished() {
+            return exited_before_stop(&self.docker, server).await;
+        }
         let sent = self
             .signal(&self.server, &server.pid.to_string(), "TERM")
-            .await?;
-        if sent.exit_code != Some(0) {
-            return Err(anyhow!(
-                "SIGTERM to echo-server pid {}: {}",
-                server.pid,
-                sent.describe()
-            ));
+            .await;
+        if sent.as_ref().map_or(true, |s| s.exit_code != Some(0)) {
+            // It may have died between the check and the signal.
+            if server.stream.output.is_finished() {
+                return exited_before_stop(&self.docker, server).await;
+            }
+            let why = match sent {
+                Ok(s) => s.describe(),
+                Err(e) => format!("{e:#}"),
+            };
+            return Err(anyhow!("SIGTERM to echo-server pid {}: {why}", server.pid));
         }
         match exec::finish(&self.docker, server.stream, STOP_DEADLINE).await {
             Ok(out) => Ok(out),

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::{BitRate, Dur, Percent};
+use crate::units::{BitRate, Dur, Percent, RATE_UNITS};
 
 /// Packet size used to turn a rate × delay product into a packet count: a full Ethernet
 /// payload (RFC 894 MTU of 1500 bytes).
@@ -310,7 +310,59 @@ impl Profile {
                 }
             }
         }
+        self.check_expected_against_link()
+    }
+
+    /// The `expected:` block must be possible on the profile's own link: the accepted RTT
+    /// reaches the sum of the one-way delays, and the accepted goodput's low end is not above
+    /// the slower direction's rate (TCP cannot carry more than the link).
+    fn check_expected_against_link(&self) -> Result<(), String> {
+        let added = self.added_rtt();
+        let (_, rtt_high) = self.expected.rtt.range();
+        if rtt_high < added {
+            return Err(format!(
+                "expected.rtt: accepts at most {}, but the link's one-way delays add {} (uplink.delay + downlink.delay); calibration could never pass",
+                Dur(rtt_high),
+                Dur(added)
+            ));
+        }
+        if let (Some(g), Some(rate)) = (&self.expected.goodput, self.slowest_rate()) {
+            let (low, _) = g.range();
+            if low > rate as f64 {
+                return Err(format!(
+                    "expected.goodput: {} (at least {} with its tolerance) is above the link's rate {}; {RATE_UNITS}",
+                    g.value,
+                    BitRate(low as u64),
+                    BitRate(rate)
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The lower of the two directions' rates, bits/s (`None` without a rate on both).
+    fn slowest_rate(&self) -> Option<u64> {
+        let rate = |s: &Option<LinkSpec>| s.as_ref().and_then(|s| s.rate).map(|r| r.0);
+        Some(rate(&self.uplink)?.min(rate(&self.downlink)?))
+    }
+
+    /// Things that are possible but unlikely to be meant, one message each, for the launcher
+    /// to print when the profile loads: an expected goodput below half the link's rate
+    /// (TCP over Ethernet carries about 94% of it: MSS 1448 of 1538 byte times), which is
+    /// what a rate written in megabytes/s (`mbps`) where megabits/s was meant looks like.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let (Some(g), Some(rate)) = (&self.expected.goodput, self.slowest_rate()) {
+            let (_, high) = g.range();
+            if high < rate as f64 / 2.0 {
+                out.push(format!(
+                    "expected.goodput {} is less than half the link's rate {}: was the rate meant in other units? ({RATE_UNITS})",
+                    g.value,
+                    BitRate(rate)
+                ));
+            }
+        }
+        out
     }
 
     /// Sum of the one-way delays of both directions: the RTT the link adds before host overhead
@@ -411,6 +463,75 @@ expected:
             "{CROSSNET}  goodput: {{ value: 47mbit, tolerance: 5% }}\n"
         ));
         assert!(e.contains("expected.goodput"), "{e}");
+    }
+
+    /// CROSSNET with a rate on both directions and `goodput` as its expected goodput.
+    fn with_goodput(rate: &str, goodput: &str) -> String {
+        let text = CROSSNET
+            .replace(
+                "rate: 50mbit, limit: 500",
+                &format!("rate: {rate}, limit: 500"),
+            )
+            .replace(
+                "loss: 0.5%, limit: 500",
+                &format!("rate: {rate}, limit: 500"),
+            );
+        format!("{text}  goodput: {{ value: {goodput}, tolerance: 6% }}\n")
+    }
+
+    #[test]
+    fn an_expected_block_the_link_cannot_meet_is_refused_naming_both_values() {
+        // 10 ms + 10 ms of one-way delay; an RTT accepted only up to 6 ms can never be measured.
+        let e = err(&CROSSNET.replace(
+            "rtt: { value: 20.1ms, minus: 1.5ms, plus: 2ms }",
+            "rtt: { value: 5ms, minus: 1ms, plus: 1ms }",
+        ));
+        assert!(
+            e.contains("expected.rtt") && e.contains("at most 6ms") && e.contains("add 20ms"),
+            "{e}"
+        );
+        // 94 Mbit/s expected (at least 88.36 with 6%) through a 50 Mbit/s link.
+        let e = err(&with_goodput("50mbit", "94mbit"));
+        assert!(
+            e.contains("expected.goodput: 94mbit")
+                && e.contains("88.36mbit")
+                && e.contains("rate 50mbit")
+                && e.contains("mbit = megabits/s"),
+            "{e}"
+        );
+        // At the rate itself, after the tolerance, is possible.
+        assert!(Profile::from_yaml(&with_goodput("50mbit", "53mbit"), "x").is_ok());
+    }
+
+    #[test]
+    fn a_rate_in_megabytes_where_megabits_were_meant_is_warned_about() {
+        // tc(8): 50mbps is 50 megabytes/s = 400 Mbit/s, eight times the 47 Mbit/s expected.
+        let p = Profile::from_yaml(&with_goodput("50mbps", "47.07mbit"), "x").unwrap();
+        let w = p.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("47.07mbit")
+                && w[0].contains("rate 400mbit")
+                && w[0].contains("mbps = MBps = megabytes/s"),
+            "{w:?}"
+        );
+        let meant = Profile::from_yaml(&with_goodput("50mbit", "47.07mbit"), "x").unwrap();
+        assert_eq!(meant.warnings(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_shipped_profiles_load_without_warnings() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                let p = Profile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(p.warnings(), Vec::<String>::new(), "{}", path.display());
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 3, "loopback, lan100, crossnet");
     }
 
     #[test]

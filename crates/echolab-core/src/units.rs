@@ -123,6 +123,10 @@ fn trim_float(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// tc(8)'s rate units, in words, for messages about a rate that may have been meant in the
+/// other unit.
+pub const RATE_UNITS: &str = "rates follow tc(8): mbit = megabits/s, mbps = MBps = megabytes/s";
+
 /// Parses a rate in tc(8) spelling into bits per second, e.g. `"100mbit"` → 100_000_000.
 ///
 /// # Errors

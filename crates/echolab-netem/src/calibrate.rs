@@ -288,6 +288,8 @@ fn rtt_check(profile: &Profile, median_rtt: Duration) -> Check {
     }
 }
 
+use echolab_core::units::RATE_UNITS;
+
 fn goodput_check(profile: &Profile, direction: &str, measured_bps: f64) -> Option<Check> {
     let g = profile.expected.goodput.as_ref()?;
     let (low, high) = g.range();
@@ -296,7 +298,7 @@ fn goodput_check(profile: &Profile, direction: &str, measured_bps: f64) -> Optio
         (
             false,
             format!(
-                "{direction} goodput {:.2} Mbit/s is above {:.2}: the rate limit is not in effect",
+                "{direction} goodput {:.2} Mbit/s is above {:.2}: the rate limit is not in effect, or the profile's rate is in other units than meant ({RATE_UNITS})",
                 mbit(measured_bps),
                 mbit(high)
             ),

@@ -162,6 +162,12 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    for warning in inputs.profile.warnings() {
+        eprintln!(
+            "echolab-up: warning: profile {}: {warning}",
+            inputs.profile_path.display()
+        );
+    }
     if let Err(e) = preflight(&inputs, args.image.as_deref()) {
         eprintln!("echolab-up: {e}");
         return ExitCode::from(EXIT_USAGE);

@@ -544,6 +544,27 @@ fn bad_input_exits_2_and_creates_nothing() {
         err.contains("echo-server") && err.contains("missing") && err.contains("--bin-dir"),
         "{err}"
     );
+    // A rate in megabytes/s where the expected goodput says megabits: warned about at load.
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem/crossnet.yaml"),
+    )
+    .unwrap();
+    let mbps = base.0.join("mbps.yaml");
+    std::fs::write(&mbps, shipped.replace("rate: 50mbit", "rate: 50mbps")).unwrap();
+    let o = Command::new(BIN)
+        .args(["--profile", mbps.to_str().unwrap(), "--bin-dir"])
+        .arg(base.0.join("no-binaries-here"))
+        .arg("--out")
+        .arg(&base.0)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning: profile")
+            && err.contains("mbps.yaml")
+            && err.contains("rate 400mbit"),
+        "{err}"
+    );
     let leftovers: Vec<_> = std::fs::read_dir(&base.0)
         .unwrap()
         .filter_map(|e| e.ok())

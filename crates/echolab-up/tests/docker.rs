@@ -761,3 +761,39 @@ fn a_server_killed_during_a_cell_fails_that_run_and_the_next_cell_gets_a_fresh_o
     );
     assert_nothing_left(&e, &run_id);
 }
+
+#[test]
+fn storm_and_sustain_cells_run_through_the_launcher() {
+    let e = engine();
+    let base = TempDir::new("storm-sustain");
+    let (mut cmd, out) = loopback_experiment(
+        &base,
+        "s.yaml",
+        "name: s\nquestion: do seed 004's two cell kinds run end to end?\nrepetitions: 1\nwarmup: 0s\nmatrix:\n  - servers: [epoll-lt]\n    modes: [connect-storm]\n    conns: [50]\n  - servers: [select]\n    modes: [sustain]\n    conns: [20]\n    duration: 2s\n    reply_bytes: 1024\n",
+    );
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = results(&out);
+    assert_eq!(r.runs.len(), 2);
+    for run in &r.runs {
+        let b = run.bench.as_ref().expect("a bench report");
+        assert_eq!(run.error, None);
+        assert!(run.server.is_some(), "final server stats");
+        match run.cell.mode {
+            BenchMode::ConnectStorm => {
+                // Every one of the 50 connections proven by an echo over it.
+                assert_eq!((b.requests_ok, b.requests_failed), (50, 0));
+                assert_eq!(b.extra["established"], serde_json::json!(50));
+                assert!(b.extra.contains_key("time_to_establish_s"));
+            }
+            BenchMode::Sustain => {
+                assert_eq!((b.reply_bytes, b.requests_failed), (Some(1024), 0));
+                // One interval record per second of the 2 s run.
+                assert_eq!(b.intervals.len(), 2, "{:?}", b.intervals);
+                assert!(!run.samples.is_empty(), "server CPU samples in the window");
+            }
+            other => panic!("unexpected mode {other:?}"),
+        }
+    }
+    assert_nothing_left(&e, &r.manifest.run_id);
+}

@@ -797,3 +797,30 @@ fn storm_and_sustain_cells_run_through_the_launcher() {
     }
     assert_nothing_left(&e, &r.manifest.run_id);
 }
+
+#[test]
+fn keep_leaves_the_lab_up_and_down_removes_it_once_its_launcher_is_gone() {
+    let e = engine();
+    let base = TempDir::new("keep");
+    let (mut cmd, out) = loopback_experiment(
+        &base,
+        "k.yaml",
+        "name: k\nquestion: does --keep keep?\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [10]\n",
+    );
+    let o = cmd.arg("--keep").output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run_id = results(&out).manifest.run_id;
+    let kept = runtime()
+        .block_on(cleanup::list_labelled(&e.docker, Some(&run_id)))
+        .unwrap();
+    // Loopback: the server host and the client host in its network namespace.
+    assert_eq!(kept.containers.len(), 2, "{kept:?}");
+    assert!(stderr(&o).contains("--keep"), "{}", stderr(&o));
+    let o = Command::new(BIN)
+        .args(["--down", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_nothing_left(&e, &run_id);
+}

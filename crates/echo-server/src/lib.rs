@@ -9,6 +9,8 @@ mod counters;
 mod listen;
 mod models;
 mod readiness;
+mod reply;
+mod serve;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -74,7 +76,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     // Leaked once so the printing closure stays Copy for the --stats-interval thread.
     let counters_at_start: &'static _ = Box::leak(Box::new(echolab_core::netstat::read()));
-    let ctx = models::ServeCtx {
+    let ctx = serve::ServeCtx {
         read_buf: args.read_buf,
         reply_bytes: args.reply_bytes,
         workers,

@@ -6,44 +6,19 @@
 //! A worker that hits a fatal error (not a per-connection one) prints
 //! `echo-server: fatal: <what>` on stderr and exits the process with status 1.
 
-use std::net::TcpListener;
-
-mod backoff;
+pub(crate) mod backoff;
 mod epoll;
 mod poll;
 mod prefork;
-pub(crate) mod reply;
 mod reuseport;
 mod select;
 mod thread;
 mod tokio_rt;
 mod uring;
 
-use crate::counters::{Sys, WorkerCounters};
+use crate::counters::Sys;
+use crate::serve::{Running, ServeCtx};
 use echolab_core::cmd::ServerModel;
-
-/// Everything a model needs to serve.
-pub struct ServeCtx {
-    /// Per-connection read buffer, bytes (`--read-buf`, at least 1).
-    pub read_buf: usize,
-    /// `Some(n)`: reply mode, n bytes per '\n'-terminated request; `None`: echo mode.
-    pub reply_bytes: Option<usize>,
-    /// Number of workers for multi-worker models (at least 1); 1 otherwise.
-    pub workers: usize,
-    /// prefork: use EPOLLEXCLUSIVE on the shared listener.
-    pub exclusive: bool,
-    /// Listening sockets (blocking): one per worker for `reuseport`, exactly one otherwise.
-    pub listeners: Vec<TcpListener>,
-    /// One counter slot per worker (`counters.len() == workers`), in shared memory.
-    pub counters: &'static [WorkerCounters],
-}
-
-/// What a started model leaves for the main thread to manage.
-#[derive(Default)]
-pub struct Running {
-    /// Child processes to stop (SIGKILL, then reap) before the final stats line (prefork).
-    pub children: Vec<nix::unistd::Pid>,
-}
 
 /// The system calls a model's stats always list, even at zero: its I/O calls and its wait call.
 pub fn listed_syscalls(model: ServerModel) -> &'static [Sys] {

@@ -13,9 +13,9 @@ use nix::sys::signal::{signal, SigHandler, Signal};
 use nix::unistd::{fork, getpid, getppid, ForkResult, Pid};
 
 use super::epoll::{self, ReactorSpec, Trigger};
-use super::{Running, ServeCtx};
 use crate::counters::WorkerCounters;
 use crate::readiness::conn::Protocol;
+use crate::serve::{Running, ServeCtx};
 
 /// Forks `ctx.workers` children and returns their pids; only the parent returns.
 ///

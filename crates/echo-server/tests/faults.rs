@@ -346,6 +346,90 @@ fn reply_mode_answers_each_newline(model: &str) {
     assert_eq!(st.totals.bytes_out, 1004 * 1024);
 }
 
+/// Writes 64 KiB chunks to every stream of `streams` (made non-blocking) until none has become
+/// writable again for [`QUIET`]: the server stopped reading all of them and every buffer on the
+/// way is full. One EAGAIN is not enough: the server may still be draining the socket, so
+/// writability is waited for (poll(2)) rather than slept on.
+fn fill_until_the_kernel_takes_no_more(streams: &[TcpStream]) {
+    /// Longer than any pause of a server still reading, even on a loaded 2-core machine.
+    const QUIET: Duration = Duration::from_millis(300);
+    let chunk = pattern(0, 64 * 1024);
+    let mut sent = vec![0usize; streams.len()];
+    for s in streams {
+        s.set_nonblocking(true).unwrap();
+    }
+    let started = std::time::Instant::now();
+    loop {
+        for (i, mut s) in streams.iter().enumerate() {
+            loop {
+                match s.write(&chunk) {
+                    Ok(n) => sent[i] += n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("non-reader {i}: send: {e}"),
+                }
+                assert!(
+                    sent[i] < 1 << 30,
+                    "non-reader {i}: 1 GiB taken without blocking"
+                );
+            }
+        }
+        let mut fds: Vec<libc::pollfd> = streams
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: std::os::fd::AsRawFd::as_raw_fd(s),
+                events: libc::POLLOUT,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a live array of `fds.len()` pollfd structs that poll(2) only
+        // reads and writes within.
+        let ready = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                QUIET.as_millis() as i32,
+            )
+        };
+        assert!(ready >= 0, "poll: {}", std::io::Error::last_os_error());
+        if ready == 0 {
+            return;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the server kept reading from clients that never read: {sent:?} bytes"
+        );
+    }
+}
+
+/// Clients that write without ever reading take nothing from the others (issue 13, part 1): 40
+/// connections each write 64 KiB chunks until the kernel takes no more and never read; a fresh
+/// connection then gets each of its 5 echoes within 2 s. Whatever a model shares between
+/// connections (a buffer pool, a worker, a slot), back-pressure from the 40 must not use it up.
+fn non_readers_leave_the_others_served(model: &str) {
+    const HOGS: usize = 40;
+    const HELLO: &[u8] = b"hello echo\r\n";
+    let server = spawn_echo_server(model, &[]);
+    let hogs: Vec<TcpStream> = (0..HOGS).map(|_| connect(server.addr)).collect();
+    fill_until_the_kernel_takes_no_more(&hogs);
+    let mut fresh = connect(server.addr);
+    fresh
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    for i in 0..5 {
+        let back = round_trip(&mut fresh, HELLO).unwrap_or_else(|e| {
+            panic!(
+                "echo {i} of 5 beside {HOGS} non-readers: {e}; stderr:\n{}",
+                server.stderr()
+            )
+        });
+        assert_eq!(back, HELLO, "echo {i}");
+    }
+    drop(fresh);
+    drop(hogs);
+    let st = stop_ok(server);
+    assert_eq!(st.totals.accepted, HOGS as u64 + 1, "{st:?}");
+}
+
 /// Expands to one module of fault tests per model, and to `TESTED_MODELS`, the list of those
 /// models, so that `help_lists_exactly_the_tested_models` compares `--help` with this very list.
 macro_rules! for_each_model {
@@ -370,6 +454,8 @@ macro_rules! for_each_model {
             fn idle_uses_no_cpu() { super::idle_uses_no_cpu($model) }
             #[test]
             fn reply_mode_answers_each_newline() { super::reply_mode_answers_each_newline($model) }
+            #[test]
+            fn non_readers_leave_the_others_served() { super::non_readers_leave_the_others_served($model) }
         }
     )+};
 }

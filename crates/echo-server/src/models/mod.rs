@@ -5,6 +5,23 @@
 //!
 //! A worker that hits a fatal error (not a per-connection one) prints
 //! `echo-server: fatal: <what>` on stderr and exits the process with status 1.
+//!
+//! # Per-connection memory
+//!
+//! Every model bounds what one connection can make the server hold, so that a client that
+//! sends without reading is stopped by TCP flow control (its bytes wait in the kernel's socket
+//! buffers), and none lets one connection's back-pressure take what the others need (a shared
+//! buffer pool, a worker, a slot). In reply mode (`--reply-bytes`) every model keeps only a
+//! count of owed bytes per connection and writes replies from one shared template
+//! ([`crate::reply`]).
+//!
+//! | model | per connection | a client that does not read |
+//! |---|---|---|
+//! | `select`, `poll`, `epoll-lt`, `epoll-et`, `reuseport` | one `--read-buf` buffer ([`crate::readiness::conn`]) | is not read while its echo is unsent; the reactor serves the others meanwhile |
+//! | `prefork` | the same, in the worker process that accepted it | the same, within that worker |
+//! | `thread` | one `--read-buf` buffer and one thread (128 KiB stack) | blocks its own thread in write(2) only |
+//! | `tokio` | one `--read-buf` buffer and one task | suspends its own task only |
+//! | `uring` | its share of the shared buffer ring (8 × `--read-buf`) plus one own `--read-buf` buffer | holds at most its share; a connection that finds the ring short receives into its own buffer (see `uring`'s module documentation) |
 
 pub(crate) mod backoff;
 mod epoll;

@@ -26,14 +26,17 @@ pub(super) struct Conn {
     pub(super) recv_tag: u32,
     pub(super) recv_armed: bool,
     pub(super) recv_multishot: bool,
+    /// The current multishot recv ends by itself after a byte limit ([`super::features::with_total_limit`]).
+    pub(super) recv_limited: bool,
     pub(super) cancel_sent: bool,
     pub(super) send_in_flight: bool,
     /// The client half-closed (recv returned 0): flush, then close.
     pub(super) read_eof: bool,
     /// A fatal error: drop pending output, stop in-flight operations, close.
     pub(super) dead: bool,
-    /// Waiting for the buffer ring to be refilled (ENOBUFS).
-    pub(super) starved: bool,
+    /// The last receive found the buffer ring empty (ENOBUFS): the next one goes to the own
+    /// buffer, so that the connection never waits for buffers other connections hold.
+    pub(super) ring_dry: bool,
     pub(super) out: VecDeque<Chunk>,
     pub(super) owed: Owed,
     /// Buffer for single-shot receives, made on first use.
@@ -43,5 +46,15 @@ pub(super) struct Conn {
 impl Conn {
     pub(super) fn own_buf_busy(&self) -> bool {
         self.out.iter().any(|c| matches!(c, Chunk::Own { .. }))
+    }
+
+    /// Received bytes not yet sent back (echo mode).
+    pub(super) fn held_bytes(&self) -> u64 {
+        self.out
+            .iter()
+            .map(|c| match *c {
+                Chunk::Ring { off, len, .. } | Chunk::Own { off, len } => u64::from(len - off),
+            })
+            .sum()
     }
 }

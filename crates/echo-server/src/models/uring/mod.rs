@@ -8,29 +8,38 @@
 //!   the connection's own `--read-buf` buffer, re-armed when its bytes are written back.
 //! - send: echo mode sends straight from the buffer the bytes arrived in (no copy) and hands
 //!   the buffer back to the ring when the send completes; reply mode sends from a shared
-//!   [`ReplyBody`](crate::reply::ReplyBody). At most one send per connection is in flight, so bytes leave in order; a
-//!   short send is resubmitted for the rest.
+//!   [`ReplyBody`](crate::reply::ReplyBody). At most one send per connection is in flight,
+//!   so bytes leave in order; a short send is resubmitted for the rest.
 //! - close: an io_uring close once no operation of the connection is in flight.
 //!
 //! The loop submits everything queued and waits for at least one completion in a single
 //! `io_uring_enter`, then handles every completion reaped, so the system calls per request fall
 //! as load rises (one enter serves a whole batch).
 //!
-//! Bounded output. A multishot recv keeps taking buffers as long as data arrives, whether or
-//! not the client reads its echo. Two limits keep that bounded:
-//! - Overall: received bytes only ever sit in the ring's buffers, a fixed pool of about
-//!   [`POOL_TARGET_BYTES`](reactor::POOL_TARGET_BYTES) allocated (and made resident) at start, so the server's memory does
-//!   not grow with what clients leave unread. When the pool runs dry a recv completes with
-//!   ENOBUFS (counted as `errors.recv_buffer_exhausted`); that connection waits until some
-//!   buffer is handed back and then re-arms, so it never spins on an empty ring.
-//! - Per connection: holding [`MAX_HELD_BUFS`](reactor::MAX_HELD_BUFS) buffers of unsent input cancels the
-//!   connection's recv (ASYNC_CANCEL); it is re-armed once the held buffers drain to half. The
-//!   kernel may fill more buffers before the cancel lands (whatever the socket had queued during
-//!   one reactor turn), so this cap is soft: it keeps one slow reader from taking the pool in
-//!   the common case, the pool's size is the hard bound. Reply mode holds no buffers (a count
-//!   of owed bytes, [`Owed`](crate::reply::Owed)) and pauses the same way at [`MAX_OWED_BUFS`](reactor::MAX_OWED_BUFS) buffers' worth.
+//! Bounded memory, and no connection waiting for another. A multishot recv keeps taking
+//! buffers as long as data arrives, whether or not the client reads its echo; the ring is
+//! shared by every connection. So:
+//! - The ring is a fixed pool of about [`POOL_TARGET_BYTES`](reactor::POOL_TARGET_BYTES),
+//!   allocated (and made resident) at start: the server's memory does not grow with what
+//!   clients leave unread.
+//! - Per connection, holding [`MAX_HELD_BUFS`](reactor::MAX_HELD_BUFS) buffers' worth of
+//!   unsent input stops its receiving until half of it is sent. Where the kernel has the
+//!   multishot recv byte limit (Linux 6.17, [`Features::recv_limit`]) each recv is armed to
+//!   end within the bytes left below that share, so the cap is hard in bytes. Elsewhere the recv
+//!   is cancelled (ASYNC_CANCEL) at the cap, and the kernel may fill more buffers before the
+//!   cancel lands (whatever the socket had queued during one reactor turn): a soft cap.
+//! - Progress never depends on the ring. Enough clients that do not read can hold every ring
+//!   buffer (40 × 8 shares are more than 256 buffers). A recv that finds the ring empty
+//!   (ENOBUFS, counted as `errors.recv_buffer_exhausted`), and every recv armed while the ring
+//!   has less than one share free, goes to the connection's own `--read-buf` buffer (a
+//!   single-shot recv) instead; the connection returns to the ring at a later receive once
+//!   the ring has room. So a client that never reads costs the server at most its share of
+//!   the ring plus one `--read-buf` buffer, and takes nothing another connection needs.
 //!
-//! Single-shot receives hold one buffer per connection and never read ahead of the echo.
+//! Reply mode holds no buffers (a count of owed bytes, [`Owed`](crate::reply::Owed), with the
+//! ring buffer handed back at once) and pauses at
+//! [`MAX_OWED_BUFS`](reactor::MAX_OWED_BUFS) buffers' worth owed. Single-shot receives hold
+//! one buffer per connection and never read ahead of the echo.
 //!
 //! Descriptor exhaustion: a failed accept (EMFILE...) ends a multishot accept; it is re-armed
 //! after a Timeout operation of [`AcceptBackoff`](crate::models::backoff::AcceptBackoff)

@@ -10,7 +10,7 @@ use nix::errno::Errno;
 
 use super::buf_ring::BufRing;
 use super::conn::{Chunk, Conn};
-use super::features::{check_opcodes, new_ring, Features, CQ_ENTRIES};
+use super::features::{check_opcodes, new_ring, with_total_limit, Features, CQ_ENTRIES};
 use super::user_data::{split_user_data, user_data, Kind};
 use crate::counters::{ErrKind, Op, Sys, WorkerCounters};
 use crate::models::backoff::AcceptBackoff;
@@ -61,8 +61,8 @@ pub(super) struct Reactor {
     counters: &'static WorkerCounters,
     conns: Vec<Conn>,
     free_slots: Vec<usize>,
-    /// (slot, generation) of connections waiting for ring buffers.
-    starved: Vec<(usize, u32)>,
+    /// Ring buffers the kernel has filled and the reactor has not handed back yet.
+    ring_held: usize,
     next_recv_tag: u32,
     accept_armed: bool,
     accept_backoff: AcceptBackoff,
@@ -112,7 +112,7 @@ impl Reactor {
             counters,
             conns: Vec::new(),
             free_slots: Vec::new(),
-            starved: Vec::new(),
+            ring_held: 0,
             next_recv_tag: 0,
             accept_armed: false,
             accept_backoff: AcceptBackoff::default(),
@@ -175,12 +175,8 @@ impl Reactor {
             if reaped.is_empty() {
                 self.counters.empty_wakeups.inc();
             }
-            let mut buffers_returned = false;
             for &(data, res, flags) in &reaped {
-                buffers_returned |= self.complete(data, res, flags);
-            }
-            if buffers_returned {
-                self.feed_starved();
+                self.complete(data, res, flags);
             }
         }
     }
@@ -230,14 +226,14 @@ impl Reactor {
         self.accept_armed = true;
     }
 
-    /// Handles one completion; returns whether it handed ring buffers back.
-    fn complete(&mut self, data: u64, res: i32, flags: u32) -> bool {
+    /// Handles one completion.
+    fn complete(&mut self, data: u64, res: i32, flags: u32) {
         let (kind, slot, tag) = split_user_data(data);
         match kind {
             Some(Kind::Accept) => self.accepted(res, flags),
             Some(Kind::AcceptBackoff) => self.arm_accept(),
-            Some(Kind::Recv) => return self.received(slot, tag, res, flags),
-            Some(Kind::Send) => return self.sent(slot, tag, res),
+            Some(Kind::Recv) => self.received(slot, tag, res, flags),
+            Some(Kind::Send) => self.sent(slot, tag, res),
             // A cancel that found nothing (ENOENT, EALREADY) lost a race with the operation's
             // own end, which is fine; the cancelled operation reports separately.
             Some(Kind::Cancel) => {}
@@ -247,7 +243,6 @@ impl Reactor {
                 .inc(),
             Some(Kind::Close) | None => {}
         }
-        false
     }
 
     fn accepted(&mut self, res: i32, flags: u32) {
@@ -306,29 +301,36 @@ impl Reactor {
         slot
     }
 
-    /// Handles a recv completion; returns whether a ring buffer was handed back.
-    fn received(&mut self, slot: usize, tag: u32, res: i32, flags: u32) -> bool {
+    /// Handles a recv completion.
+    fn received(&mut self, slot: usize, tag: u32, res: i32, flags: u32) {
         let bid = cqueue::buffer_select(flags);
+        if bid.is_some() {
+            self.ring_held += 1;
+        }
         let current = self
             .conns
             .get(slot)
             .is_some_and(|c| c.live && c.recv_tag == tag && c.recv_armed);
         if !current {
             debug_assert!(false, "recv completion for no armed recv");
-            return bid.is_some_and(|b| self.give_back(b));
+            if let Some(b) = bid {
+                self.give_back(b);
+            }
+            return;
         }
         let c = &mut self.conns[slot];
         if !cqueue::more(flags) {
             c.recv_armed = false;
             c.cancel_sent = false;
         }
-        let mut returned = false;
         if res > 0 {
             let len = res as u32;
             self.counters.bytes_in.add(u64::from(len));
             let c = &mut self.conns[slot];
             if c.dead {
-                returned = bid.is_some_and(|b| self.give_back(b));
+                if let Some(b) = bid {
+                    self.give_back(b);
+                }
             } else if let Some(body) = &self.reply {
                 let input = match bid {
                     Some(b) => self
@@ -340,7 +342,9 @@ impl Reactor {
                         [..len as usize],
                 };
                 c.owed.add_requests(body, input);
-                returned = bid.is_some_and(|b| self.give_back(b));
+                if let Some(b) = bid {
+                    self.give_back(b);
+                }
             } else {
                 c.out.push_back(match bid {
                     Some(bid) => Chunk::Ring { bid, off: 0, len },
@@ -349,17 +353,20 @@ impl Reactor {
             }
         } else {
             if let Some(b) = bid {
-                returned = self.give_back(b);
+                self.give_back(b);
             }
             let c = &mut self.conns[slot];
             match Errno::from_raw(-res) {
                 _ if res == 0 => c.read_eof = true,
                 Errno::ENOBUFS => {
                     self.counters.error(ErrKind::RecvBufferExhausted).inc();
-                    c.starved = true;
-                    self.starved.push((slot, c.generation));
+                    c.ring_dry = true;
                 }
                 Errno::ECANCELED | Errno::EINTR | Errno::EAGAIN => {}
+                Errno::EINVAL if c.recv_limited && self.features.recv_limit => {
+                    self.features.recv_limit = false;
+                    eprintln!("echo-server: uring: multishot recv with a byte limit refused (EINVAL); using the cancel cap only");
+                }
                 Errno::EINVAL if c.recv_multishot && self.features.multishot_recv => {
                     self.features.multishot_recv = false;
                     eprintln!("echo-server: uring: multishot recv refused (EINVAL); using single-shot recv");
@@ -371,22 +378,20 @@ impl Reactor {
             }
         }
         self.pump(slot);
-        returned
     }
 
-    /// Handles a send completion; returns whether a ring buffer was handed back.
-    fn sent(&mut self, slot: usize, tag: u32, res: i32) -> bool {
+    /// Handles a send completion.
+    fn sent(&mut self, slot: usize, tag: u32, res: i32) {
         let current = self
             .conns
             .get(slot)
             .is_some_and(|c| c.live && c.generation == tag && c.send_in_flight);
         if !current {
             debug_assert!(false, "send completion for no send in flight");
-            return false;
+            return;
         }
         let c = &mut self.conns[slot];
         c.send_in_flight = false;
-        let mut returned = false;
         if res > 0 {
             let wrote = res as u32;
             self.counters.bytes_out.add(u64::from(wrote));
@@ -406,7 +411,7 @@ impl Reactor {
                 if let Some(ring_bid) = finished {
                     c.out.pop_front();
                     if let Some(b) = ring_bid {
-                        returned = self.give_back(b);
+                        self.give_back(b);
                     }
                 }
             }
@@ -422,26 +427,28 @@ impl Reactor {
             self.conns[slot].dead = true;
         }
         self.pump(slot);
-        returned
     }
 
-    fn give_back(&mut self, bid: u16) -> bool {
+    fn give_back(&mut self, bid: u16) {
         self.bufs
             .as_mut()
             .expect("ring buffers in use")
             .give_back(bid);
-        true
+        self.ring_held -= 1;
     }
 
-    /// Re-arms the receives of connections that found the buffer ring empty.
-    fn feed_starved(&mut self) {
-        for (slot, generation) in std::mem::take(&mut self.starved) {
-            let c = &mut self.conns[slot];
-            if c.live && c.generation == generation && c.starved {
-                c.starved = false;
-                self.pump(slot);
-            }
-        }
+    /// Whether the next receive of `c` may take buffers from the ring: the kernel has
+    /// multishot recv, the connection's last receive did not find the ring empty, and the ring
+    /// has room for a whole connection's share ([`MAX_HELD_BUFS`]) besides what is held. A
+    /// receive that may not goes to the connection's own buffer instead, so that no connection
+    /// ever waits for buffers that others (clients that do not read) hold.
+    fn may_use_ring(&self, c: &Conn) -> bool {
+        self.features.multishot_recv
+            && !c.ring_dry
+            && self
+                .bufs
+                .as_ref()
+                .is_some_and(|b| b.count() - self.ring_held >= MAX_HELD_BUFS)
     }
 
     /// Whether a connection's unsent output is at the cap (stop receiving), and whether it is
@@ -475,7 +482,7 @@ impl Reactor {
             if full && c.recv_multishot && !c.cancel_sent {
                 self.cancel_recv(slot);
             }
-        } else if !c.read_eof && !c.starved && low && !c.own_buf_busy() {
+        } else if !c.read_eof && low && !c.own_buf_busy() {
             self.arm_recv(slot);
         }
         let c = &self.conns[slot];
@@ -556,11 +563,29 @@ impl Reactor {
     fn arm_recv(&mut self, slot: usize) {
         self.next_recv_tag = self.next_recv_tag.wrapping_add(1);
         let tag = self.next_recv_tag;
-        let multishot = self.features.multishot_recv;
+        let multishot = self.may_use_ring(&self.conns[slot]);
+        let limited = multishot && self.features.recv_limit;
+        // Echo mode: what may still come in before the connection holds its cap (reply mode
+        // holds no buffers; its cap counts owed bytes, checked in `pump`).
+        let cap = MAX_HELD_BUFS as u64 * self.read_buf as u64;
+        let room = match self.reply {
+            Some(_) => cap,
+            None => cap.saturating_sub(self.conns[slot].held_bytes()),
+        };
         let c = &mut self.conns[slot];
+        c.ring_dry = false;
         let fd = types::Fd(c.fd);
         let entry = if multishot {
-            opcode::RecvMulti::new(fd, BUF_GROUP).build()
+            let entry = opcode::RecvMulti::new(fd, BUF_GROUP).build();
+            if limited {
+                // The kernel ends the recv at the completion that reaches the limit, which can
+                // overshoot it by up to a buffer less one byte: so the limit stops that much
+                // short of the room. At least one byte: 0 would mean no limit.
+                let limit = room.saturating_sub(self.read_buf as u64 - 1).max(1);
+                with_total_limit(entry, u32::try_from(limit).unwrap_or(u32::MAX))
+            } else {
+                entry
+            }
         } else {
             let read_buf = self.read_buf;
             let own = c
@@ -576,6 +601,7 @@ impl Reactor {
         c.recv_tag = tag;
         c.recv_armed = true;
         c.recv_multishot = multishot;
+        c.recv_limited = limited;
         c.cancel_sent = false;
         // SAFETY: a multishot recv writes only into ring buffers; a single-shot one into the
         // connection's boxed own buffer, which no chunk refers to (checked by the caller) and

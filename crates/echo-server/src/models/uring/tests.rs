@@ -16,22 +16,28 @@ use crate::counters::{alloc_shared, ErrKind, Op, WorkerCounters};
 /// Generous: the machine has two cores shared with builds and other tests.
 const DEADLINE: Duration = Duration::from_secs(60);
 
+/// The four combinations of the multishot features, all without the recv byte limit (the
+/// tests of the limit set it themselves).
 const ALL_FEATURES: [Features; 4] = [
     Features {
         multishot_accept: true,
         multishot_recv: true,
+        recv_limit: false,
     },
     Features {
         multishot_accept: true,
         multishot_recv: false,
+        recv_limit: false,
     },
     Features {
         multishot_accept: false,
         multishot_recv: true,
+        recv_limit: false,
     },
     Features {
         multishot_accept: false,
         multishot_recv: false,
+        recv_limit: false,
     },
 ];
 
@@ -361,4 +367,94 @@ fn pool_sizes_are_powers_of_two_within_bounds() {
     assert_eq!(pool_buffers(64 << 20), POOL_MIN_BUFS as u16);
     assert_eq!(pool_buffers(1), POOL_MAX_BUFS as u16);
     assert!(pool_buffers(5000).is_power_of_two());
+}
+
+/// Writes to `s` (made non-blocking) until it has not become writable again for 300 ms: the
+/// server stopped reading it and the buffers on the way are full. Returns the bytes written.
+fn fill_without_reading(s: &TcpStream) -> usize {
+    s.set_nonblocking(true).unwrap();
+    let chunk = pattern(64 << 10, 9);
+    let mut sent = 0;
+    let start = Instant::now();
+    loop {
+        match (&*s).write(&chunk) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut fd = libc::pollfd {
+                    fd: std::os::fd::AsRawFd::as_raw_fd(s),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one live pollfd, read and written by poll(2) only.
+                if unsafe { libc::poll(&mut fd, 1, 300) } == 0 {
+                    return sent;
+                }
+            }
+            Err(e) => panic!("send: {e}"),
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the server never stopped reading"
+        );
+    }
+}
+
+#[test]
+fn clients_that_hold_the_whole_ring_leave_the_others_served_from_their_own_buffers() {
+    // 16 buffers of 4 KiB; four non-readers may hold MAX_HELD_BUFS (8) each, twice the ring.
+    let server = serve(ALL_FEATURES[0], 4096, None, 16);
+    let c = server.counters;
+    let hogs: Vec<TcpStream> = (0..4).map(|_| connect(server.addr)).collect();
+    for h in &hogs {
+        fill_without_reading(h);
+    }
+    let held = c.bytes_in.get() - c.bytes_out.get();
+    let mut fresh = connect(server.addr);
+    for i in 0..5 {
+        let msg = format!("after the ring ran dry {i}\n").into_bytes();
+        fresh.write_all(&msg).unwrap();
+        let mut back = vec![0u8; msg.len()];
+        fresh.read_exact(&mut back).unwrap();
+        assert_eq!(back, msg);
+    }
+    assert!(
+        c.error(ErrKind::RecvBufferExhausted).get() > 0,
+        "the hogs never emptied the ring (held {held} bytes)"
+    );
+    assert!(
+        c.op(Op::Recv).get() > 0,
+        "no receive into a connection's own buffer"
+    );
+    // What the server holds is bounded by the ring plus one own buffer per connection.
+    let bound = (16 + 5) * 4096;
+    assert!(held <= bound, "held {held} bytes, bound {bound}");
+    drop(hogs);
+}
+
+#[test]
+fn with_the_recv_byte_limit_a_non_reader_holds_at_most_its_share() {
+    if !Features::detect().recv_limit {
+        eprintln!("this kernel has no multishot recv byte limit (Linux 6.17); nothing to check");
+        return;
+    }
+    let features = Features {
+        recv_limit: true,
+        ..ALL_FEATURES[0]
+    };
+    let server = serve(features, 4096, None, 1024);
+    let c = server.counters;
+    let hog = connect(server.addr);
+    let sent = fill_without_reading(&hog);
+    let held = c.bytes_in.get() - c.bytes_out.get();
+    // The ring has room for 4 MiB, so only the limit keeps the share at MAX_HELD_BUFS buffers.
+    let share = (super::reactor::MAX_HELD_BUFS * 4096) as u64;
+    assert!(
+        held <= share,
+        "held {held} bytes after the client sent {sent}, share {share}"
+    );
+    assert!(
+        held > 0,
+        "the server held nothing: the client's bytes went elsewhere"
+    );
+    drop(hog);
 }

@@ -25,6 +25,25 @@ pub struct ServeCtx {
 /// What a started model leaves for the main thread to manage.
 #[derive(Default)]
 pub struct Running {
-    /// Child processes to stop (SIGKILL, then reap) before the final stats line (prefork).
-    pub children: Vec<nix::unistd::Pid>,
+    /// Worker processes the main thread watches (prefork); `None` for the models whose
+    /// workers are threads of this process.
+    pub children: Option<Box<dyn Children>>,
+}
+
+/// Worker processes, supervised by the main thread: a worker that dies is replaced at once,
+/// and said so on stderr, or the server ends with the reason.
+pub trait Children {
+    /// Reaps every worker that exited (after a SIGCHLD) and starts a replacement for each,
+    /// printing one line per replacement on stderr.
+    ///
+    /// # Errors
+    /// A worker that cannot be replaced (fork failed, or it keeps dying): the reason, for the
+    /// server's fatal line.
+    fn reap_and_replace(&mut self) -> Result<(), String>;
+
+    /// Workers started again so far.
+    fn restarts(&self) -> u64;
+
+    /// Stops every worker (SIGKILL) and reaps it.
+    fn stop(&mut self);
 }

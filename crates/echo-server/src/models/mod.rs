@@ -2,9 +2,12 @@
 //! or processes for prefork) and returns at once with a [`Running`]; the main thread then only
 //! waits for signals and prints statistics. Models never need to handle shutdown themselves:
 //! on SIGTERM/SIGINT the main thread stops forked children, prints the final line and exits.
+//! Models apply no socket options of their own: `--nodelay` is set on the listening sockets,
+//! whose accepted connections inherit it (`listen`).
 //!
-//! A worker that hits a fatal error (not a per-connection one) prints
-//! `echo-server: fatal: <what>` on stderr and exits the process with status 1.
+//! A worker that hits a fatal error (not a per-connection one) ends the process with its fatal
+//! line (`crate::fatal`); a prefork worker process that dies is replaced by the main thread
+//! (`serve::Children`).
 //!
 //! # Per-connection memory
 //!

@@ -160,10 +160,7 @@ impl Reactor {
                         e.raw_os_error(),
                         Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
                     ) => {}
-                Err(e) => {
-                    eprintln!("echo-server: fatal: io_uring_enter: {e}");
-                    std::process::exit(1);
-                }
+                Err(e) => crate::fatal::exit(&format!("io_uring_enter: {e}")),
             }
             reaped.clear();
             reaped.extend(
@@ -198,8 +195,7 @@ impl Reactor {
                     e.raw_os_error(),
                     Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
                 ) {
-                    eprintln!("echo-server: fatal: io_uring_enter: {e}");
-                    std::process::exit(1);
+                    crate::fatal::exit(&format!("io_uring_enter: {e}"));
                 }
             }
         }

@@ -19,7 +19,6 @@ use echolab_testkit::{spawn_echo_server, workspace_bin};
 struct Server {
     child: Child,
     stderr: Arc<Mutex<String>>,
-    ready: Ready,
 }
 
 impl Server {
@@ -52,11 +51,8 @@ impl Server {
         let ready = rx
             .recv_timeout(DEADLINE)
             .unwrap_or_else(|_| panic!("not ready; stderr:\n{}", stderr.lock().unwrap()));
-        Server {
-            child,
-            stderr,
-            ready,
-        }
+        assert_eq!(ready.pid, child.id(), "the readiness line names the server");
+        Server { child, stderr }
     }
 
     fn pid(&self) -> i32 {

@@ -430,6 +430,66 @@ fn non_readers_leave_the_others_served(model: &str) {
     assert_eq!(st.totals.accepted, HOGS as u64 + 1, "{st:?}");
 }
 
+/// TCP_NODELAY (issue 13, part 6). A 20-byte request echoed through a 10-byte read buffer
+/// leaves the server as two 10-byte writes. Under Nagle's algorithm the second waits until the
+/// first is acknowledged, and the client delays that ACK (it has nothing to send while it waits
+/// for the rest of its echo): at least TCP_DELACK_MIN, 40 ms on Linux. With `--nodelay` (the
+/// default) the second write leaves at once. The client sets TCP_QUICKACK to 0 before each
+/// request, which puts its socket in delayed-ACK mode (tcp(7)), so the stall does not depend
+/// on the kernel's guess of an interactive connection.
+fn nagle_stalls_only_without_nodelay(model: &str) {
+    const ROUNDS: usize = 8;
+    const REQUEST: &[u8] = b"0123456789abcdefghi\n";
+    let round_trips = |nodelay: bool| -> Vec<Duration> {
+        let flag = if nodelay {
+            "--nodelay"
+        } else {
+            "--nodelay=false"
+        };
+        let server = spawn_echo_server(model, &["--read-buf", "10", flag]);
+        let mut s = connect(server.addr);
+        s.set_nodelay(true).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
+        let times = (0..ROUNDS)
+            .map(|i| {
+                let off: libc::c_int = 0;
+                // SAFETY: setsockopt(2) reads one c_int from a live local.
+                let r = unsafe {
+                    libc::setsockopt(
+                        fd,
+                        libc::IPPROTO_TCP,
+                        libc::TCP_QUICKACK,
+                        (&off as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                assert_eq!(r, 0, "TCP_QUICKACK");
+                let t = std::time::Instant::now();
+                let back = round_trip(&mut s, REQUEST).unwrap();
+                assert_eq!(back, REQUEST, "round {i}");
+                t.elapsed()
+            })
+            .collect();
+        drop(s);
+        let st = stop_ok(server);
+        assert_eq!(st.nodelay, nodelay, "ServerStats records the setting");
+        times
+    };
+    let stall = Duration::from_millis(30);
+    let off = round_trips(false);
+    let stalled = off.iter().filter(|&&t| t >= stall).count();
+    assert!(
+        stalled >= ROUNDS / 2,
+        "with --nodelay=false only {stalled} of {ROUNDS} round trips took >= {stall:?}: {off:?}"
+    );
+    let mut on = round_trips(true);
+    on.sort_unstable();
+    assert!(
+        on[ROUNDS - 1] < stall && on[ROUNDS / 2] < Duration::from_millis(10),
+        "with --nodelay a round trip stalled: {on:?}"
+    );
+}
+
 /// Expands to one module of fault tests per model, and to `TESTED_MODELS`, the list of those
 /// models, so that `help_lists_exactly_the_tested_models` compares `--help` with this very list.
 macro_rules! for_each_model {
@@ -456,6 +516,8 @@ macro_rules! for_each_model {
             fn reply_mode_answers_each_newline() { super::reply_mode_answers_each_newline($model) }
             #[test]
             fn non_readers_leave_the_others_served() { super::non_readers_leave_the_others_served($model) }
+            #[test]
+            fn nagle_stalls_only_without_nodelay() { super::nagle_stalls_only_without_nodelay($model) }
         }
     )+};
 }

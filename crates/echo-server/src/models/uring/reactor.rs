@@ -129,7 +129,12 @@ impl Reactor {
         };
         let recv = match &self.bufs {
             Some(b) => format!(
-                "multishot, buffer ring of {} x {} B",
+                "multishot{}, buffer ring of {} x {} B",
+                if self.features.recv_limit {
+                    " with a byte limit"
+                } else {
+                    ""
+                },
                 b.count(),
                 b.buf_size()
             ),

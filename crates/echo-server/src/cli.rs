@@ -32,11 +32,17 @@ Output: on stderr, `echo-server listening on IP:PORT model=M workers=N pid=P` on
 accepts connections (launchers wait for this line); on stdout, one ServerStats JSON line every
 --stats-interval and a final one (\"final\":true) on SIGTERM or SIGINT, after which it exits 0.
 
+Exit: 0 after SIGTERM/SIGINT; 2 for bad input (one line); any other end prints one line
+`echo-server: fatal: REASON` (an error, a panic, a signal) and exits 1, or 128+N for signal N.
+prefork replaces a worker process that dies, says so on stderr, and counts it in
+`worker_restarts`.
+
 Examples:
-  echo-server --model epoll-et --port 9988              # the seeds' ET server
+  echo-server --model epoll-et                          # the seeds' ET server, port 9988
   echo-server --model epoll-lt --port 9988 --read-buf 4096
   echo-server --model reuseport --workers 2 --port 9988 --stats-interval 1s
-  echo-server --model select --port 8000 --reply-bytes 1024   # seed 004 activelink server";
+  echo-server --model select --port 8000 --reply-bytes 1024   # seed 004 activelink server
+  echo-server --model poll --port 9988 --nodelay=false  # Nagle's algorithm left on";
 
 /// TCP echo server with selectable I/O model and per-model syscall counters.
 #[derive(Debug, Parser)]
@@ -46,7 +52,8 @@ pub struct Args {
     /// I/O model.
     #[arg(long, value_enum)]
     pub model: ServerModel,
-    /// TCP port to listen on; 0 picks a free one (printed on the readiness line).
+    /// TCP port to listen on; 0 picks a free one (printed on the readiness line). The default
+    /// is the seeds' port, which echo-bench's examples and the compose setup use too.
     #[arg(long, default_value_t = 9988)]
     pub port: u16,
     /// Address to bind.
@@ -72,4 +79,10 @@ pub struct Args {
     /// prefork only: register the shared listener with EPOLLEXCLUSIVE.
     #[arg(long)]
     pub exclusive: bool,
+    /// TCP_NODELAY on accepted connections, as most servers set it; --nodelay=false leaves
+    /// Nagle's algorithm on (a reply written while an earlier one is unacknowledged then waits
+    /// for the client's delayed ACK, ~40 ms).
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub nodelay: bool,
 }

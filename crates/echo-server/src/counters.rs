@@ -36,6 +36,11 @@ impl Counter {
     pub fn add_shared(&self, n: u64) {
         self.0.fetch_add(n, Relaxed);
     }
+    /// Replaces the value (prefork's worker pid, when a worker is replaced); the caller must
+    /// be the only writer of this counter.
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Relaxed);
+    }
     /// Current value.
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)

@@ -97,3 +97,11 @@ fn exclusive_outside_prefork_is_named() {
         &["--exclusive"],
     );
 }
+
+#[test]
+fn bad_nodelay_value_is_named() {
+    assert_usage_error(
+        &["--model", "poll", "--port", "0", "--nodelay=maybe"],
+        &["maybe", "--nodelay"],
+    );
+}

@@ -33,6 +33,13 @@ fn sigint_prints_the_final_stats_line_and_exits_0() {
         for _ in 0..3 {
             assert_eq!(round_trip(&mut s, HELLO).unwrap(), HELLO);
         }
+        // The server counts a write after the bytes are on their way, so the client may hold
+        // its echo before the count is made. Its EOF comes after: the server closes the
+        // connection only once it has counted everything before.
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut s, &mut rest).unwrap();
+        assert!(rest.is_empty());
     }
     let (code, stats, out) = server.stop_with(libc::SIGINT);
     assert_eq!(code, 0, "exit status after SIGINT; stdout:\n{out}");

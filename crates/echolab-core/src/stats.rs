@@ -89,6 +89,14 @@ pub struct ServerStats {
     pub totals: ServerCounters,
     /// Per-worker counters; one entry for single-reactor models.
     pub workers: Vec<WorkerStats>,
+    /// Worker processes the server started again after one died (`prefork`; 0 for the other
+    /// models, whose workers are threads of one process). Absent in older records: 0.
+    #[serde(default)]
+    pub worker_restarts: u64,
+    /// Whether accepted connections have TCP_NODELAY (Nagle's algorithm off, `--nodelay`).
+    /// Absent in older records, whose servers never set it: `false`.
+    #[serde(default)]
+    pub nodelay: bool,
     /// Changes of the kernel's TCP counters in the server's network namespace since it
     /// started listening, by nstat name ([`crate::netstat`]); absent in older records.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -247,6 +255,8 @@ mod tests {
             "eagain_write",
             "errors",
             "workers",
+            "worker_restarts",
+            "nodelay",
         ] {
             assert!(v.get(key).is_some(), "missing {key} in {v}");
         }
@@ -254,6 +264,17 @@ mod tests {
         assert_eq!(v["workers"][0]["accepted"], 3);
         let back: ServerStats = serde_json::from_value(v).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn server_stats_without_the_newer_fields_still_parse() {
+        // A final line as echo-server printed it before worker_restarts and nodelay existed.
+        let old = r#"{"model":"prefork","pid":7,"uptime_s":1.5,"final":true,"accepted":2,"closed":2,"bytes_in":24,"bytes_out":24,"syscalls":{},"events_returned":4,"empty_wakeups":0,"eagain_read":0,"eagain_write":0,"errors":{},"workers":[]}"#;
+        let s: ServerStats = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (s.worker_restarts, s.nodelay, s.totals.bytes_in),
+            (0, false, 24)
+        );
     }
 
     #[test]

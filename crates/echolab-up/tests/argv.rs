@@ -54,6 +54,7 @@ fn check_server(cmd: &ServerCmd) {
     assert_eq!(a.reply_bytes.map(|r| r as u64), cmd.reply_bytes, "{line}");
     assert_eq!(a.stats_interval, cmd.stats_interval.map(|d| d.0), "{line}");
     assert_eq!(a.exclusive, cmd.exclusive, "{line}");
+    assert_eq!(a.nodelay, cmd.nodelay, "{line}");
 }
 
 fn check_load(a: &LoadArgs, c: &LoadOpts, line: &str) {
@@ -291,6 +292,7 @@ fn every_field_of_every_builder_parses() {
             reply_bytes: Some(1024),
             stats_interval: Some(dur("500ms")),
             exclusive: true,
+            nodelay: false,
         });
         check_server(&ServerCmd::new(model, "0.0.0.0".parse().unwrap(), 0));
     }

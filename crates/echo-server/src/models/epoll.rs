@@ -20,11 +20,11 @@ use anyhow::Context as _;
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 
-use super::{Running, ServeCtx};
 use crate::counters::{ErrKind, Sys, WorkerCounters};
 use crate::readiness::accept::{Accepted, Acceptor};
 use crate::readiness::conn::{Conn, Protocol, Slab, Step};
 use crate::readiness::{io, worker};
+use crate::serve::{Running, ServeCtx};
 
 /// Level- or edge-triggered readiness (epoll(7)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,48 +2,43 @@
 //! or processes for prefork) and returns at once with a [`Running`]; the main thread then only
 //! waits for signals and prints statistics. Models never need to handle shutdown themselves:
 //! on SIGTERM/SIGINT the main thread stops forked children, prints the final line and exits.
+//! Models apply no socket options of their own: `--nodelay` is set on the listening sockets,
+//! whose accepted connections inherit it (`listen`).
 //!
-//! A worker that hits a fatal error (not a per-connection one) prints
-//! `echo-server: fatal: <what>` on stderr and exits the process with status 1.
+//! A worker that hits a fatal error (not a per-connection one) ends the process with its fatal
+//! line (`crate::fatal`); a prefork worker process that dies is replaced by the main thread
+//! (`serve::Children`).
+//!
+//! # Per-connection memory
+//!
+//! Every model bounds what one connection can make the server hold, so that a client that
+//! sends without reading is stopped by TCP flow control (its bytes wait in the kernel's socket
+//! buffers), and none lets one connection's back-pressure take what the others need (a shared
+//! buffer pool, a worker, a slot). In reply mode (`--reply-bytes`) every model keeps only a
+//! count of owed bytes per connection and writes replies from one shared template
+//! ([`crate::reply`]).
+//!
+//! | model | per connection | a client that does not read |
+//! |---|---|---|
+//! | `select`, `poll`, `epoll-lt`, `epoll-et`, `reuseport` | one `--read-buf` buffer ([`crate::readiness::conn`]) | is not read while its echo is unsent; the reactor serves the others meanwhile |
+//! | `prefork` | the same, in the worker process that accepted it | the same, within that worker |
+//! | `thread` | one `--read-buf` buffer and one thread (128 KiB stack) | blocks its own thread in write(2) only |
+//! | `tokio` | one `--read-buf` buffer and one task | suspends its own task only |
+//! | `uring` | its share of the shared buffer ring (8 × `--read-buf`) plus one own `--read-buf` buffer | holds at most its share; a connection that finds the ring short receives into its own buffer (see `uring`'s module documentation) |
 
-use std::net::TcpListener;
-
-mod backoff;
+pub(crate) mod backoff;
 mod epoll;
 mod poll;
 mod prefork;
-pub(crate) mod reply;
 mod reuseport;
 mod select;
 mod thread;
 mod tokio_rt;
 mod uring;
 
-use crate::counters::{Sys, WorkerCounters};
+use crate::counters::Sys;
+use crate::serve::{Running, ServeCtx};
 use echolab_core::cmd::ServerModel;
-
-/// Everything a model needs to serve.
-pub struct ServeCtx {
-    /// Per-connection read buffer, bytes (`--read-buf`, at least 1).
-    pub read_buf: usize,
-    /// `Some(n)`: reply mode, n bytes per '\n'-terminated request; `None`: echo mode.
-    pub reply_bytes: Option<usize>,
-    /// Number of workers for multi-worker models (at least 1); 1 otherwise.
-    pub workers: usize,
-    /// prefork: use EPOLLEXCLUSIVE on the shared listener.
-    pub exclusive: bool,
-    /// Listening sockets (blocking): one per worker for `reuseport`, exactly one otherwise.
-    pub listeners: Vec<TcpListener>,
-    /// One counter slot per worker (`counters.len() == workers`), in shared memory.
-    pub counters: &'static [WorkerCounters],
-}
-
-/// What a started model leaves for the main thread to manage.
-#[derive(Default)]
-pub struct Running {
-    /// Child processes to stop (SIGKILL, then reap) before the final stats line (prefork).
-    pub children: Vec<nix::unistd::Pid>,
-}
 
 /// The system calls a model's stats always list, even at zero: its I/O calls and its wait call.
 pub fn listed_syscalls(model: ServerModel) -> &'static [Sys] {

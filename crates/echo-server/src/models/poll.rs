@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use super::{Running, ServeCtx};
 use crate::counters::{Sys, WorkerCounters};
 use crate::readiness::conn::Slab;
 use crate::readiness::scan::{self, Ready, Scanner};
+use crate::serve::{Running, ServeCtx};
 
 /// Starts the poll reactor thread.
 ///

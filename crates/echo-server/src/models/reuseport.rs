@@ -3,9 +3,9 @@
 //! edge-triggered epoll reactor (models::epoll::run). No state is shared between reactors.
 
 use super::epoll::{self, ReactorSpec, Trigger};
-use super::{Running, ServeCtx};
 use crate::readiness::conn::Protocol;
 use crate::readiness::worker;
+use crate::serve::{Running, ServeCtx};
 
 /// Starts one reactor thread per listener; reactor `i` counts into counter slot `i`.
 ///

@@ -11,10 +11,10 @@ use std::time::Duration;
 use nix::sys::select::{select, FdSet, FD_SETSIZE};
 use nix::sys::time::TimeVal;
 
-use super::{Running, ServeCtx};
 use crate::counters::{Sys, WorkerCounters};
 use crate::readiness::conn::Slab;
 use crate::readiness::scan::{self, Ready, Scanner};
+use crate::serve::{Running, ServeCtx};
 
 /// Starts the select reactor thread.
 ///

@@ -23,9 +23,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use super::backoff::{accept_error_needs_backoff, AcceptBackoff};
-use super::reply::{Owed, ReplyBody};
-use super::{Running, ServeCtx};
 use crate::counters::{ErrKind, Sys, WorkerCounters};
+use crate::reply::{Owed, ReplyBody};
+use crate::serve::{Running, ServeCtx};
 
 /// Stack of a connection thread. The read buffer lives on the heap, so a connection thread
 /// needs little stack; a small one lets thousands of connections fit in memory.

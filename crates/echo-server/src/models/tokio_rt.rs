@@ -32,9 +32,9 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::backoff::{accept_error_needs_backoff, AcceptBackoff};
-use super::reply::{Owed, ReplyBody};
-use super::{Running, ServeCtx};
 use crate::counters::{ErrKind, Sys, WorkerCounters};
+use crate::reply::{Owed, ReplyBody};
+use crate::serve::{Running, ServeCtx};
 
 thread_local! {
     /// Counter slot of the current runtime thread; `usize::MAX` on threads the runtime did not start.

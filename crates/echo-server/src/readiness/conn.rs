@@ -11,12 +11,12 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use super::io::{self, ReadResult, WriteResult};
 use crate::counters::WorkerCounters;
-use crate::models::reply::{Owed, ReplyBody};
+use crate::reply::{Owed, ReplyBody};
 
 /// What the server answers, shared by all connections of one reactor.
 pub struct Protocol {
     read_buf: usize,
-    /// Reply mode's shared reply bytes (models::reply); `None` in echo mode.
+    /// Reply mode's shared reply bytes (crate::reply); `None` in echo mode.
     reply: Option<ReplyBody>,
 }
 

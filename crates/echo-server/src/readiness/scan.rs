@@ -15,7 +15,7 @@ use super::accept::{Accepted, Acceptor};
 use super::conn::{Conn, Protocol, Slab, Step};
 use super::{io, worker};
 use crate::counters::{ErrKind, Sys, WorkerCounters};
-use crate::models::{Running, ServeCtx};
+use crate::serve::{Running, ServeCtx};
 
 /// A connection the wait call reported.
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,5 @@
 //! Worker threads of the readiness models. A worker returns only with a fatal error (epoll_create
-//! failed, the wait call failed); models/mod.rs's contract is then to print
-//! `echo-server: fatal: <what>` and end the process with status 1.
+//! failed, the wait call failed); the process then ends with its fatal line (`crate::fatal`).
 
 use std::convert::Infallible;
 
@@ -25,6 +24,5 @@ where
 
 /// Prints the fatal error of worker `who` and exits the process with status 1.
 pub fn fatal(who: &str, e: &anyhow::Error) -> ! {
-    eprintln!("echo-server: fatal: {who}: {e:#}");
-    std::process::exit(1)
+    crate::fatal::exit(&format!("{who}: {e:#}"))
 }

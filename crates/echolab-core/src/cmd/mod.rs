@@ -6,7 +6,8 @@
 //! flag fails `cargo test`, not a run inside a container.
 //!
 //! What the binaries print back is typed here too: echo-server's readiness line ([`Ready`]),
-//! its stats line ([`final_stats`]), echo-bench's report ([`bench_report`]), and
+//! the line it prints before any exit other than by SIGTERM/SIGINT ([`Fatal`]), its stats
+//! line ([`final_stats`]), echo-bench's report ([`bench_report`]), and
 //! echolab-netem's probe ([`ProbeResult`]), calibration report ([`CalibrationReport`]) and
 //! readiness lines ([`CalibServerReady`], [`WIRE_READY_PREFIX`]).
 //!
@@ -24,7 +25,7 @@ pub use netem::{
     json_from_stdout, CalibServerReady, CalibrationReport, Check, NetemCmd, ProbeResult,
     WIRE_READY_PREFIX,
 };
-pub use server::{final_stats, Ready, ServerCmd, ServerModel, UnknownModel};
+pub use server::{final_stats, Fatal, Ready, ServerCmd, ServerModel, UnknownModel};
 
 use std::fmt::Display;
 
@@ -51,6 +52,15 @@ impl Argv {
     fn opt(&mut self, name: &str, v: Option<impl Display>) -> &mut Self {
         if let Some(v) = v {
             self.val(name, v);
+        }
+        self
+    }
+
+    /// `--name=VALUE` when there is a value (for flags whose value is optional, which clap
+    /// takes only in this form: `--nodelay=false`).
+    fn eq(&mut self, name: &str, v: Option<impl Display>) -> &mut Self {
+        if let Some(v) = v {
+            self.0.push(format!("--{name}={v}"));
         }
         self
     }

@@ -151,6 +151,9 @@ pub struct ServerCmd {
     pub stats_interval: Option<Dur>,
     /// `--exclusive`: EPOLLEXCLUSIVE on prefork's shared listener.
     pub exclusive: bool,
+    /// `--nodelay`: TCP_NODELAY on accepted connections (echo-server's default, `true`);
+    /// `false` is passed as `--nodelay=false`.
+    pub nodelay: bool,
 }
 
 impl ServerCmd {
@@ -169,6 +172,7 @@ impl ServerCmd {
             reply_bytes: None,
             stats_interval: None,
             exclusive: false,
+            nodelay: true,
         }
     }
 
@@ -184,6 +188,7 @@ impl ServerCmd {
             .opt("reply-bytes", self.reply_bytes)
             .opt("stats-interval", self.stats_interval)
             .flag("exclusive", self.exclusive)
+            .eq("nodelay", (!self.nodelay).then_some(false))
             .done()
     }
 }
@@ -240,6 +245,54 @@ impl fmt::Display for Ready {
             self.workers,
             self.pid
         )
+    }
+}
+
+/// echo-server's last words on stderr: `echo-server: fatal: <reason>`, one line printed before
+/// every exit other than by SIGTERM or SIGINT once it is listening (an error, a panic, a worker
+/// that could not be replaced, a fatal signal it can catch), with exit status 1, or 128 + the
+/// signal's number for a signal. Only SIGKILL (and a fault signal that recurs while the reason
+/// is printed) ends it without this line. Bad input before listening is reported as a usage
+/// error instead (`echo-server: <message>`, exit status 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fatal {
+    /// What ended the server, on one line.
+    pub reason: String,
+}
+
+impl Fatal {
+    /// How the line starts.
+    pub const PREFIX: &'static str = "echo-server: fatal: ";
+
+    /// The line for `reason`, its line breaks folded into `"; "` so that it stays one line.
+    pub fn new(reason: &str) -> Fatal {
+        let reason = reason
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        Fatal { reason }
+    }
+
+    /// Parses one line (surrounding whitespace ignored); `None` for any other line.
+    pub fn parse(line: &str) -> Option<Fatal> {
+        let reason = line.trim().strip_prefix(Self::PREFIX)?;
+        Some(Fatal {
+            reason: reason.to_string(),
+        })
+    }
+
+    /// The last fatal line in `stderr`, the reason the server ended, if it said one.
+    pub fn last_in(stderr: &str) -> Option<Fatal> {
+        stderr.lines().rev().find_map(Self::parse)
+    }
+}
+
+impl fmt::Display for Fatal {
+    /// The line without a newline.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", Self::PREFIX, self.reason)
     }
 }
 
@@ -322,11 +375,12 @@ mod tests {
         c.reply_bytes = Some(1024);
         c.stats_interval = Some("500ms".parse().unwrap());
         c.exclusive = true;
+        c.nodelay = false;
         c.model = ServerModel::Prefork;
         assert_eq!(
             c.argv().join(" "),
             "--model prefork --bind 127.0.0.1 --port 0 --read-buf 4096 --workers 2 --backlog 128 \
-             --reply-bytes 1024 --stats-interval 500ms --exclusive"
+             --reply-bytes 1024 --stats-interval 500ms --exclusive --nodelay=false"
         );
     }
 
@@ -366,6 +420,25 @@ mod tests {
             pid: 1,
         };
         assert_eq!(Ready::parse(&v6.to_string()), Some(v6));
+    }
+
+    #[test]
+    fn fatal_lines_are_one_line_and_parse_back() {
+        let f = Fatal::new("panic in thread 'uring-reactor' at src/x.rs:3:5:\nboom\n");
+        assert_eq!(
+            f.to_string(),
+            "echo-server: fatal: panic in thread 'uring-reactor' at src/x.rs:3:5:; boom"
+        );
+        assert_eq!(Fatal::parse(&format!("{f}\n")), Some(f.clone()));
+        assert_eq!(Fatal::parse("echo-server: uring: accept=multishot"), None);
+        let stderr = "echo-server listening on 127.0.0.1:1 model=poll workers=1 pid=3\n\
+                      echo-server: fatal: first\n\
+                      echo-server: fatal: killed by signal SIGHUP\n";
+        assert_eq!(
+            Fatal::last_in(stderr).map(|f| f.reason),
+            Some("killed by signal SIGHUP".to_string())
+        );
+        assert_eq!(Fatal::last_in("echo-server listening on ..."), None);
     }
 
     #[test]

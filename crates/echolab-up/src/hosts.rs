@@ -37,14 +37,28 @@ pub struct ProcOutput {
 }
 
 impl ProcOutput {
-    /// `"exit 2: <last stderr line>"`, for errors.
-    pub fn describe(&self) -> String {
+    /// `"exit 2"`, `"exit 137 (signal 9)"` or `"killed by a signal"`.
+    pub fn status_text(&self) -> String {
         // Docker reports a process killed by signal N as exit 128 + N, as shells do.
-        let code = match self.exit_code {
+        match self.exit_code {
             None => "killed by a signal".to_string(),
             Some(c) if (129..=128 + 64).contains(&c) => format!("exit {c} (signal {})", c - 128),
             Some(c) => format!("exit {c}"),
-        };
+        }
+    }
+
+    /// Why a server ended on its own: its `echo-server: fatal:` reason (core's
+    /// [`echolab_core::cmd::Fatal`]) with the exit status, else [`ProcOutput::describe`].
+    pub fn server_exit_reason(&self) -> String {
+        match echolab_core::cmd::Fatal::last_in(&self.stderr) {
+            Some(f) => format!("{} ({})", f.reason, self.status_text()),
+            None => self.describe(),
+        }
+    }
+
+    /// `"exit 2: <last stderr line>"`, for errors.
+    pub fn describe(&self) -> String {
+        let code = self.status_text();
         let last = self
             .stderr
             .lines()
@@ -183,6 +197,29 @@ pub fn mem_percent(mem_bytes: u64, total: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_exit_is_told_by_its_fatal_line_or_its_last_words() {
+        let out = |code, stderr: &str| ProcOutput {
+            exit_code: code,
+            stderr: stderr.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            out(Some(1), "listening\necho-server: fatal: accept: EMFILE\n").server_exit_reason(),
+            "accept: EMFILE (exit 1)"
+        );
+        assert_eq!(
+            out(Some(137), "listening\n").server_exit_reason(),
+            "exit 137 (signal 9): listening"
+        );
+        assert_eq!(
+            out(None, "").server_exit_reason(),
+            "killed by a signal: (no stderr)"
+        );
+        assert_eq!(out(Some(128), "").status_text(), "exit 128");
+        assert_eq!(out(Some(193), "").status_text(), "exit 193");
+    }
 
     #[test]
     fn warmup_samples_are_dropped() {

@@ -57,7 +57,7 @@ async fn trace<H: Hosts>(
     if server_out.exited_before_stop {
         anyhow::bail!(
             "server exited during the cross-check: {}",
-            server_out.describe()
+            server_out.server_exit_reason()
         );
     }
     if out.exit_code != Some(0) {
@@ -210,7 +210,7 @@ pub async fn run_all<H: Hosts>(
             Ok(output) if output.exited_before_stop => {
                 errors.push(format!(
                     "server exited during the cell: {}",
-                    output.describe()
+                    output.server_exit_reason()
                 ));
                 replace_hosts = true;
             }

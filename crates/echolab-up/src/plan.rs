@@ -129,6 +129,7 @@ pub fn new_manifest(
         timings: Default::default(),
         cpu_plan: None,
         order: None,
+        privileges: BTreeMap::new(),
     }
 }
 

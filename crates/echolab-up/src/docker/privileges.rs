@@ -171,18 +171,15 @@ pub fn endpoint_limits(exp: &Experiment, machine_cpus: u64) -> Limits {
     let largest = cells
         .iter()
         .max_by_key(|c| c.conns.saturating_mul(per_connection_bytes(c, read_buf)));
-    let (conns, per_conn) = largest.map_or((0, 0), |c| (c.conns, per_connection_bytes(c, read_buf)));
+    let (conns, per_conn) =
+        largest.map_or((0, 0), |c| (c.conns, per_connection_bytes(c, read_buf)));
     let memory = ENDPOINT_BASE_MEMORY.saturating_add(conns.saturating_mul(per_conn));
     let max_conns = cells.iter().map(|c| c.conns).max().unwrap_or(0);
-    let workers = [
-        Some(machine_cpus),
-        exp.server.workers,
-        exp.bench.threads,
-    ]
-    .into_iter()
-    .flatten()
-    .max()
-    .unwrap_or(1);
+    let workers = [Some(machine_cpus), exp.server.workers, exp.bench.threads]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(1);
     let pids = ENDPOINT_BASE_PIDS
         .saturating_add(max_conns)
         .saturating_add(workers);
@@ -260,7 +257,11 @@ impl Privileges {
     /// behind a link, the profile volume (calibration reads the profile there).
     pub fn client(limits: &Limits, behind_link: bool) -> Self {
         Self {
-            volumes: if behind_link { vec![PROFILE_VOLUME] } else { vec![] },
+            volumes: if behind_link {
+                vec![PROFILE_VOLUME]
+            } else {
+                vec![]
+            },
             ..Self::endpoint(limits, Seccomp::EngineDefault)
         }
     }
@@ -288,7 +289,9 @@ impl Privileges {
             limits: Limits {
                 pids: to_i64(HELPER_PIDS),
                 memory_bytes: to_i64(HELPER_MEMORY),
-                basis: format!("fixed: one short-lived process; pids {HELPER_PIDS}, memory {HELPER_MEMORY} B"),
+                basis: format!(
+                    "fixed: one short-lived process; pids {HELPER_PIDS}, memory {HELPER_MEMORY} B"
+                ),
             },
         }
     }

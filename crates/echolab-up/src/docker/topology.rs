@@ -152,6 +152,7 @@ pub async fn create_host(
                     &name,
                     Some(bollard::query_parameters::RemoveContainerOptions {
                         force: true,
+                        v: true,
                         ..Default::default()
                     }),
                 )

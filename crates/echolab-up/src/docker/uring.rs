@@ -134,8 +134,7 @@ pub async fn probe(
             probe: first,
         });
     }
-    let (narrow_ok, second) =
-        probe_under(docker, run_id, image, Seccomp::DefaultWithUring).await?;
+    let (narrow_ok, second) = probe_under(docker, run_id, image, Seccomp::DefaultWithUring).await?;
     let probe = format!("{first}; {second}");
     let (server_seccomp, denied) = if narrow_ok {
         (Seccomp::DefaultWithUring, None)

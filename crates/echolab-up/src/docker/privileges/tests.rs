@@ -24,7 +24,11 @@ fn endpoint_memory_grows_with_the_largest_cells_connections() {
     assert_eq!(l.memory_bytes, 1_743_115_456);
     // 256 + 5000 connections + 2 CPUs' worth of client threads.
     assert_eq!(l.pids, 5258);
-    assert!(l.basis.contains("5000 connections × 294936 B"), "{}", l.basis);
+    assert!(
+        l.basis.contains("5000 connections × 294936 B"),
+        "{}",
+        l.basis
+    );
 }
 
 #[test]
@@ -46,7 +50,10 @@ fn a_sustain_cell_counts_its_reply_size() {
         "name: t\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [sustain]\n    conns: [10]\n    duration: 1s\n    reply_bytes: 1MiB\n",
     );
     // 10 × (147456 + 131072 + 16384 + 12 + 1048576) = 10 × 1343500 B.
-    assert_eq!(endpoint_limits(&exp, 4).memory_bytes, 268_435_456 + 13_435_000);
+    assert_eq!(
+        endpoint_limits(&exp, 4).memory_bytes,
+        268_435_456 + 13_435_000
+    );
     assert_eq!(endpoint_limits(&exp, 4).pids, 256 + 10 + 4);
 }
 
@@ -124,7 +131,10 @@ fn the_link_keeps_net_admin_and_the_tun_device_with_reasons() {
     assert_eq!(hc.cap_add, Some(vec!["NET_ADMIN".to_string()]));
     let dev = &hc.devices.unwrap()[0];
     assert_eq!(
-        (dev.path_on_host.as_deref(), dev.path_in_container.as_deref()),
+        (
+            dev.path_on_host.as_deref(),
+            dev.path_in_container.as_deref()
+        ),
         (Some("/dev/net/tun"), Some("/dev/net/tun"))
     );
     assert_eq!(hc.readonly_rootfs, Some(true));
@@ -132,7 +142,10 @@ fn the_link_keeps_net_admin_and_the_tun_device_with_reasons() {
     assert_eq!(mounts.len(), 1);
     assert_eq!(mounts[0].target.as_deref(), Some("/etc/echolab"));
     assert_eq!(mounts[0].typ, Some(MountType::VOLUME));
-    assert_eq!(mounts[0].source, None, "anonymous: removed with the container");
+    assert_eq!(
+        mounts[0].source, None,
+        "anonymous: removed with the container"
+    );
     assert_eq!(
         hc.security_opt,
         Some(vec!["no-new-privileges:true".to_string()])
@@ -189,7 +202,11 @@ fn the_io_uring_profile_is_the_default_plus_three_calls() {
                 .any(|n| n.as_str().unwrap().starts_with("io_uring"))
         })
         .collect();
-    assert_eq!(naming_uring.len(), 1, "only the appended rule names io_uring");
+    assert_eq!(
+        naming_uring.len(),
+        1,
+        "only the appended rule names io_uring"
+    );
     let rule = naming_uring[0];
     assert_eq!(
         rule["names"],

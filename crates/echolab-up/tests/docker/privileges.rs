@@ -4,18 +4,22 @@
 
 use super::*;
 
-/// A run kept up with `--keep`, removed by its run id (never `--down`) on drop, even when the
+/// Removes every object labelled with its run id on drop (never `--down`), even when the
 /// test fails.
+struct RemoveRun(String);
+
+impl Drop for RemoveRun {
+    fn drop(&mut self) {
+        let e = engine();
+        let _ = runtime().block_on(cleanup::remove_labelled(&e.docker, Some(&self.0)));
+    }
+}
+
+/// A run kept up with `--keep`, removed when dropped.
 struct KeptRun {
     run_id: String,
     manifest: echolab_core::results::Manifest,
-}
-
-impl Drop for KeptRun {
-    fn drop(&mut self) {
-        let e = engine();
-        let _ = runtime().block_on(cleanup::remove_labelled(&e.docker, Some(&self.run_id)));
-    }
+    _remove: RemoveRun,
 }
 
 /// One long-connection cell of `conns` connections on crossnet, kept up afterwards.
@@ -34,6 +38,7 @@ fn kept_crossnet_run(base: &TempDir, conns: u64) -> KeptRun {
     let r = results(&out);
     let kept = KeptRun {
         run_id: r.manifest.run_id.clone(),
+        _remove: RemoveRun(r.manifest.run_id.clone()),
         manifest: r.manifest,
     };
     assert!(o.status.success(), "echolab-up failed: {}", stderr(&o));
@@ -256,4 +261,76 @@ fn a_client_host_cannot_change_routes_or_open_raw_sockets() {
             "{user:?}: the soft nofile limit goes back up to the hard one: {text}"
         );
     }
+}
+
+#[test]
+fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot() {
+    use echolab_core::cmd::{ServerCmd, ServerModel};
+    use echolab_up::docker::privileges::{Privileges, Seccomp, DEFAULT_WITH_URING};
+    let e = engine();
+    let rt = runtime();
+    let base = TempDir::new("uring");
+    let bins = snapshot_bins(&base);
+    let image = rt
+        .block_on(echolab_up::docker::image::ensure(&e.docker, &bins, None))
+        .unwrap()
+        .id;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let run = RemoveRun(format!("it-uring-{}-{nanos}", std::process::id()));
+    let (ready, said) = rt
+        .block_on(echolab_up::docker::uring::probe_under(
+            &e.docker,
+            &run.0,
+            &image,
+            Seccomp::DefaultWithUring,
+        ))
+        .unwrap();
+    assert!(ready, "{said}");
+    // The control: the same profile without its last rule, the one that allows io_uring, in a
+    // server-like host made the same way.
+    let mut profile: serde_json::Value = serde_json::from_str(DEFAULT_WITH_URING).unwrap();
+    let rule = profile["syscalls"].as_array_mut().unwrap().pop().unwrap();
+    assert_eq!(rule["names"][0], "io_uring_enter");
+    let mut body = bollard::models::ContainerCreateBody {
+        image: Some(image),
+        cmd: Some(vec!["echolab-up".into(), "__hold".into()]),
+        labels: Some(echolab_up::docker::labels(&run.0, "no-uring")),
+        host_config: Some(bollard::models::HostConfig {
+            network_mode: Some("none".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Privileges::default().apply(&mut body);
+    body.host_config.as_mut().unwrap().security_opt = Some(vec![
+        "no-new-privileges:true".into(),
+        format!("seccomp={profile}"),
+    ]);
+    let name = echolab_up::docker::object_name(&run.0, "no-uring");
+    let options = bollard::query_parameters::CreateContainerOptionsBuilder::default()
+        .name(&name)
+        .build();
+    let out = rt.block_on(async {
+        let id = e
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .unwrap()
+            .id;
+        e.docker.start_container(&id, None).await.unwrap();
+        let mut cmd = vec![ServerCmd::PROGRAM.to_string()];
+        cmd.extend(ServerCmd::new(ServerModel::Uring, [127, 0, 0, 1].into(), 0).argv());
+        echolab_up::docker::exec::run(&e.docker, &id, &cmd, Duration::from_secs(60))
+            .await
+            .unwrap()
+    });
+    assert_ne!(out.exit_code, Some(0), "{}", out.describe());
+    assert!(
+        out.stderr.contains("io_uring is not available here"),
+        "{}",
+        out.describe()
+    );
 }

@@ -232,3 +232,35 @@ fn the_profile_is_copied_into_the_profile_volume() {
         format!("{PROFILE_DIR}/profile.yaml")
     );
 }
+
+#[test]
+fn the_manifest_keeps_the_records_and_reads_manifests_without_them() {
+    let exp = experiment("name: t\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [1]\n");
+    let mut m = crate::plan::new_manifest(
+        "run-1",
+        vec![],
+        "docker",
+        exp.clone(),
+        serde_json::json!({}),
+        Default::default(),
+        1,
+    );
+    // A manifest written before the field existed has no `privileges` key at all.
+    let old = serde_yaml::to_string(&m).unwrap();
+    assert!(!old.contains("privileges"), "{old}");
+    let back: echolab_core::results::Manifest = serde_yaml::from_str(&old).unwrap();
+    assert!(back.privileges.is_empty());
+    m.privileges =
+        RunPrivileges::new(&exp, &profile(LINK_PROFILE), 2, Seccomp::DefaultWithUring).record(true);
+    let text = serde_yaml::to_string(&m).unwrap();
+    let back: echolab_core::results::Manifest = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(back, m);
+    assert_eq!(
+        back.privileges["server"].memory_bytes,
+        268_435_456 + 10 * 294_936
+    );
+    assert!(back.privileges["server"]
+        .seccomp
+        .starts_with("moby v28.5.2 default plus io_uring_setup"));
+    assert_eq!(back.privileges["client"].seccomp, "docker default");
+}

@@ -195,6 +195,38 @@ pub struct Manifest {
     /// matrix order, each cell's repetitions back to back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<OrderRecord>,
+    /// How each role's containers were confined (`server`, `client`, `link`,
+    /// `route-helper`); empty for the local backend and in records older than the field.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub privileges: BTreeMap<String, HostPrivileges>,
+}
+
+/// How the containers of one role were confined, as echolab-up asked the engine (`docker
+/// inspect` shows the same in Config.User and HostConfig).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostPrivileges {
+    /// `uid:gid` its processes run as (`65534:65534` nobody, `0:0` root).
+    pub user: String,
+    /// Capabilities dropped: `ALL`, so that only `cap_add` remains.
+    pub cap_drop: Vec<String>,
+    /// Capabilities added back (`NET_ADMIN`), each with why.
+    pub cap_add: BTreeMap<String, String>,
+    /// Devices mapped in, by path, each with why.
+    pub devices: BTreeMap<String, String>,
+    /// The root filesystem is read-only.
+    pub read_only_rootfs: bool,
+    /// Writable paths on the read-only root, each with why.
+    pub writable: BTreeMap<String, String>,
+    /// `no-new-privileges`: no setuid binary or file capability can raise privileges.
+    pub no_new_privileges: bool,
+    /// The seccomp profile.
+    pub seccomp: String,
+    /// Most tasks (processes and threads) at once.
+    pub pids_limit: i64,
+    /// Memory limit, bytes (memory+swap is the same: no swap).
+    pub memory_bytes: i64,
+    /// How the two limits were sized.
+    pub limits_basis: String,
 }
 
 /// The CPUs of each role, as cpuset lists (cpuset(7) "List format", e.g. `"0"`, `"1-3"`);

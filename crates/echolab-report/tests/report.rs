@@ -301,6 +301,7 @@ fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64) -> Manife
         timings: Timings::default(),
         cpu_plan: None,
         order: None,
+        privileges: Default::default(),
     }
 }
 

@@ -580,10 +580,16 @@ async fn run_docker(
     } else {
         None
     };
-    let security = uring
-        .as_ref()
-        .map(|u| u.server_security.clone())
-        .unwrap_or_default();
+    let privileges = docker::privileges::RunPrivileges::new(
+        &inputs.experiment,
+        &inputs.profile,
+        out.manifest.environment.cpus,
+        uring
+            .as_ref()
+            .map(|u| u.server_seccomp.clone())
+            .unwrap_or_default(),
+    );
+    out.manifest.privileges = privileges.record(inputs.profile.topology == Topology::Link);
     let denied = uring.as_ref().and_then(|u| u.denied.clone());
     let skip = move |c: &Cell| match &denied {
         Some(reason) if c.model() == Ok(ServerModel::Uring) => Err(reason.clone()),
@@ -596,7 +602,7 @@ async fn run_docker(
             let spec = docker::topology::LoopbackSpec {
                 run_id: run_id.to_string(),
                 image: image.clone(),
-                server_security: security.clone(),
+                privileges,
                 server_cpus: cpus.server,
                 client_cpus: cpus.client,
             };
@@ -618,7 +624,7 @@ async fn run_docker(
                 d,
                 run_id,
                 &image,
-                &security,
+                &privileges,
                 &inputs.profile,
                 &inputs.profile_path,
                 &out.manifest.cpu_plan.clone().unwrap_or_default(),

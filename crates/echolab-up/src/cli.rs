@@ -69,8 +69,9 @@ pub struct Args {
     /// Which hosts to use.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
-    /// If io_uring is denied by Docker's default seccomp profile, run the server host with
-    /// seccomp=unconfined instead of skipping the uring cells.
+    /// If io_uring is denied by Docker's default seccomp profile and also by that profile
+    /// with the three io_uring calls added (which the server host otherwise gets), run the
+    /// server host with seccomp=unconfined instead of skipping the uring cells. Recorded.
     #[arg(long)]
     pub allow_uring_unconfined: bool,
     /// Which CPUs each host runs on: `auto` gives server and client disjoint CPUs (on 2 CPUs:

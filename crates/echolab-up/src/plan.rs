@@ -130,6 +130,7 @@ pub fn new_manifest(
         timings: Default::default(),
         cpu_plan: None,
         order: None,
+        privileges: BTreeMap::new(),
     }
 }
 

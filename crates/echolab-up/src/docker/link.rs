@@ -10,7 +10,7 @@
 //! client host --[client net]-- link host --[server net]-- server host
 //! ```
 //!
-//! - Link host: NET_ADMIN and /dev/net/tun only (never privileged), ip_forward=1 and
+//! - Link host: NET_ADMIN and /dev/net/tun only ([`super::privileges`]), ip_forward=1 and
 //!   rp_filter=0 (forwarded packets re-enter from the wire's TUN devices, which strict
 //!   reverse-path filtering would drop). `echolab-netem probe` decides the backend: kernel
 //!   netem (`echolab-netem apply`, read back) where the kernel has sch_netem, else the
@@ -42,6 +42,7 @@ use serde_json::json;
 
 use super::engine::failed;
 use super::exec;
+use super::privileges::{Privileges, RunPrivileges};
 use super::topology::{create_host, endpoint_sysctls, DockerHosts, HostSpec};
 use super::{labels, object_name};
 use crate::hosts::{ProcOutput, READY_DEADLINE, STOP_DEADLINE};
@@ -214,7 +215,7 @@ async fn add_route(
     let mut spec = HostSpec {
         role: format!("route-{role}"),
         network_mode: format!("container:{target}"),
-        cap_add: vec!["NET_ADMIN".into()],
+        privileges: Privileges::route_helper(),
         cmd: Some(vec![
             bin("echolab-up"),
             "__route".into(),
@@ -243,28 +244,21 @@ async fn upload_profile(
 ) -> anyhow::Result<()> {
     let data = std::fs::read(profile_path)
         .with_context(|| format!("cannot read {}", profile_path.display()))?;
+    // Into the profile volume: the engine refuses to extract onto a read-only root.
+    let (dir, file) = PROFILE_IN_HOST
+        .rsplit_once('/')
+        .expect("PROFILE_IN_HOST is an absolute path");
     let mut b = tar::Builder::new(Vec::new());
-    for (path, kind, mode, content) in [
-        ("etc/", tar::EntryType::Directory, 0o755, &[][..]),
-        ("etc/echolab/", tar::EntryType::Directory, 0o755, &[][..]),
-        (
-            "etc/echolab/profile.yaml",
-            tar::EntryType::Regular,
-            0o644,
-            &data[..],
-        ),
-    ] {
-        let mut h = tar::Header::new_ustar();
-        h.set_path(path)?;
-        h.set_entry_type(kind);
-        h.set_mode(mode);
-        h.set_size(content.len() as u64);
-        h.set_cksum();
-        b.append(&h, content)?;
-    }
+    let mut h = tar::Header::new_ustar();
+    h.set_path(file)?;
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_mode(0o644);
+    h.set_size(data.len() as u64);
+    h.set_cksum();
+    b.append(&h, &data[..])?;
     let body = bollard::body_full(bytes::Bytes::from(b.into_inner()?));
     let opts = UploadToContainerOptions {
-        path: "/".into(),
+        path: dir.into(),
         ..Default::default()
     };
     docker
@@ -309,7 +303,7 @@ fn endpoint_on(role: &str, net: &str) -> HostSpec {
 pub struct Endpoints {
     run_id: String,
     image: String,
-    server_security: Vec<String>,
+    privileges: RunPrivileges,
     client_net: String,
     server_net: String,
     client_subnet: String,
@@ -341,11 +335,12 @@ impl Endpoints {
     pub async fn make(&self, docker: &Docker) -> anyhow::Result<MadeEndpoints> {
         let (run_id, image) = (self.run_id.as_str(), self.image.as_str());
         let mut server_spec = HostSpec {
-            security_opt: self.server_security.clone(),
+            privileges: self.privileges.server.clone(),
             cpuset: self.server_cpus.clone(),
             ..endpoint_on("server", &self.server_net)
         };
         let mut client_spec = HostSpec {
+            privileges: self.privileges.client.clone(),
             cpuset: self.client_cpus.clone(),
             ..endpoint_on("client", &self.client_net)
         };
@@ -399,7 +394,7 @@ pub async fn up(
     docker: &Docker,
     run_id: &str,
     image: &str,
-    server_security: &[String],
+    privileges: &RunPrivileges,
     profile: &Profile,
     profile_path: &Path,
     cpus: &echolab_core::results::CpuPlanRecord,
@@ -418,8 +413,7 @@ pub async fn up(
         role: "link".into(),
         network_mode: client_net.clone(),
         extra_networks: vec![(client_net.clone(), None), (server_net.clone(), None)],
-        cap_add: vec!["NET_ADMIN".into()],
-        devices: vec!["/dev/net/tun".into()],
+        privileges: privileges.link.clone(),
         sysctls: link_sysctls,
         cpuset: cpus.link.clone(),
         ..Default::default()
@@ -430,7 +424,7 @@ pub async fn up(
     let endpoints = Endpoints {
         run_id: run_id.to_string(),
         image: image.to_string(),
-        server_security: server_security.to_vec(),
+        privileges: privileges.clone(),
         client_net: client_net.clone(),
         server_net: server_net.clone(),
         client_subnet: client_subnet.clone(),

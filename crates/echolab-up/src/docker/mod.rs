@@ -8,6 +8,8 @@
 //! - [`exec`]: running a command in a host and collecting or streaming its output.
 //! - [`stats`]: CPU and memory samples of a container from the engine's stats stream.
 //! - [`topology`]: the hosts and networks of a profile, and the `Hosts` implementation.
+//! - [`privileges`]: what each role's containers may do (user, capabilities, read-only root,
+//!   seccomp, pids and memory limits).
 //! - [`cleanup`]: removing a run's objects, or every echolab object.
 //! - [`down`]: `--down`: removing the objects of runs whose launcher is gone.
 //! - [`uring`]: whether io_uring works under the containers' seccomp profile.
@@ -18,6 +20,7 @@ pub mod engine;
 pub mod exec;
 pub mod image;
 pub mod link;
+pub mod privileges;
 pub mod stats;
 pub mod topology;
 pub mod uring;

@@ -10,17 +10,17 @@
 //! - loopback: the server host has its own network namespace with only `lo` (network mode
 //!   `none`); the client host joins it (`container:<server>`) and targets 127.0.0.1.
 //!
-//! Every host gets only what it needs: no capabilities beyond Docker's defaults on client and
-//! server, never `--privileged`; a nofile ulimit of 65536; and per-namespace sysctls on the
-//! namespace owners (a container that joins another's namespace cannot set them).
+//! Every host gets only what it needs ([`super::privileges`]: no capability, a non-root user,
+//! a read-only root and limits on client and server, never `--privileged`); a nofile ulimit of
+//! 65536; and per-namespace sysctls on the namespace owners (a container that joins another's
+//! namespace cannot set them).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use anyhow::anyhow;
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, EndpointSettings, HostConfig, NetworkingConfig,
-    ResourcesUlimits,
+    ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, ResourcesUlimits,
 };
 use bollard::query_parameters::CreateContainerOptionsBuilder;
 use bollard::Docker;
@@ -30,6 +30,7 @@ use serde_json::json;
 
 use super::engine::{call, failed};
 use super::exec;
+use super::privileges::{Privileges, RunPrivileges};
 use super::stats::Sampler;
 use super::{labels, object_name};
 use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADLINE};
@@ -63,14 +64,10 @@ pub struct HostSpec {
     pub network_mode: String,
     /// Extra networks to attach before start, with fixed addresses where given.
     pub extra_networks: Vec<(String, Option<String>)>,
-    /// Capabilities added to Docker's default set.
-    pub cap_add: Vec<String>,
-    /// Devices mapped in.
-    pub devices: Vec<String>,
+    /// User, capabilities, devices, seccomp, read-only root and limits.
+    pub privileges: Privileges,
     /// Namespaced sysctls.
     pub sysctls: HashMap<String, String>,
-    /// `--security-opt` values (seccomp).
-    pub security_opt: Vec<String>,
     /// Command (None: the image's hold process).
     pub cmd: Option<Vec<String>>,
     /// The nofile limit applied; [`create_host`] sets it ([`NOFILE`], or lower when the
@@ -86,18 +83,25 @@ impl HostSpec {
     /// The settings as recorded in the manifest's `hosts`.
     pub fn record(&self, name: &str, id: &str) -> serde_json::Value {
         let sysctls: BTreeMap<_, _> = self.sysctls.iter().collect();
+        let p = &self.privileges;
         json!({
             "container": name,
             "id": id,
             "network_mode": self.network_mode,
             "networks": self.extra_networks.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            "cap_add": self.cap_add,
-            "devices": self.devices,
+            "user": p.user,
+            "cap_drop": ["ALL"],
+            "cap_add": p.cap_add.iter().map(|g| g.name).collect::<Vec<_>>(),
+            "devices": p.devices.iter().map(|g| g.name).collect::<Vec<_>>(),
             "privileged": false,
+            "read_only_rootfs": true,
+            "no_new_privileges": true,
+            "pids_limit": p.limits.pids,
+            "memory_bytes": p.limits.memory_bytes,
             "sysctls": sysctls,
             "ulimits": { "nofile": self.nofile.unwrap_or(NOFILE), "requested_nofile": NOFILE, "note": self.nofile_note },
             "cpuset": self.cpuset.clone().unwrap_or_else(|| "all CPUs".into()),
-            "seccomp": if self.security_opt.is_empty() { "docker default".to_string() } else { self.security_opt.join(",") },
+            "seccomp": p.seccomp.describe(),
             "command": self.cmd.clone().unwrap_or_else(|| vec![format!("{IMAGE_BIN_DIR}/echolab-up"), "__hold".into()]),
         })
     }
@@ -148,6 +152,7 @@ pub async fn create_host(
                     &name,
                     Some(bollard::query_parameters::RemoveContainerOptions {
                         force: true,
+                        v: true,
                         ..Default::default()
                     }),
                 )
@@ -175,29 +180,16 @@ async fn create_host_once(
     let nofile = spec.nofile.unwrap_or(NOFILE);
     let host_config = HostConfig {
         network_mode: Some(spec.network_mode.clone()),
-        cap_add: (!spec.cap_add.is_empty()).then(|| spec.cap_add.clone()),
-        devices: (!spec.devices.is_empty()).then(|| {
-            spec.devices
-                .iter()
-                .map(|d| DeviceMapping {
-                    path_on_host: Some(d.clone()),
-                    path_in_container: Some(d.clone()),
-                    cgroup_permissions: Some("rwm".into()),
-                })
-                .collect()
-        }),
         sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone()),
         ulimits: Some(vec![ResourcesUlimits {
             name: Some("nofile".into()),
             soft: Some(nofile),
             hard: Some(nofile),
         }]),
-        security_opt: (!spec.security_opt.is_empty()).then(|| spec.security_opt.clone()),
         cpuset_cpus: spec.cpuset.clone(),
-        privileged: Some(false),
         ..Default::default()
     };
-    let body = ContainerCreateBody {
+    let mut body = ContainerCreateBody {
         image: Some(image.to_string()),
         cmd: spec.cmd.clone(),
         labels: Some(labels(run_id, &spec.role)),
@@ -211,6 +203,7 @@ async fn create_host_once(
             }),
         ..Default::default()
     };
+    spec.privileges.apply(&mut body);
     let options = CreateContainerOptionsBuilder::default().name(&name).build();
     let created = call(
         "create container",
@@ -276,21 +269,22 @@ pub struct LoopbackSpec {
     pub run_id: String,
     /// Image id.
     pub image: String,
-    /// The server host's `--security-opt` values (seccomp for io_uring).
-    pub server_security: Vec<String>,
+    /// What server and client may do.
+    pub privileges: RunPrivileges,
     /// The server's CPUs.
     pub server_cpus: Option<String>,
     /// The client's CPUs.
     pub client_cpus: Option<String>,
 }
 
-/// Removes a host container (force), for hosts that are made again.
+/// Removes a host container (force) with its anonymous volumes, for hosts that are made again.
 ///
 /// # Errors
 /// The engine refused, naming the container.
 pub async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()> {
     let options = bollard::query_parameters::RemoveContainerOptions {
         force: true,
+        v: true,
         ..Default::default()
     };
     call(
@@ -330,7 +324,7 @@ pub async fn up_loopback(
         role: "server".into(),
         network_mode: "none".into(),
         sysctls: endpoint_sysctls(),
-        security_opt: spec.server_security.clone(),
+        privileges: spec.privileges.server.clone(),
         cpuset: spec.server_cpus.clone(),
         ..Default::default()
     };
@@ -338,6 +332,7 @@ pub async fn up_loopback(
     let mut client_spec = HostSpec {
         role: "client".into(),
         network_mode: format!("container:{server}"),
+        privileges: spec.privileges.client.clone(),
         cpuset: spec.client_cpus.clone(),
         ..Default::default()
     };

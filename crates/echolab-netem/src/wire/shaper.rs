@@ -140,6 +140,7 @@ impl Shaper {
 
 #[cfg(test)]
 mod tests {
+    use super::super::rng::Rng;
     use super::*;
     use echolab_core::units::{BitRate, Dur, Percent};
 
@@ -267,5 +268,86 @@ mod tests {
         let mut s = Shaper::new(&spec(), 1);
         assert_eq!(s.admit(0, 100, 100), Verdict::QueueFull);
         assert!(matches!(s.admit(0, 100, 99), Verdict::Release(_)));
+    }
+
+    #[test]
+    fn the_limit_is_the_specs_or_netems_default() {
+        assert_eq!(Shaper::new(&spec(), 1).limit(), 100);
+        let mut sp = spec();
+        sp.limit = None;
+        // No rate: netem's default of 1000 packets (tc-netem(8)).
+        assert_eq!(Shaper::new(&sp, 1).limit(), 1000);
+    }
+
+    /// Uniform jitter, seed 5, no loss: each packet's added delay is exactly the delay plus
+    /// (2u - 1) × jitter for the generator's next u, drawn here from the same generator, so a
+    /// draw spent on a loss test that cannot lose, or a wrong formula, shows at once.
+    #[test]
+    fn uniform_jitter_is_the_generators_draws_in_order() {
+        let mut sp = spec();
+        sp.jitter = Dur(Duration::from_millis(2));
+        sp.distribution = JitterDistribution::Uniform;
+        sp.reorder = true;
+        let mut s = Shaper::new(&sp, 5);
+        let mut rng = Rng::new(5);
+        let (mut low, mut high) = (i64::MAX, i64::MIN);
+        for i in 0..2000u64 {
+            let at = i * 1_000_000_000;
+            let expected_jitter = ((rng.next_f64() * 2.0 - 1.0) * 2e6).round() as i64;
+            assert_eq!(
+                s.admit(at, 100, 0),
+                Verdict::Release(at + (10_000_000 + expected_jitter) as u64),
+                "packet {i}"
+            );
+            low = low.min(expected_jitter);
+            high = high.max(expected_jitter);
+        }
+        // Both halves of ±2 ms are reached.
+        assert!(low < -1_900_000 && high > 1_900_000, "{low}..{high}");
+    }
+
+    #[test]
+    fn rounding_carries_so_a_fractional_rate_does_not_drift() {
+        let mut sp = spec();
+        sp.delay = Dur(Duration::ZERO);
+        sp.rate = Some(BitRate(3_000_000));
+        let mut s = Shaper::new(&sp, 1);
+        // 1 byte at 3 Mbit/s is 2666.67 ns: 3000 of them back to back take 8 ms, to within the
+        // one nanosecond of floating-point error the carry may leave (whole nanoseconds
+        // without it would lose 2 µs).
+        let mut last = 0;
+        for _ in 0..3000 {
+            if let Verdict::Release(t) = s.admit(0, 1, 0) {
+                last = t;
+            }
+        }
+        assert!((7_999_999..=8_000_000).contains(&last), "{last} ns");
+    }
+
+    #[test]
+    fn without_a_rate_nothing_waits_for_the_link() {
+        let mut sp = spec();
+        sp.reorder = true;
+        let mut s = Shaper::new(&sp, 1);
+        assert_eq!(s.admit(5_000, 1500, 0), Verdict::Release(10_005_000));
+        // An earlier arrival (another sender's clock) is not held behind the later one.
+        assert_eq!(s.admit(1_000, 1500, 0), Verdict::Release(10_001_000));
+    }
+
+    #[test]
+    fn nominal_delay_is_delay_plus_serialization() {
+        let mut sp = spec();
+        sp.delay = Dur(Duration::from_micros(100));
+        sp.rate = Some(BitRate(100_000_000));
+        sp.overhead = 38;
+        // (62 + 38) bytes × 80 ns per byte at 100 Mbit/s = 8 µs, plus 100 µs.
+        assert_eq!(
+            Shaper::new(&sp, 1).nominal_delay(62),
+            Duration::from_micros(108)
+        );
+        assert_eq!(
+            Shaper::new(&spec(), 1).nominal_delay(62),
+            Duration::from_millis(10)
+        );
     }
 }

@@ -12,14 +12,15 @@
 //!   that long and closes; the client measures as receiver.
 //!
 //! Goodput is measured by the receiver, from the end of a warm-up (TCP slow start) to the last
-//! byte, so it is the rate the link delivers, not what the sender's buffers absorbed.
+//! byte, so it is the rate the link delivers, not what the sender's buffers absorbed. The
+//! verdicts are `echolab_core::calibration`'s, shared with the launcher's RTT probe.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use echolab_core::calibration::{goodput_check, rtt_check};
 use echolab_core::profile::{Profile, Topology};
-use echolab_core::units::format_duration;
 
 /// Size of one RTT probe, bytes: small, so serialization barely adds to the RTT.
 pub const PROBE_BYTES: usize = 16;
@@ -232,99 +233,6 @@ fn median(sorted: &[Duration]) -> Duration {
     }
 }
 
-fn rtt_check(profile: &Profile, median_rtt: Duration) -> Check {
-    let (low, high) = profile.expected.rtt.range();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let m = us(median_rtt);
-    let (pass, reason) = if median_rtt < low {
-        let why = if profile.topology == Topology::Link {
-            format!(
-                "median RTT {} is below {} (expected {} - {}): the link's delay ({} added RTT) is not in effect",
-                format_duration(median_rtt),
-                format_duration(low),
-                profile.expected.rtt.value,
-                profile.expected.rtt.minus,
-                format_duration(profile.added_rtt())
-            )
-        } else {
-            format!(
-                "median RTT {} is below {}",
-                format_duration(median_rtt),
-                format_duration(low)
-            )
-        };
-        (false, why)
-    } else if median_rtt > high {
-        (false, format!("median RTT {} is above {}: more base delay than the profile allows (loaded host, extra hops?)", format_duration(median_rtt), format_duration(high)))
-    } else if profile.topology == Topology::Loopback {
-        (
-            true,
-            format!(
-                "median RTT {} within {}..{}; loopback: no impairment expected",
-                format_duration(median_rtt),
-                format_duration(low),
-                format_duration(high)
-            ),
-        )
-    } else {
-        (
-            true,
-            format!(
-                "median RTT {} within {}..{}",
-                format_duration(median_rtt),
-                format_duration(low),
-                format_duration(high)
-            ),
-        )
-    };
-    Check {
-        name: "rtt_median".into(),
-        measured: m,
-        low: us(low),
-        high: us(high),
-        unit: "us".into(),
-        pass,
-        reason,
-    }
-}
-
-fn goodput_check(profile: &Profile, direction: &str, measured_bps: f64) -> Option<Check> {
-    let g = profile.expected.goodput.as_ref()?;
-    let (low, high) = g.range();
-    let mbit = |b: f64| b / 1e6;
-    let (pass, reason) = if measured_bps > high {
-        (
-            false,
-            format!(
-                "{direction} goodput {:.2} Mbit/s is above {:.2}: the rate limit is not in effect",
-                mbit(measured_bps),
-                mbit(high)
-            ),
-        )
-    } else if measured_bps < low {
-        (false, format!("{direction} goodput {:.2} Mbit/s is below {:.2} (loss, a small queue, or a host too slow for the rate)", mbit(measured_bps), mbit(low)))
-    } else {
-        (
-            true,
-            format!(
-                "{direction} goodput {:.2} Mbit/s within {:.2}..{:.2}",
-                mbit(measured_bps),
-                mbit(low),
-                mbit(high)
-            ),
-        )
-    };
-    Some(Check {
-        name: format!("goodput_{direction}"),
-        measured: mbit(measured_bps),
-        low: mbit(low),
-        high: mbit(high),
-        unit: "mbit/s".into(),
-        pass,
-        reason,
-    })
-}
-
 /// Measures RTT and (when the profile expects one, or `always_goodput`) goodput in both
 /// directions against a calibration peer at `target`, and compares them with `profile`.
 ///
@@ -382,40 +290,6 @@ pub fn calibrate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn profile(extra: &str) -> Profile {
-        let text = format!(
-            "name: t\ndescription: d\nsource: s\ntopology: link\nuplink: {{ delay: 10ms, rate: 50mbit }}\n\
-             downlink: {{ delay: 10ms, rate: 50mbit }}\nexpected:\n  rtt: {{ value: 20.1ms, minus: 1ms, plus: 2ms }}\n{extra}"
-        );
-        Profile::from_yaml(&text, "t.yaml").unwrap()
-    }
-
-    #[test]
-    fn rtt_below_the_delays_is_reported_as_not_in_effect() {
-        let c = rtt_check(&profile(""), Duration::from_micros(60));
-        assert!(!c.pass);
-        assert!(c.reason.contains("not in effect"), "{}", c.reason);
-        assert!(rtt_check(&profile(""), Duration::from_micros(20_500)).pass);
-        assert!(!rtt_check(&profile(""), Duration::from_millis(25)).pass);
-    }
-
-    #[test]
-    fn goodput_above_the_rate_is_reported_as_not_in_effect() {
-        let p = profile("  goodput: { value: 47mbit, tolerance: 5% }\n");
-        let c = goodput_check(&p, "uplink", 900e6).unwrap();
-        assert!(
-            !c.pass && c.reason.contains("not in effect"),
-            "{}",
-            c.reason
-        );
-        assert!(goodput_check(&p, "uplink", 46e6).unwrap().pass);
-        assert!(!goodput_check(&p, "uplink", 30e6).unwrap().pass);
-        assert!(
-            goodput_check(&profile(""), "uplink", 1.0).is_none(),
-            "no expectation, no check"
-        );
-    }
 
     #[test]
     fn loopback_peer_round_trip() {

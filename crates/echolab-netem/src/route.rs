@@ -1,10 +1,13 @@
 //! IPv4 routes over rtnetlink (rtnetlink(7)), encoded the way iproute2's `ip route replace`
-//! encodes them, for the wire (a default route into its TUN in a private table) and for the
-//! launcher's route helper (`DST via GW` in the main table of a client or server host).
+//! encodes them, for the wire (a default route into its TUN in a private table) and for
+//! `echolab-netem route` (`DST via GW` in the main table of a client or server host, run by
+//! the launcher's short-lived route helper).
 
 use std::net::Ipv4Addr;
 
-use crate::nl::{Message, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST};
+use echolab_core::cmd::Ipv4Net;
+
+use crate::nl::{Message, Socket, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST};
 
 /// RTM_NEWROUTE (linux/rtnetlink.h).
 pub const RTM_NEWROUTE: u16 = 24;
@@ -82,6 +85,31 @@ pub fn replace_message(route: &Route, seq: u32) -> Message {
     msg
 }
 
+/// `ip route replace DST via VIA` in the main table.
+pub fn via_in_main_table(dst: Ipv4Net, via: Ipv4Addr) -> Route {
+    Route {
+        dst: Some((dst.addr, dst.len)),
+        gateway: Some(via),
+        oif: None,
+        table: RT_TABLE_MAIN,
+    }
+}
+
+/// Installs [`via_in_main_table`] in this network namespace (`echolab-netem route`).
+///
+/// # Errors
+/// The netlink socket cannot be opened, or the kernel refused the route (the message names
+/// it: no NET_ADMIN, a gateway not on any attached network).
+pub fn replace_in_main_table(dst: Ipv4Net, via: Ipv4Addr) -> Result<(), String> {
+    let mut sock = Socket::open().map_err(|e| format!("netlink socket: {e}"))?;
+    let seq = sock.next_seq();
+    sock.request(
+        &replace_message(&via_in_main_table(dst, via), seq),
+        &format!("route {dst} via {via}"),
+    )
+    .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +131,19 @@ mod tests {
             (16, 254, RT_SCOPE_UNIVERSE),
             "dst_len, table, scope"
         );
+        assert_eq!(&b[28..36], &[8, 0, 1, 0, 172, 20, 0, 0]);
+        assert_eq!(&b[36..44], &[8, 0, 5, 0, 172, 21, 0, 2]);
+    }
+
+    #[test]
+    fn the_route_helper_message_carries_destination_and_gateway() {
+        let dst = "172.20.0.0/16".parse().unwrap();
+        let m = replace_message(&via_in_main_table(dst, Ipv4Addr::new(172, 21, 0, 2)), 7);
+        let b = m.bytes();
+        // nlmsghdr (16) + rtmsg (12) + RTA_DST (4 + 4) + RTA_GATEWAY (4 + 4).
+        assert_eq!(b.len(), 16 + 12 + 8 + 8);
+        assert_eq!(u16::from_ne_bytes([b[4], b[5]]), RTM_NEWROUTE);
+        assert_eq!(b[16 + 1], 16, "dst_len");
         assert_eq!(&b[28..36], &[8, 0, 1, 0, 172, 20, 0, 0]);
         assert_eq!(&b[36..44], &[8, 0, 5, 0, 172, 21, 0, 2]);
     }

@@ -68,11 +68,11 @@ pub enum Error {
 }
 
 impl Error {
-    /// Process exit code for the command line: 2 for input that is not (or not a valid)
-    /// results directory, 1 for I/O failures.
+    /// Process exit code for the command line: `echolab_core::cli::EXIT_USAGE` (2) for input
+    /// that is not (or not a valid) results directory, 1 for I/O failures.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::NotResults(_) | Error::BadInput(_) => 2,
+            Error::NotResults(_) | Error::BadInput(_) => echolab_core::cli::EXIT_USAGE.into(),
             Error::Io(_) => 1,
         }
     }

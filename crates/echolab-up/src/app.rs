@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::anyhow;
+use echolab_core::cli::EXIT_USAGE;
 use echolab_core::cmd::ServerModel;
 use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::profile::{Profile, Topology};
@@ -24,8 +25,6 @@ use crate::plan::{self, PlannedRun};
 use crate::results_dir::ResultsWriter;
 use crate::runner::{progress_bar, run_all, RunError};
 
-/// Exit status for bad input (usage, unknown names, invalid files).
-pub const EXIT_USAGE: u8 = 2;
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -586,7 +585,6 @@ async fn run_docker(
                 &image,
                 &security,
                 &inputs.profile,
-                &inputs.profile_path,
                 &out.manifest.cpu_plan.clone().unwrap_or_default(),
             )
             .await?;

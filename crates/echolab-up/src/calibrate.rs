@@ -9,8 +9,10 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use anyhow::Context as _;
+use echolab_core::calibration::rtt_check;
 use echolab_core::cmd::{
     bench_report, final_stats, BenchCmd, LoadOpts, RunCmd, RunMode, ServerCmd, ServerModel,
     SocketOpts,
@@ -56,27 +58,30 @@ pub fn probe_bench_cmd(target: SocketAddr, rounds: u64) -> BenchCmd {
     })
 }
 
-/// Compares a measured median RTT (µs) with the profile; fills `expected` and `passed`.
+/// Compares a measured median RTT (µs) with the profile by the one RTT verdict
+/// (`echolab_core::calibration::rtt_check`); fills `expected`, the `rtt_median` check,
+/// `passed` and `reason`.
 pub fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationRecord) {
-    let (lo, hi) = profile.expected.rtt.range();
-    let (lo_us, hi_us) = (lo.as_secs_f64() * 1e6, hi.as_secs_f64() * 1e6);
+    // NaN becomes 0 (`max`), an infinite median the longest duration: both fail the check.
+    let median = Duration::try_from_secs_f64(median_us.max(0.0) / 1e6).unwrap_or(Duration::MAX);
+    let check = rtt_check(profile, median);
+    let (lo_us, hi_us) = (check.low, check.high);
     record.expected.insert(
         "rtt_median_us".into(),
         profile.expected.rtt.value.0.as_secs_f64() * 1e6,
     );
-    let ok = (lo_us..=hi_us).contains(&median_us);
-    record.checks.retain(|c| c.name != "rtt_median");
+    record.checks.retain(|c| c.name != check.name);
     record.checks.push(CalibrationCheck {
-        name: "rtt_median".into(),
-        unit: "us".into(),
+        name: check.name,
+        unit: check.unit,
         measured: median_us,
         low: lo_us,
         high: hi_us,
-        pass: ok,
+        pass: check.pass,
     });
     let verdict = format!("RTT median {median_us:.1} us, expected {lo_us:.1}..{hi_us:.1} us");
-    record.passed = ok;
-    record.reason = if ok {
+    record.passed = check.pass;
+    record.reason = if check.pass {
         format!("ok: {verdict}")
     } else {
         format!("failed: {verdict}")
@@ -98,11 +103,7 @@ pub async fn calibrate_rtt<H: Hosts>(
     let target = hosts.target(&ready);
     let rounds = rtt_rounds(profile);
     let bench = hosts
-        .run_bench(
-            &probe_bench_cmd(target, rounds),
-            &server,
-            std::time::Duration::ZERO,
-        )
+        .run_bench(&probe_bench_cmd(target, rounds), &server, Duration::ZERO)
         .await;
     let stopped = hosts.stop_server(server).await;
     let (out, _) = bench.context("calibration client")?;

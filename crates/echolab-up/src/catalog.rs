@@ -1,16 +1,15 @@
-//! Where profiles and experiments live, and how a `--profile`/`--experiment` argument becomes a
-//! file: a bare NAME is `netem/NAME.yaml` or `experiments/NAME.yaml` under the echolab root; an
-//! argument with a `/` or a `.yaml`/`.yml` ending is a path.
+//! Where profiles and experiments live: the echolab root whose `netem/` and `experiments/`
+//! NAME arguments are looked up in. How a `--profile`/`--experiment` argument becomes a file
+//! is core's one resolver ([`echolab_core::inputs::resolve`]): a bare NAME is
+//! `netem/NAME.yaml` or `experiments/NAME.yaml` under the root; an argument with a `/` or a
+//! `.yaml`/`.yml` ending is a path.
 
 use std::path::{Path, PathBuf};
 
 use echolab_core::experiment::Experiment;
+use echolab_core::inputs::resolve;
+pub use echolab_core::inputs::{available, EXPERIMENTS_DIR, PROFILES_DIR};
 use echolab_core::profile::Profile;
-
-/// Directory of link profiles under the root.
-pub const PROFILES_DIR: &str = "netem";
-/// Directory of experiments under the root.
-pub const EXPERIMENTS_DIR: &str = "experiments";
 
 /// An input that could not be resolved or read; the message is one line for the user.
 #[derive(Debug, thiserror::Error)]
@@ -42,69 +41,12 @@ pub fn build_workspace_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
-/// The stems of the `*.yaml` files in `dir`, sorted; empty if the directory is missing.
-pub fn available(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
-    names
-}
-
-fn looks_like_path(arg: &str) -> bool {
-    arg.contains('/') || arg.ends_with(".yaml") || arg.ends_with(".yml")
-}
-
-/// Turns a NAME or PATH argument into an existing file.
-///
-/// # Errors
-/// A missing path, or an unknown name with the list of available ones (`kind` is "profile" or
-/// "experiment").
-pub fn resolve(kind: &str, arg: &str, dir: &Path) -> Result<PathBuf, CatalogError> {
-    if looks_like_path(arg) {
-        let p = PathBuf::from(arg);
-        return if p.is_file() {
-            Ok(p)
-        } else if p.is_dir() {
-            Err(CatalogError(format!(
-                "{kind} {arg} is a directory, not a file"
-            )))
-        } else {
-            Err(CatalogError(format!("{kind} file {arg} does not exist")))
-        };
-    }
-    for ext in ["yaml", "yml"] {
-        let p = dir.join(format!("{arg}.{ext}"));
-        if p.is_file() {
-            return Ok(p);
-        }
-    }
-    let names = available(dir);
-    let list = if names.is_empty() {
-        "none".to_string()
-    } else {
-        names.join(", ")
-    };
-    Err(CatalogError(format!(
-        "unknown {kind} '{arg}'; available in {}: {list}",
-        dir.display()
-    )))
-}
-
-/// Resolves and loads a profile.
+/// Resolves and loads a profile ([`Profile::resolve`] in the root's `netem/`).
 ///
 /// # Errors
 /// [`resolve`]'s, or the profile's parse error (file, field, line and column).
 pub fn load_profile(root: &Path, arg: &str) -> Result<(PathBuf, Profile), CatalogError> {
-    let path = resolve("profile", arg, &root.join(PROFILES_DIR))?;
-    let profile = Profile::load(&path).map_err(|e| CatalogError(e.to_string()))?;
-    Ok((path, profile))
+    Profile::resolve(arg, &root.join(PROFILES_DIR)).map_err(CatalogError)
 }
 
 /// Resolves and loads an experiment.
@@ -112,7 +54,7 @@ pub fn load_profile(root: &Path, arg: &str) -> Result<(PathBuf, Profile), Catalo
 /// # Errors
 /// [`resolve`]'s, or the experiment's parse error (file, field, line and column).
 pub fn load_experiment(root: &Path, arg: &str) -> Result<(PathBuf, Experiment), CatalogError> {
-    let path = resolve("experiment", arg, &root.join(EXPERIMENTS_DIR))?;
+    let path = resolve("experiment", arg, &root.join(EXPERIMENTS_DIR)).map_err(CatalogError)?;
     let experiment =
         Experiment::load(&path).map_err(|e| CatalogError(format!("experiment {e}")))?;
     Ok((path, experiment))

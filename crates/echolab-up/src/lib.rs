@@ -10,7 +10,8 @@
 //! - [`commands`]: echo-server/echo-bench command lines and output parsing.
 //! - [`calibrate`], [`runner`]: calibration, and the per-run loop written once for all backends.
 //! - [`results_dir`], [`environment`], [`report`]: what is written and recorded.
-//! - [`hold`], [`netroute`]: the small jobs the binary does inside the lab image.
+//! - [`hold`]: the small jobs the binary does inside the lab image (holding a namespace open,
+//!   signalling a process); the network jobs there are echolab-netem's.
 
 pub mod app;
 pub mod calibrate;
@@ -24,7 +25,6 @@ pub mod hold;
 pub mod hosts;
 pub mod image;
 pub mod local;
-pub mod netroute;
 pub mod plan;
 pub mod quiet;
 pub mod report;

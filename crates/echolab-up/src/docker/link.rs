@@ -17,23 +17,21 @@
 //!   userspace wire (`echolab-netem wire`, running until teardown).
 //! - Client and server hosts: no added capability. Their route to the other network via the
 //!   link is set by a short-lived helper container that joins their network namespace with
-//!   NET_ADMIN and runs `echolab-up __route add`.
+//!   NET_ADMIN and runs `echolab-netem route`.
 //! - Calibration: `echolab-netem calib-server` in the server host, `echolab-netem calibrate`
 //!   from the client host, across the link; it checks RTT and goodput against the profile.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use anyhow::{anyhow, Context as _};
+use anyhow::anyhow;
 use bollard::models::NetworkCreateRequest;
-use bollard::query_parameters::{
-    LogsOptions, RemoveContainerOptions, UploadToContainerOptions, WaitContainerOptions,
-};
+use bollard::query_parameters::{LogsOptions, RemoveContainerOptions, WaitContainerOptions};
 use bollard::Docker;
 use echolab_core::cmd::{
-    json_from_stdout, CalibServerReady, CalibrationReport, NetemCmd, ProbeResult, WIRE_READY_PREFIX,
+    json_from_stdout, CalibServerReady, CalibrationReport, Ipv4Net, NetemCmd, ProbeResult,
+    WIRE_READY_PREFIX,
 };
 use echolab_core::profile::Profile;
 use echolab_core::results::{CalibrationCheck, CalibrationRecord, LinkRecord};
@@ -47,8 +45,6 @@ use super::{labels, object_name};
 use crate::hosts::{ProcOutput, READY_DEADLINE, STOP_DEADLINE};
 use crate::image::IMAGE_BIN_DIR;
 
-/// Where the profile file is put in the link and client hosts.
-pub const PROFILE_IN_HOST: &str = "/etc/echolab/profile.yaml";
 /// Deadline of one calibration (40 RTT probes and two 1.3 s bulk transfers at most take
 /// seconds; generous for a loaded 2-core machine).
 pub const CALIBRATION_DEADLINE: Duration = Duration::from_secs(120);
@@ -79,6 +75,8 @@ pub struct LinkUp {
     server_ip: IpAddr,
     server: String,
     client: String,
+    /// The profile calibration checks the link against.
+    profile: Profile,
     /// The running wire, kept so that its output is collected until teardown.
     _wire: Option<exec::Streaming>,
 }
@@ -201,6 +199,14 @@ async fn run_helper(
     })
 }
 
+/// `ip` as IPv4: the lab's networks are IPv4 (their subnets are looked up as such).
+fn ipv4(ip: IpAddr, what: &str) -> anyhow::Result<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(v4) => Ok(v4),
+        IpAddr::V6(_) => Err(anyhow!("{what} {ip} is not an IPv4 address")),
+    }
+}
+
 async fn add_route(
     docker: &Docker,
     run_id: &str,
@@ -210,17 +216,17 @@ async fn add_route(
     dst: &str,
     via: IpAddr,
 ) -> anyhow::Result<serde_json::Value> {
+    let route = NetemCmd::Route {
+        dst: dst
+            .parse::<Ipv4Net>()
+            .map_err(|e| anyhow!("docker: network subnet: {e}"))?,
+        via: ipv4(via, "the link host's address")?,
+    };
     let mut spec = HostSpec {
         role: format!("route-{role}"),
         network_mode: format!("container:{target}"),
         cap_add: vec!["NET_ADMIN".into()],
-        cmd: Some(vec![
-            bin("echolab-up"),
-            "__route".into(),
-            "add".into(),
-            dst.into(),
-            via.to_string(),
-        ]),
+        cmd: Some(netem(&route)),
         ..Default::default()
     };
     let out = run_helper(docker, run_id, image, &mut spec).await?;
@@ -235,51 +241,11 @@ async fn add_route(
     )
 }
 
-async fn upload_profile(
-    docker: &Docker,
-    container: &str,
-    profile_path: &Path,
-) -> anyhow::Result<()> {
-    let data = std::fs::read(profile_path)
-        .with_context(|| format!("cannot read {}", profile_path.display()))?;
-    let mut b = tar::Builder::new(Vec::new());
-    for (path, kind, mode, content) in [
-        ("etc/", tar::EntryType::Directory, 0o755, &[][..]),
-        ("etc/echolab/", tar::EntryType::Directory, 0o755, &[][..]),
-        (
-            "etc/echolab/profile.yaml",
-            tar::EntryType::Regular,
-            0o644,
-            &data[..],
-        ),
-    ] {
-        let mut h = tar::Header::new_ustar();
-        h.set_path(path)?;
-        h.set_entry_type(kind);
-        h.set_mode(mode);
-        h.set_size(content.len() as u64);
-        h.set_cksum();
-        b.append(&h, content)?;
-    }
-    let body = bollard::body_full(bytes::Bytes::from(b.into_inner()?));
-    let opts = UploadToContainerOptions {
-        path: "/".into(),
-        ..Default::default()
-    };
-    docker
-        .upload_to_container(container, Some(opts), body)
-        .await
-        .map_err(|e| failed("copy profile into container", container, e))
-}
-
 async fn device_with(docker: &Docker, container: &str, ip: IpAddr) -> anyhow::Result<String> {
-    let out = exec::run(
-        docker,
-        container,
-        &[bin("echolab-up"), "__ifname".into(), ip.to_string()],
-        STOP_DEADLINE,
-    )
-    .await?;
+    let cmd = netem(&NetemCmd::Ifname {
+        address: ipv4(ip, "the link host's address")?,
+    });
+    let out = exec::run(docker, container, &cmd, STOP_DEADLINE).await?;
     let dev = out.stdout.trim().to_string();
     if out.exit_code != Some(0) || dev.is_empty() {
         return Err(anyhow!(
@@ -400,7 +366,6 @@ pub async fn up(
     image: &str,
     server_security: &[String],
     profile: &Profile,
-    profile_path: &Path,
     cpus: &echolab_core::results::CpuPlanRecord,
 ) -> anyhow::Result<LinkUp> {
     let (client_net, client_subnet) = create_network(docker, run_id, "client-net").await?;
@@ -441,8 +406,6 @@ pub async fn up(
     };
     let made = endpoints.make(docker).await?;
     let (server, client, server_ip) = (made.server.clone(), made.client.clone(), made.server_ip);
-    upload_profile(docker, &link, profile_path).await?;
-    upload_profile(docker, &client, profile_path).await?;
     let client_side = device_with(docker, &link, link_client_ip).await?;
     let server_side = device_with(docker, &link, link_server_ip).await?;
 
@@ -457,7 +420,7 @@ pub async fn up(
     let probe_reason = probe.reason.clone();
     let (backend, installed, wire) = if has_netem {
         let cmd = netem(&NetemCmd::Apply {
-            profile: PROFILE_IN_HOST.into(),
+            profile: profile.clone(),
             uplink_dev: server_side.clone(),
             downlink_dev: client_side.clone(),
         });
@@ -474,7 +437,7 @@ pub async fn up(
         ("kernel-netem", installed, None)
     } else {
         let cmd = netem(&NetemCmd::Wire {
-            profile: PROFILE_IN_HOST.into(),
+            profile: profile.clone(),
             client_side: client_side.clone(),
             server_side: server_side.clone(),
             stats_interval: None,
@@ -534,6 +497,7 @@ pub async fn up(
         server_ip,
         server,
         client,
+        profile: profile.clone(),
         _wire: wire,
     })
 }
@@ -609,7 +573,7 @@ impl LinkUp {
             .ok_or_else(|| anyhow!("calib-server readiness line has no address: {line}"))?;
         let cmd = netem(&NetemCmd::Calibrate {
             target: SocketAddr::new(self.server_ip, port),
-            profile: PROFILE_IN_HOST.into(),
+            profile: self.profile.clone(),
             json: true,
         });
         let out = exec::run(docker, &self.client, &cmd, CALIBRATION_DEADLINE).await;

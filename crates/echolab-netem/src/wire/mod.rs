@@ -2,9 +2,10 @@
 //!
 //! [`plumbing`] routes what arrives on each side into a TUN device per direction, [`pump`]
 //! carries each direction through its [`shaper::Shaper`], [`probe`] measures the wire's own
-//! per-pass overhead so it can be subtracted, and [`Wire`] ties them together, reports
-//! [`stats::WireStats`] and removes its rules when it stops.
+//! per-pass overhead so it can be subtracted (both on the one `clock`), and [`Wire`] ties
+//! them together, reports [`stats::WireStats`] and removes its rules when it stops.
 
+mod clock;
 pub mod endtoend;
 pub mod plumbing;
 pub mod probe;

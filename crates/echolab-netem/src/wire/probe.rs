@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::pump::now_ns;
+use super::clock::now_ns;
 use echolab_core::hist;
 
 /// Destination of probe packets; the temporary rule matches it.

@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{mpsc, Arc, Mutex};
 
+use super::clock::now_ns;
 use super::probe::{self, ProbePlan};
 use super::shaper::{Shaper, Verdict};
 use super::stats::DirectionCounters;
@@ -26,17 +27,6 @@ use std::time::Duration;
 const MAX_PACKET: usize = 65_535;
 /// Packets read per wake-up before releasing due ones, so a flood cannot starve releases.
 const READ_BATCH: usize = 64;
-
-/// `CLOCK_MONOTONIC` now, ns.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the live timespec passed.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 fn cvt(r: libc::c_int, what: &str) -> io::Result<libc::c_int> {
     if r < 0 {

@@ -565,7 +565,8 @@ async fn run_docker(
                 server_cpus: cpus.server,
                 client_cpus: cpus.client,
             };
-            let (mut hosts, records) = docker::topology::up_loopback(d, &spec).await?;
+            let (mut hosts, records) =
+                docker::docker_hosts::DockerHosts::loopback(d, &spec).await?;
             out.manifest.hosts = records;
             if let Some(u) = uring_record {
                 out.manifest.hosts.insert("io_uring".into(), u);

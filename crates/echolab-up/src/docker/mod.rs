@@ -1,5 +1,5 @@
-//! The Docker backend (DESIGN.md "Backends"): hosts are containers made through the Docker
-//! API (bollard), every object labelled `echolab.run=<run id>` so that teardown, Ctrl-C and
+//! The Docker backend (docs/architecture.md, "Backends"): hosts are containers made through the
+//! Docker API (bollard), every object labelled `echolab.run=<run id>` so that teardown, Ctrl-C and
 //! `--down` find it.
 //!
 //! - [`engine`]: connecting (API version negotiated down to the engine's, e.g. 1.41 for
@@ -7,11 +7,15 @@
 //! - [`image`]: the lab image: load the deterministic archive, or take `--image`.
 //! - [`exec`]: running a command in a host and collecting or streaming its output.
 //! - [`stats`]: CPU and memory samples of a container from the engine's stats stream.
-//! - [`topology`]: the hosts and networks of a profile, and the `Hosts` implementation.
+//! - [`topology`]: how a host container is made, and the loopback topology; [`link`]: the
+//!   link topology (networks, link host, endpoints, the link itself, its calibration).
+//! - [`docker_hosts`]: the `Hosts` implementation on either topology's containers.
+//! - [`wiretap`]: the userspace wire's counters, read while it runs.
 //! - [`cleanup`]: removing a run's objects, or every echolab object (`--down`).
 //! - [`uring`]: whether io_uring works under the containers' seccomp profile.
 
 pub mod cleanup;
+pub mod docker_hosts;
 pub mod engine;
 pub mod exec;
 pub mod image;

@@ -2,10 +2,10 @@
 //! calibration must measure for the condition to count as in effect.
 //!
 //! A profile names a topology (`loopback` or `link`), gives one [`LinkSpec`] per direction
-//! (uplink = client to server, downlink = server to client; DESIGN.md "Topologies") and the
-//! [`Expected`] calibration figures with their tolerances. Unknown keys are an error, and every
-//! error names the file, the field and the bad value (serde_yaml adds the field path, line and
-//! column; [`Profile::validate`] adds the checks that span fields).
+//! (uplink = client to server, downlink = server to client; docs/architecture.md,
+//! "Topologies") and the [`Expected`] calibration figures with their tolerances. Unknown keys
+//! are an error, and every error names the file, the field and the bad value (serde_yaml adds
+//! the field path, line and column; [`Profile::validate`] adds the checks that span fields).
 //!
 //! ```yaml
 //! name: crossnet
@@ -348,7 +348,8 @@ impl Profile {
     }
 
     /// Sum of the one-way delays of both directions: the RTT the link adds before host overhead
-    /// and serialization (DESIGN.md: RTT = base + uplink delay + downlink delay).
+    /// and serialization (RTT = base + uplink delay + downlink delay; docs/architecture.md,
+    /// "Topologies").
     pub fn added_rtt(&self) -> Duration {
         let d = |s: &Option<LinkSpec>| s.as_ref().map(|s| s.delay.0).unwrap_or_default();
         d(&self.uplink) + d(&self.downlink)

@@ -1,7 +1,7 @@
 //! echolab's link impairment.
 //!
 //! A link host routes between the client network and the server network and impairs both
-//! directions (DESIGN.md "Topologies"), with one of two backends:
+//! directions (docs/architecture.md, "Topologies"), with one of two backends:
 //! - [`kernel`]: a netem root qdisc per direction, installed, read back and removed over
 //!   rtnetlink ([`nl`]), plus [`kernel::probe`] for whether the kernel has sch_netem;
 //! - [`wire`]: for kernels without sch_netem, a userspace process that carries packets through

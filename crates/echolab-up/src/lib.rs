@@ -1,6 +1,7 @@
 //! `echolab-up`: run a seed experiment under a network profile, in containers (or as local
 //! processes when no Docker engine is reachable), verify the path by calibration, collect
-//! every run into a results directory, and clean up on every path (DESIGN.md "Data flow").
+//! every run into a results directory, and clean up on every path (docs/architecture.md,
+//! "Data flow").
 //!
 //! - [`cli`], [`app`]: the command line and one call from start to end.
 //! - [`catalog`], [`plan`]: inputs (profiles, experiments) and the runs they expand to, in

@@ -1,5 +1,6 @@
 //! The local backend: no Docker engine reachable, so echo-server and echo-bench run as
-//! processes on this machine, over 127.0.0.1 (loopback profile only; DESIGN.md "Backends").
+//! processes on this machine, over 127.0.0.1 (loopback profile only; docs/architecture.md,
+//! "Backends").
 //! Every child is killed on drop, so no path leaves one behind.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -437,7 +437,8 @@ pub struct SeedSetup {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reference {
-    /// Seed file and section, e.g. "000_196414d553250b9f.txt §5".
+    /// The seed study (by number, title and date; docs/architecture.md, "Source studies") and
+    /// the section, e.g. `seed 000, "实验 3.1：…" (updated 2026-08-20), section 5`.
     pub source: String,
     /// The environment the seed measured on (machine, kernel, network), as the seed states it.
     #[serde(default)]

@@ -20,10 +20,13 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use echolab_core::calibration::{goodput_check, rtt_check};
+// What `echolab-netem calibrate --json` prints lives in core, so that the launcher reads it
+// back with the same type.
+use echolab_core::cmd::CalibrationReport;
 use echolab_core::profile::{Profile, Topology};
 
 /// Size of one RTT probe, bytes: small, so serialization barely adds to the RTT.
-pub const PROBE_BYTES: usize = 16;
+pub(crate) const PROBE_BYTES: usize = 16;
 /// Bytes per write in a bulk transfer.
 const CHUNK: usize = 64 * 1024;
 /// How long to wait for any one step before calling the link broken.
@@ -53,16 +56,16 @@ impl Default for CalibrationPlan {
 
 /// A receiver's measurement: bytes and time after the warm-up.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Received {
+pub(crate) struct Received {
     /// Bytes received after the warm-up.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// From the end of the warm-up to the last byte.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
 }
 
 impl Received {
     /// Bits per second; 0 when nothing arrived after the warm-up.
-    pub fn bits_per_s(&self) -> f64 {
+    pub(crate) fn bits_per_s(&self) -> f64 {
         if self.elapsed.is_zero() {
             return 0.0;
         }
@@ -176,7 +179,7 @@ fn connect(target: SocketAddr, mode: u8) -> io::Result<TcpStream> {
 ///
 /// # Errors
 /// The connection failed or the server answered short.
-pub fn measure_rtts(target: SocketAddr, probes: usize) -> io::Result<Vec<Duration>> {
+pub(crate) fn measure_rtts(target: SocketAddr, probes: usize) -> io::Result<Vec<Duration>> {
     let mut s = connect(target, b'E')?;
     s.set_nodelay(true)?;
     let probe = [0xa5u8; PROBE_BYTES];
@@ -195,7 +198,7 @@ pub fn measure_rtts(target: SocketAddr, probes: usize) -> io::Result<Vec<Duratio
 ///
 /// # Errors
 /// The connection failed or the server's answer was short.
-pub fn measure_upload(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
+pub(crate) fn measure_upload(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
     let mut s = connect(target, b'U')?;
     s.write_all(&(plan.warmup.as_millis() as u64).to_le_bytes())?;
     send_for(&mut s, plan.warmup + plan.measure)?;
@@ -213,16 +216,11 @@ pub fn measure_upload(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<
 ///
 /// # Errors
 /// The connection failed.
-pub fn measure_download(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
+pub(crate) fn measure_download(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
     let mut s = connect(target, b'D')?;
     s.write_all(&((plan.warmup + plan.measure).as_millis() as u64).to_le_bytes())?;
     receive_and_measure(&mut s, plan.warmup)
 }
-
-/// One comparison of a measurement with the profile, and what `echolab-netem calibrate --json`
-/// prints (the types live in `echolab_core::cmd` so that the launcher reads them back with the
-/// same types).
-pub use echolab_core::cmd::{CalibrationReport, Check};
 
 fn median(sorted: &[Duration]) -> Duration {
     let n = sorted.len();

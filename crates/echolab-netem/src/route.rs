@@ -10,13 +10,13 @@ use echolab_core::cmd::Ipv4Net;
 use crate::nl::{Message, Socket, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST};
 
 /// RTM_NEWROUTE (linux/rtnetlink.h).
-pub const RTM_NEWROUTE: u16 = 24;
+pub(crate) const RTM_NEWROUTE: u16 = 24;
 const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
 const RTA_TABLE: u16 = 15;
 /// The main routing table (`ip route` without `table`).
-pub const RT_TABLE_MAIN: u32 = 254;
+pub(crate) const RT_TABLE_MAIN: u32 = 254;
 const RTPROT_STATIC: u8 = 4;
 const RT_SCOPE_UNIVERSE: u8 = 0;
 const RT_SCOPE_LINK: u8 = 253;
@@ -24,22 +24,22 @@ const RTN_UNICAST: u8 = 1;
 
 /// One unicast IPv4 route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Route {
+pub(crate) struct Route {
     /// Destination prefix (address, length); `None` is the default route.
-    pub dst: Option<(Ipv4Addr, u8)>,
+    pub(crate) dst: Option<(Ipv4Addr, u8)>,
     /// Next hop; `None` for a route straight out of `oif` (scope link).
-    pub gateway: Option<Ipv4Addr>,
+    pub(crate) gateway: Option<Ipv4Addr>,
     /// Outgoing interface index, when given.
-    pub oif: Option<u32>,
+    pub(crate) oif: Option<u32>,
     /// Routing table number.
-    pub table: u32,
+    pub(crate) table: u32,
 }
 
 /// The RTM_NEWROUTE request for `ip route replace ROUTE` (create or replace, with an ACK).
 ///
 /// As iproute2 does, a table below 256 goes in the rtmsg header and a larger one in an
 /// RTA_TABLE attribute; the scope is universe with a gateway and link without.
-pub fn replace_message(route: &Route, seq: u32) -> Message {
+pub(crate) fn replace_message(route: &Route, seq: u32) -> Message {
     let (table_byte, table_attr) = match u8::try_from(route.table) {
         Ok(t) => (t, None),
         Err(_) => (0, Some(route.table)),
@@ -86,7 +86,7 @@ pub fn replace_message(route: &Route, seq: u32) -> Message {
 }
 
 /// `ip route replace DST via VIA` in the main table.
-pub fn via_in_main_table(dst: Ipv4Net, via: Ipv4Addr) -> Route {
+pub(crate) fn via_in_main_table(dst: Ipv4Net, via: Ipv4Addr) -> Route {
     Route {
         dst: Some((dst.addr, dst.len)),
         gateway: Some(via),

@@ -26,7 +26,7 @@ use crate::results_dir::ResultsWriter;
 use crate::runner::{progress_bar, run_all, RunError};
 
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// Everything resolved before any host exists.
 struct Inputs {

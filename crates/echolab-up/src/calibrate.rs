@@ -25,11 +25,11 @@ use crate::hosts::Hosts;
 /// Round trips of the RTT probe: enough for a stable median (the median of 2000 samples moves
 /// by well under 1% between runs on an idle path) and well under a second on loopback; 40 s
 /// at a 20 ms RTT is avoided by [`rtt_rounds`].
-pub const RTT_ROUNDS: u64 = 2000;
+pub(crate) const RTT_ROUNDS: u64 = 2000;
 
 /// Round trips for a profile: [`RTT_ROUNDS`], capped so that the probe lasts about 5 s at the
 /// expected RTT (at least 100 round trips).
-pub fn rtt_rounds(profile: &Profile) -> u64 {
+pub(crate) fn rtt_rounds(profile: &Profile) -> u64 {
     let rtt_s = profile.expected.rtt.value.0.as_secs_f64();
     if rtt_s <= 0.0 {
         return RTT_ROUNDS;
@@ -61,7 +61,7 @@ pub fn probe_bench_cmd(target: SocketAddr, rounds: u64) -> BenchCmd {
 /// Compares a measured median RTT (µs) with the profile by the one RTT verdict
 /// (`echolab_core::calibration::rtt_check`); fills `expected`, the `rtt_median` check,
 /// `passed` and `reason`.
-pub fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationRecord) {
+pub(crate) fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationRecord) {
     // NaN becomes 0 (`max`), an infinite median the longest duration: both fail the check.
     let median = Duration::try_from_secs_f64(median_us.max(0.0) / 1e6).unwrap_or(Duration::MAX);
     let check = rtt_check(profile, median);
@@ -92,7 +92,7 @@ pub fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationReco
 ///
 /// # Errors
 /// The probe server or client failed (not a calibration miss, which is `passed: false`).
-pub async fn calibrate_rtt<H: Hosts>(
+pub(crate) async fn calibrate_rtt<H: Hosts>(
     hosts: &mut H,
     profile: &Profile,
 ) -> anyhow::Result<CalibrationRecord> {
@@ -135,7 +135,7 @@ pub async fn calibrate_rtt<H: Hosts>(
 }
 
 /// The one-line message of a failed calibration: measured and expected figures.
-pub fn failure_message(profile: &str, record: &CalibrationRecord) -> String {
+pub(crate) fn failure_message(profile: &str, record: &CalibrationRecord) -> String {
     let checks = record
         .checks
         .iter()

@@ -8,19 +8,19 @@ use std::path::{Path, PathBuf};
 
 use echolab_core::experiment::Experiment;
 use echolab_core::inputs::resolve;
-pub use echolab_core::inputs::{available, EXPERIMENTS_DIR, PROFILES_DIR};
+pub(crate) use echolab_core::inputs::{available, EXPERIMENTS_DIR, PROFILES_DIR};
 use echolab_core::profile::Profile;
 
 /// An input that could not be resolved or read; the message is one line for the user.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct CatalogError(pub String);
+pub(crate) struct CatalogError(pub String);
 
 /// The echolab checkout whose `netem/` and `experiments/` are used.
 ///
 /// Found as: `$ECHOLAB_ROOT`; else the nearest ancestor of the working directory that has an
 /// `experiments/` or `netem/` directory; else the workspace this binary was built from.
-pub fn find_root() -> PathBuf {
+pub(crate) fn find_root() -> PathBuf {
     if let Some(root) = std::env::var_os("ECHOLAB_ROOT") {
         return PathBuf::from(root);
     }
@@ -35,7 +35,7 @@ pub fn find_root() -> PathBuf {
 }
 
 /// The workspace root this crate was compiled in (crates/echolab-up/../..).
-pub fn build_workspace_root() -> PathBuf {
+pub(crate) fn build_workspace_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     // Resolved so that results paths read `<root>/results`, not `crates/echolab-up/../../results`.
     root.canonicalize().unwrap_or(root)
@@ -45,7 +45,7 @@ pub fn build_workspace_root() -> PathBuf {
 ///
 /// # Errors
 /// [`resolve`]'s, or the profile's parse error (file, field, line and column).
-pub fn load_profile(root: &Path, arg: &str) -> Result<(PathBuf, Profile), CatalogError> {
+pub(crate) fn load_profile(root: &Path, arg: &str) -> Result<(PathBuf, Profile), CatalogError> {
     Profile::resolve(arg, &root.join(PROFILES_DIR)).map_err(CatalogError)
 }
 
@@ -53,7 +53,10 @@ pub fn load_profile(root: &Path, arg: &str) -> Result<(PathBuf, Profile), Catalo
 ///
 /// # Errors
 /// [`resolve`]'s, or the experiment's parse error (file, field, line and column).
-pub fn load_experiment(root: &Path, arg: &str) -> Result<(PathBuf, Experiment), CatalogError> {
+pub(crate) fn load_experiment(
+    root: &Path,
+    arg: &str,
+) -> Result<(PathBuf, Experiment), CatalogError> {
     let path = resolve("experiment", arg, &root.join(EXPERIMENTS_DIR)).map_err(CatalogError)?;
     let experiment =
         Experiment::load(&path).map_err(|e| CatalogError(format!("experiment {e}")))?;

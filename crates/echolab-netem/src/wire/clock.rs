@@ -3,7 +3,7 @@
 //! self-probe's timestamps, so that all three compare directly.
 
 /// `CLOCK_MONOTONIC` now, ns.
-pub fn now_ns() -> u64 {
+pub(super) fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -6,12 +6,13 @@
 //! them together, reports [`stats::WireStats`] and removes its rules when it stops.
 
 mod clock;
+#[cfg(feature = "testbed")]
 pub mod endtoend;
-pub mod plumbing;
-pub mod probe;
-pub mod pump;
-pub mod rng;
-pub mod shaper;
+pub(crate) mod plumbing;
+pub(crate) mod probe;
+pub(crate) mod pump;
+pub(crate) mod rng;
+pub(crate) mod shaper;
 pub mod stats;
 
 use std::sync::{mpsc, Arc, Mutex};
@@ -51,14 +52,14 @@ pub struct WireConfig {
 
 /// How precisely the wire keeps its schedule, and what that costs.
 #[derive(Debug, Clone, Copy)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// How long before each release a direction wakes and polls instead of sleeping. Larger
     /// margins absorb slower wake-ups at the price of that much polling per release (only
     /// while a release is pending; an idle wire sleeps). 0 sleeps until the release itself.
-    pub early_wake: Duration,
+    pub(crate) early_wake: Duration,
     /// The startup self-probe per direction, whose median overhead is subtracted from the
     /// propagation delay; a count of 0 turns compensation off.
-    pub probe: probe::ProbePlan,
+    pub(crate) probe: probe::ProbePlan,
 }
 
 impl Default for Timing {
@@ -122,7 +123,7 @@ impl Wire {
     /// set (named), or a refused netlink request. Rules already installed are removed. A
     /// self-probe that fails is not an error: that direction runs uncompensated, said on
     /// stderr and visible as `compensation_us: 0` in the stats.
-    pub fn start_with(config: WireConfig, timing: Timing) -> Result<Self, WireError> {
+    pub(crate) fn start_with(config: WireConfig, timing: Timing) -> Result<Self, WireError> {
         for dev in [&config.client_side, &config.server_side] {
             plumbing::index_of(dev).map_err(setup_err)?;
         }

@@ -18,7 +18,7 @@ use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADL
 use crate::image::IMAGE_BIN_DIR;
 
 /// The hosts of a run on Docker.
-pub struct DockerHosts {
+pub(crate) struct DockerHosts {
     docker: Docker,
     server: String,
     client: String,
@@ -34,7 +34,7 @@ pub struct DockerHosts {
 
 /// What it takes to make a run's client and server hosts again.
 #[derive(Debug, Clone)]
-pub enum Remake {
+pub(crate) enum Remake {
     /// Loopback: the server in a namespace with only `lo`, the client in the server's.
     Loopback(LoopbackSpec),
     /// Behind a link: each on its own network, routed through the link host.
@@ -42,7 +42,7 @@ pub enum Remake {
 }
 
 /// A running echo-server exec.
-pub struct DockerServer {
+pub(crate) struct DockerServer {
     stream: exec::Streaming,
     pid: u32,
 }
@@ -53,7 +53,7 @@ impl DockerHosts {
     ///
     /// # Errors
     /// As [`up_loopback`].
-    pub async fn loopback(
+    pub(crate) async fn loopback(
         docker: &Docker,
         spec: &LoopbackSpec,
     ) -> anyhow::Result<(Self, BTreeMap<String, serde_json::Value>)> {
@@ -72,7 +72,7 @@ impl DockerHosts {
     }
 
     /// Hosts behind a link: the server listens on all addresses and is reached at `server_addr`.
-    pub fn behind_link(
+    pub(crate) fn behind_link(
         docker: &Docker,
         made: MadeEndpoints,
         endpoints: Endpoints,
@@ -87,24 +87,6 @@ impl DockerHosts {
             remake: Remake::Link(endpoints),
             wire,
         }
-    }
-
-    /// The server host's container id.
-    pub fn server_container(&self) -> &str {
-        &self.server
-    }
-
-    /// The client host's container id.
-    pub fn client_container(&self) -> &str {
-        &self.client
-    }
-
-    /// Runs a program in the client host (calibration tools).
-    ///
-    /// # Errors
-    /// As [`exec::run`].
-    pub async fn run_in_client(&self, cmd: &[String]) -> anyhow::Result<ProcOutput> {
-        exec::run(&self.docker, &self.client, cmd, BENCH_DEADLINE).await
     }
 
     async fn signal(

@@ -21,7 +21,7 @@
 //! [`up`] does these steps in order; each module does one of them.
 
 mod calibration;
-pub mod endpoints;
+pub(crate) mod endpoints;
 mod helpers;
 mod netem;
 mod networks;
@@ -42,7 +42,7 @@ use networks::{create_network, ip_on};
 use records::Side;
 
 /// The link topology once up.
-pub struct LinkUp {
+pub(crate) struct LinkUp {
     /// Client and server hosts.
     pub hosts: DockerHosts,
     /// Host settings for the manifest.
@@ -62,7 +62,7 @@ pub struct LinkUp {
 ///
 /// # Errors
 /// Any step, naming the object; what exists carries the run label for teardown.
-pub async fn up(
+pub(crate) async fn up(
     docker: &Docker,
     run_id: &str,
     image: &str,
@@ -151,7 +151,7 @@ impl LinkUp {
     ///
     /// # Errors
     /// The tools could not run or printed no report (a miss is `passed: false`).
-    pub async fn calibrate(&self, docker: &Docker) -> anyhow::Result<CalibrationRecord> {
+    pub(crate) async fn calibrate(&self, docker: &Docker) -> anyhow::Result<CalibrationRecord> {
         calibration::calibrate(
             docker,
             &self.server,

@@ -15,23 +15,23 @@
 //! - [`uring`]: whether io_uring works under the containers' seccomp profile.
 
 pub mod cleanup;
-pub mod docker_hosts;
+pub(crate) mod docker_hosts;
 pub mod engine;
-pub mod exec;
+pub(crate) mod exec;
 pub mod image;
-pub mod link;
-pub mod stats;
-pub mod topology;
-pub mod uring;
-pub mod wiretap;
+pub(crate) mod link;
+pub(crate) mod stats;
+pub(crate) mod topology;
+pub(crate) mod uring;
+pub(crate) mod wiretap;
 
 /// The label every object of a run carries, with the run id as value.
-pub const RUN_LABEL: &str = "echolab.run";
+pub(crate) const RUN_LABEL: &str = "echolab.run";
 /// The label naming an object's role (`server`, `client`, `link`, `route-helper`, ...).
-pub const ROLE_LABEL: &str = "echolab.role";
+pub(crate) const ROLE_LABEL: &str = "echolab.role";
 
 /// The labels of an object of `run_id` in `role`.
-pub fn labels(run_id: &str, role: &str) -> std::collections::HashMap<String, String> {
+pub(crate) fn labels(run_id: &str, role: &str) -> std::collections::HashMap<String, String> {
     [
         (RUN_LABEL.to_string(), run_id.to_string()),
         (ROLE_LABEL.to_string(), role.to_string()),
@@ -41,6 +41,6 @@ pub fn labels(run_id: &str, role: &str) -> std::collections::HashMap<String, Str
 }
 
 /// The name of an object of `run_id` in `role`: `echolab-<run id>-<role>`.
-pub fn object_name(run_id: &str, role: &str) -> String {
+pub(crate) fn object_name(run_id: &str, role: &str) -> String {
     format!("echolab-{run_id}-{role}")
 }

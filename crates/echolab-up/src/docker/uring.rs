@@ -24,7 +24,7 @@ use crate::image::IMAGE_BIN_DIR;
 
 /// What the probe found and what the run does about it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct UringDecision {
+pub(crate) struct UringDecision {
     /// io_uring worked under Docker's default seccomp profile.
     pub allowed_by_default: bool,
     /// Security options for the server host (empty, or `seccomp=unconfined`).
@@ -37,7 +37,7 @@ pub struct UringDecision {
 
 impl UringDecision {
     /// For the manifest's `hosts.server.io_uring`.
-    pub fn record(&self) -> serde_json::Value {
+    pub(crate) fn record(&self) -> serde_json::Value {
         json!({
             "allowed_by_default_seccomp": self.allowed_by_default,
             "server_security_opt": self.server_security,
@@ -51,7 +51,7 @@ impl UringDecision {
 ///
 /// # Errors
 /// The probe container could not be made.
-pub async fn probe(
+pub(crate) async fn probe(
     docker: &Docker,
     run_id: &str,
     image: &str,

@@ -28,7 +28,7 @@ fn endpoint_on(role: &str, net: &str) -> HostSpec {
 /// What it takes to make the client and server hosts of a link topology, once the networks
 /// and the link host exist: at start-up, and again for every cell that gets fresh hosts.
 #[derive(Debug, Clone)]
-pub struct Endpoints {
+pub(crate) struct Endpoints {
     pub(super) run_id: String,
     pub(super) image: String,
     pub(super) server_security: Vec<String>,
@@ -43,7 +43,7 @@ pub struct Endpoints {
 }
 
 /// Client and server hosts as made by [`Endpoints::make`].
-pub struct MadeEndpoints {
+pub(crate) struct MadeEndpoints {
     /// Server container id.
     pub server: String,
     /// Client container id.
@@ -60,7 +60,7 @@ impl Endpoints {
     ///
     /// # Errors
     /// Any step, naming the object; what exists carries the run label for teardown.
-    pub async fn make(&self, docker: &Docker) -> anyhow::Result<MadeEndpoints> {
+    pub(crate) async fn make(&self, docker: &Docker) -> anyhow::Result<MadeEndpoints> {
         let (run_id, image) = (self.run_id.as_str(), self.image.as_str());
         let mut server_spec = HostSpec {
             security_opt: self.server_security.clone(),

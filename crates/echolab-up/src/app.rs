@@ -14,15 +14,15 @@ use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::profile::{Profile, Topology};
 use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
 
-use crate::calibrate::{calibrate_rtt, failure_message};
 use crate::catalog::{find_root, load_experiment, load_profile};
 use crate::cli::{Args, BackendChoice};
 use crate::docker;
 use crate::hosts::Hosts;
-use crate::image::sha256_hex;
+use crate::image_archive::sha256_hex;
 use crate::local::LocalHosts;
 use crate::plan::{self, PlannedRun};
 use crate::results_dir::ResultsWriter;
+use crate::rtt_probe::{calibrate_rtt, failure_message};
 use crate::runner::{progress_bar, run_all, RunError};
 
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
@@ -94,7 +94,7 @@ fn default_bin_dir(root: &Path) -> PathBuf {
 
 /// Checks, before anything is created, that the binaries an image is built from are there.
 fn preflight(inputs: &Inputs, prebuilt_image: Option<&str>) -> Result<(), String> {
-    if inputs.experiment.bench.strace && crate::image::on_path("strace").is_none() {
+    if inputs.experiment.bench.strace && crate::image_archive::on_path("strace").is_none() {
         return Err(format!(
             "{}: bench.strace asks for seed 002's strace cross-check, but strace is not on this machine's PATH (it goes into the lab image from there); install it (apt-get install strace) or set bench.strace: false",
             inputs.experiment_path.display()
@@ -103,7 +103,7 @@ fn preflight(inputs: &Inputs, prebuilt_image: Option<&str>) -> Result<(), String
     if prebuilt_image.is_some() {
         return Ok(());
     }
-    let missing: Vec<&str> = crate::image::REQUIRED_BINARIES
+    let missing: Vec<&str> = crate::image_archive::REQUIRED_BINARIES
         .iter()
         .copied()
         .filter(|b| !inputs.bin_dir.join(b).is_file())
@@ -470,7 +470,7 @@ async fn calibrate_and_run<H: Hosts>(
 
 /// The cells of `exp` whose headline metric over the usable repetitions in `runs` has not yet
 /// reached the experiment's target half-width and may still repeat
-/// ([`echolab_report::stats::repetition_status`]).
+/// ([`echolab_report::inference::repetition_status`]).
 fn cells_short_of_target(exp: &Experiment, runs: &[echolab_core::results::RunRecord]) -> Vec<Cell> {
     exp.cells()
         .into_iter()
@@ -485,13 +485,13 @@ fn cells_short_of_target(exp: &Experiment, runs: &[echolab_core::results::RunRec
             // cannot repeat forever.
             attempts < exp.max_repetitions()
                 && matches!(
-                    echolab_report::stats::repetition_status(
+                    echolab_report::inference::repetition_status(
                         &values,
                         exp.repetitions,
                         exp.max_repetitions(),
                         exp.target_halfwidth(),
                     ),
-                    echolab_report::stats::RepetitionStatus::Continue
+                    echolab_report::inference::RepetitionStatus::Continue
                 )
         })
         .collect()

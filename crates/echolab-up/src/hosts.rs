@@ -2,7 +2,7 @@
 //! stopped, and a client host on which echo-bench runs, with the server host's CPU and memory
 //! sampled meanwhile. The Docker backend ([`crate::docker`]) and the local backend
 //! ([`crate::local`]) implement it; the runner ([`crate::runner`]) and calibration
-//! ([`crate::calibrate`]) are written once against it.
+//! ([`crate::rtt_probe`]) are written once against it.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -68,7 +68,7 @@ pub(crate) trait Hosts {
     /// (loopback, local processes, kernel netem whose qdisc statistics are not read yet).
     async fn link_snapshot(
         &mut self,
-    ) -> Option<anyhow::Result<echolab_netem::wire::stats::WireStats>> {
+    ) -> Option<anyhow::Result<echolab_netem::wire::counters::WireStats>> {
         None
     }
 

@@ -6,16 +6,17 @@
 //! - [`cli`], [`app`]: the command line and one call from start to end.
 //! - [`catalog`], [`plan`]: inputs (profiles, experiments) and the runs they expand to, in
 //!   shuffled rounds; [`cpuplan`]: which CPUs each host gets.
-//! - [`image`]: the lab image as a deterministic archive; [`docker`]: the Docker backend;
+//! - [`image_archive`]: the lab image as a deterministic archive; [`docker`]: the Docker
+//!   backend (its `image` module loads the archive into the engine);
 //!   [`local`]: the local backend; [`hosts`]: what both provide.
 //! - [`commands`]: echo-server/echo-bench command lines and output parsing.
-//! - [`calibrate`], [`runner`]: calibration, and the per-run loop written once for all backends.
+//! - [`rtt_probe`]: calibration of RTT with the lab's own echo-server and echo-bench on the
+//!   cells' path; [`runner`]: the per-run loop, written once for all backends.
 //! - [`results_dir`], [`environment`], [`report`]: what is written and recorded.
 //! - [`hold`]: the small jobs the binary does inside the lab image (holding a namespace open,
 //!   signalling a process); the network jobs there are echolab-netem's.
 
 pub mod app;
-pub mod calibrate;
 pub(crate) mod catalog;
 pub mod cli;
 pub mod commands;
@@ -24,10 +25,11 @@ pub mod docker;
 pub(crate) mod environment;
 pub mod hold;
 pub(crate) mod hosts;
-pub mod image;
+pub mod image_archive;
 pub(crate) mod local;
 pub(crate) mod plan;
 pub(crate) mod quiet;
 pub(crate) mod report;
 pub(crate) mod results_dir;
+pub mod rtt_probe;
 pub(crate) mod runner;

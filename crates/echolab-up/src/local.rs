@@ -233,7 +233,7 @@ impl Hosts for LocalHosts {
     }
 
     async fn trace_bench(&mut self, bench: &BenchCmd) -> anyhow::Result<ProcOutput> {
-        let strace = crate::image::on_path("strace")
+        let strace = crate::image_archive::on_path("strace")
             .ok_or_else(|| anyhow!("strace is not on this machine's PATH"))?;
         let bin = self.bin_dir.join(BenchCmd::PROGRAM);
         let child = Command::new(&strace)

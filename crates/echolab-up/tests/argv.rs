@@ -24,8 +24,8 @@ use echolab_core::experiment::{BenchMode, BenchOptions, Experiment, MatrixBlock,
 use echolab_core::profile::Profile;
 use echolab_core::units::{ByteSize, Dur};
 use echolab_netem::cli::{Cmd as NetemParsed, ProfileArg};
-use echolab_up::calibrate::{probe_bench_cmd, probe_server_cmd};
 use echolab_up::commands::{bench_cmd, server_cmd};
+use echolab_up::rtt_probe::{probe_bench_cmd, probe_server_cmd};
 
 fn argv_of(program: &str, args: &[String]) -> Vec<String> {
     once(program.to_string())

@@ -3,9 +3,10 @@
 //! [`plumbing`] routes what arrives on each side into a TUN device per direction, [`pump`]
 //! carries each direction through its [`shaper::Shaper`], [`probe`] measures the wire's own
 //! per-pass overhead so it can be subtracted (both on the one `clock`), and [`Wire`] ties
-//! them together, reports [`stats::WireStats`] and removes its rules when it stops.
+//! them together, reports [`counters::WireStats`] and removes its rules when it stops.
 
 mod clock;
+pub mod counters;
 #[cfg(feature = "testbed")]
 pub mod endtoend;
 pub(crate) mod plumbing;
@@ -13,7 +14,6 @@ pub(crate) mod probe;
 pub(crate) mod pump;
 pub(crate) mod rng;
 pub(crate) mod shaper;
-pub mod stats;
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use echolab_core::profile::LinkSpec;
 
 use crate::nl::Socket;
+use counters::{DirectionCounters, WireStats};
 use plumbing::Rule;
 use pump::{Pump, StopSignal};
-use stats::{DirectionCounters, WireStats};
 
 /// Where the wire sits and what it applies.
 #[derive(Debug, Clone)]

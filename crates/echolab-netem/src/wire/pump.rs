@@ -17,9 +17,9 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{mpsc, Arc, Mutex};
 
 use super::clock::now_ns;
+use super::counters::DirectionCounters;
 use super::probe::{self, ProbePlan};
 use super::shaper::{Shaper, Verdict};
-use super::stats::DirectionCounters;
 use echolab_core::hist;
 use std::time::Duration;
 

@@ -10,12 +10,12 @@ use bollard::Docker;
 use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
 use echolab_core::results::ResourceSample;
 
+use super::cgroup_sampling::Sampler;
 use super::exec;
 use super::link::endpoints::{Endpoints, MadeEndpoints};
-use super::stats::Sampler;
 use super::topology::{remove_host, up_loopback, LoopbackSpec};
 use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADLINE};
-use crate::image::IMAGE_BIN_DIR;
+use crate::image_archive::IMAGE_BIN_DIR;
 
 /// The hosts of a run on Docker.
 pub(crate) struct DockerHosts {
@@ -110,7 +110,7 @@ impl Hosts for DockerHosts {
 
     async fn link_snapshot(
         &mut self,
-    ) -> Option<anyhow::Result<echolab_netem::wire::stats::WireStats>> {
+    ) -> Option<anyhow::Result<echolab_netem::wire::counters::WireStats>> {
         match self.wire.as_mut() {
             Some(tap) => Some(tap.snapshot().await),
             None => None,

@@ -1,5 +1,5 @@
 //! Making the lab image available to the engine: the deterministic archive of
-//! [`crate::image`] loaded through `/images/load` (skipped when the engine has that image id
+//! [`crate::image_archive`] loaded through `/images/load` (skipped when the engine has that image id
 //! already), or a prebuilt `--image` (e.g. the Nix-built one after `docker load`). Either way
 //! it is also tagged `echolab:latest` for compose.
 
@@ -12,7 +12,7 @@ use echolab_core::results::ImageInfo;
 use futures_util::StreamExt as _;
 
 use super::engine::failed;
-use crate::image::{build_archive, ImageArchive, LATEST_TAG};
+use crate::image_archive::{build_archive, ImageArchive, LATEST_TAG};
 
 /// The engine's id of `reference`, or None when it has no such image.
 ///

@@ -6,7 +6,8 @@
 //!   Docker 20.10) and the error wording (what failed, on which object).
 //! - [`image`]: the lab image: load the deterministic archive, or take `--image`.
 //! - [`exec`]: running a command in a host and collecting or streaming its output.
-//! - [`stats`]: CPU and memory samples of a container from the engine's stats stream.
+//! - [`cgroup_sampling`]: CPU and memory samples of a container, from its cgroup files or the
+//!   engine's stats.
 //! - [`topology`]: how a host container is made, and the loopback topology; [`link`]: the
 //!   link topology (networks, link host, endpoints, the link itself, its calibration).
 //! - [`docker_hosts`]: the `Hosts` implementation on either topology's containers.
@@ -14,13 +15,13 @@
 //! - [`cleanup`]: removing a run's objects, or every echolab object (`--down`).
 //! - [`uring`]: whether io_uring works under the containers' seccomp profile.
 
+pub(crate) mod cgroup_sampling;
 pub mod cleanup;
 pub(crate) mod docker_hosts;
 pub mod engine;
 pub(crate) mod exec;
 pub mod image;
 pub(crate) mod link;
-pub(crate) mod stats;
 pub(crate) mod topology;
 pub(crate) mod uring;
 pub(crate) mod wiretap;

@@ -27,7 +27,7 @@ use serde_json::json;
 
 use super::engine::{call, failed};
 use super::{labels, object_name};
-use crate::image::IMAGE_BIN_DIR;
+use crate::image_archive::IMAGE_BIN_DIR;
 
 /// Open files per process in every host: the seeds raise it to 65535 before their scans
 /// (seed 003, "ulimit -n 65535") so that descriptors are never the bottleneck.

@@ -20,7 +20,7 @@ use super::exec;
 use super::object_name;
 use super::topology::{create_host, HostSpec};
 use crate::hosts::READY_DEADLINE;
-use crate::image::IMAGE_BIN_DIR;
+use crate::image_archive::IMAGE_BIN_DIR;
 
 /// What the probe found and what the run does about it.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,12 +9,12 @@ use anyhow::anyhow;
 use bollard::Docker;
 use echolab_core::hist;
 use echolab_core::results::{DirectionCounters, LinkCounters};
-use echolab_netem::wire::stats::{DirectionStats, WireStats};
+use echolab_netem::wire::counters::{DirectionStats, WireStats};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::exec;
 use crate::hosts::STOP_DEADLINE;
-use crate::image::IMAGE_BIN_DIR;
+use crate::image_archive::IMAGE_BIN_DIR;
 
 /// How long the wire may take to answer SIGUSR1 with a stats line: it prints from its signal
 /// thread at once; generous for a loaded 2-core machine.

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::networks::ipv4;
 use crate::docker::exec;
 use crate::hosts::{READY_DEADLINE, STOP_DEADLINE};
-use crate::image::IMAGE_BIN_DIR;
+use crate::image_archive::IMAGE_BIN_DIR;
 
 /// A lab binary's path in the image.
 pub(super) fn bin(name: &str) -> String {

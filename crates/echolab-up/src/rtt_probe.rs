@@ -1,6 +1,7 @@
-//! Calibration: before the first cell of a profile, measure the path the cells will use and
-//! compare it with the profile's `expected` figures (echolab_core::profile::Expected). A
-//! failed calibration stops the run.
+//! The RTT probe, the calibration of hosts without a link: before the first cell, measure the
+//! path the cells will use and compare it with the profile's `expected` figures
+//! (echolab_core::profile::Expected) by core's one verdict. A failed calibration stops the
+//! run. Behind a link, echolab-netem calibrates instead (`docker::link`).
 //!
 //! RTT is measured the way the profile defines it, as the median of small TCP round trips:
 //! one long connection doing [`RTT_ROUNDS`] request/echo round trips with the lab's own

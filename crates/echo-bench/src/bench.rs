@@ -17,20 +17,12 @@ pub const INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 pub fn run(args: &RunArgs) -> Result<Finished, SetupError> {
     // clap guarantees these (required unless a subcommand is given, and there is none here).
     let (Some(host), Some(port), Some(conns)) = (&args.host, args.port, args.conns) else {
-        return Err(SetupError {
-            message: "HOST, PORT and CONNS are required".into(),
-            exit_code: 2,
-        });
+        return Err(SetupError::usage("HOST, PORT and CONNS are required"));
     };
     let stop = match (args.rounds, args.duration) {
         (_, Some(d)) => Stop::Duration(d),
         (Some(n), None) => Stop::Rounds(n),
-        (None, None) => {
-            return Err(SetupError {
-                message: "give ROUNDS or --duration".into(),
-                exit_code: 2,
-            })
-        }
+        (None, None) => return Err(SetupError::usage("give ROUNDS or --duration")),
     };
     let request = protocol::payload(args.payload_size as usize);
     let plan = setup::plan(

@@ -19,8 +19,19 @@ pub const FD_HEADROOM: u64 = 64;
 pub struct SetupError {
     /// The message.
     pub message: String,
-    /// Exit status: 2 for bad input, 1 for an environment that cannot run the request.
+    /// Exit status: `echolab_core::cli::EXIT_USAGE` (2) for bad input, 1 for an environment
+    /// that cannot run the request.
     pub exit_code: i32,
+}
+
+impl SetupError {
+    /// Bad input: `message` with exit status `echolab_core::cli::EXIT_USAGE`.
+    pub fn usage(message: impl Into<String>) -> Self {
+        SetupError {
+            message: message.into(),
+            exit_code: echolab_core::cli::EXIT_USAGE.into(),
+        }
+    }
 }
 
 /// Resolves `host:port` to the first address it names.
@@ -28,10 +39,7 @@ pub struct SetupError {
 /// # Errors
 /// Exit code 2 naming the host when it does not resolve.
 pub fn resolve(host: &str, port: u16) -> Result<SockAddr, SetupError> {
-    let bad = |why: String| SetupError {
-        message: format!("cannot resolve HOST {host:?}: {why}"),
-        exit_code: 2,
-    };
+    let bad = |why: String| SetupError::usage(format!("cannot resolve HOST {host:?}: {why}"));
     let mut addrs = (host, port)
         .to_socket_addrs()
         .map_err(|e| bad(e.to_string()))?;

@@ -8,14 +8,19 @@
 //! - [`results`]: the results directory: manifest, one run record per cell and repetition.
 //! - [`hist`]: latency histograms (HdrHistogram V2, base64) and their percentile summaries.
 //! - [`launcher`]: which launcher process owns a run, and whether it is still alive.
-//! - [`cli`]: a command-line usage error folded into the one line the binaries print.
+//! - [`profile`]: link profiles (`netem/*.yaml`); [`calibration`]: measured RTT and goodput
+//!   judged against a profile; [`inputs`]: how a NAME-or-PATH argument becomes a file.
+//! - [`cli`]: a command-line usage error folded into the one line the binaries print, and the
+//!   usage-error exit status all of them use.
 //! - [`cmd`]: the binaries' command lines as typed builders, and their readiness lines and
 //!   JSON outputs as types with parsers.
 
+pub mod calibration;
 pub mod cli;
 pub mod cmd;
 pub mod experiment;
 pub mod hist;
+pub mod inputs;
 pub mod launcher;
 pub mod netstat;
 pub mod results;

@@ -2,10 +2,10 @@
 //! calibration must measure for the condition to count as in effect.
 //!
 //! A profile names a topology (`loopback` or `link`), gives one [`LinkSpec`] per direction
-//! (uplink = client to server, downlink = server to client; DESIGN.md "Topologies") and the
-//! [`Expected`] calibration figures with their tolerances. Unknown keys are an error, and every
-//! error names the file, the field and the bad value (serde_yaml adds the field path, line and
-//! column; [`Profile::validate`] adds the checks that span fields).
+//! (uplink = client to server, downlink = server to client; docs/architecture.md,
+//! "Topologies") and the [`Expected`] calibration figures with their tolerances. Unknown keys
+//! are an error, and every error names the file, the field and the bad value (serde_yaml adds
+//! the field path, line and column; [`Profile::validate`] adds the checks that span fields).
 //!
 //! ```yaml
 //! name: crossnet
@@ -20,7 +20,7 @@
 //! ```
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -279,6 +279,40 @@ impl Profile {
         Ok(profile)
     }
 
+    /// Resolves a `--profile` argument (a NAME looked up in `dir`, or a PATH; see
+    /// [`crate::inputs::resolve`]) and loads it: the one way every binary finds a profile.
+    ///
+    /// # Errors
+    /// One line: the unknown name with the available ones, a missing file, or the profile's
+    /// parse error (file, field, line and column).
+    pub fn resolve(arg: &str, dir: &Path) -> Result<(PathBuf, Self), String> {
+        let path = crate::inputs::resolve("profile", arg, dir)?;
+        let profile = Self::load(&path).map_err(|e| e.to_string())?;
+        Ok((path, profile))
+    }
+
+    /// The profile as one line of JSON: how the launcher hands an already resolved profile to
+    /// echolab-netem (`--profile-json`), so that no host looks a name up or reads a file again.
+    /// [`Profile::from_json`] reads it back to an equal profile.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a profile is strings, numbers and unit strings")
+    }
+
+    /// Parses and validates a profile given as JSON ([`Profile::to_json`]); `origin` names it
+    /// in errors.
+    ///
+    /// # Errors
+    /// Malformed JSON, unknown keys, bad units, or [`Profile::validate`] failures.
+    pub fn from_json(text: &str, origin: &str) -> Result<Self, ProfileError> {
+        let fail = |message: String| ProfileError {
+            origin: origin.to_string(),
+            message,
+        };
+        let profile: Profile = serde_json::from_str(text).map_err(|e| fail(e.to_string()))?;
+        profile.validate().map_err(fail)?;
+        Ok(profile)
+    }
+
     /// Checks that span fields: a `link` has both directions and a `loopback` neither; each
     /// [`LinkSpec::validate`]; a goodput expectation needs a rate on both directions.
     ///
@@ -366,7 +400,8 @@ impl Profile {
     }
 
     /// Sum of the one-way delays of both directions: the RTT the link adds before host overhead
-    /// and serialization (DESIGN.md: RTT = base + uplink delay + downlink delay).
+    /// and serialization (RTT = base + uplink delay + downlink delay; docs/architecture.md,
+    /// "Topologies").
     pub fn added_rtt(&self) -> Duration {
         let d = |s: &Option<LinkSpec>| s.as_ref().map(|s| s.delay.0).unwrap_or_default();
         d(&self.uplink) + d(&self.downlink)
@@ -532,6 +567,56 @@ expected:
             }
         }
         assert_eq!(seen, 3, "loopback, lan100, crossnet");
+    }
+
+    #[test]
+    fn json_hands_over_an_equal_profile() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem");
+        let names = crate::inputs::available(&dir);
+        assert!(names.len() >= 3, "{names:?}");
+        let mut profiles: Vec<Profile> = names
+            .iter()
+            .map(|n| Profile::resolve(n, &dir).unwrap().1)
+            .collect();
+        // Values that a short unit spelling could round: sub-microsecond times, odd rates.
+        profiles.push(
+            Profile::from_yaml(
+                &CROSSNET
+                    .replace(
+                        "delay: 10ms, jitter: 1ms, rate",
+                        "delay: 10000123ns, jitter: 1ms, rate",
+                    )
+                    .replace("rate: 50mbit", "rate: 50000001bit")
+                    .replace("loss: 0.5%", "loss: 0.125%"),
+                "x.yaml",
+            )
+            .unwrap(),
+        );
+        for p in profiles {
+            let back = Profile::from_json(&p.to_json(), "json").unwrap();
+            assert_eq!(back, p, "{}", p.to_json());
+        }
+        let e = Profile::from_json(r#"{"name":"x"}"#, "--profile-json").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("profile --profile-json: missing field"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn resolve_names_the_unknown_profile() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem");
+        let (path, p) = Profile::resolve("crossnet", &dir).unwrap();
+        assert_eq!(
+            (path, p.name.as_str()),
+            (dir.join("crossnet.yaml"), "crossnet")
+        );
+        let e = Profile::resolve("mars", &dir).unwrap_err();
+        assert!(
+            e.starts_with("unknown profile 'mars'") && e.contains("crossnet"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The results directory of one `echolab-up` run, and the records in it (DESIGN.md, "Data flow"):
+//! The results directory of one `echolab-up` run, and the records in it (docs/architecture.md,
+//! "Data flow" and "Contracts"):
 //!
 //! ```text
 //! results/<utc-stamp>-<experiment>-<profile>/

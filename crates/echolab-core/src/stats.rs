@@ -1,4 +1,4 @@
-//! The JSON contracts between echolab's binaries and its launcher (see `DESIGN.md`,
+//! The JSON contracts between echolab's binaries and its launcher (docs/architecture.md,
 //! "Contracts"). Field names are part of the contract: the launcher and the report read them
 //! back, so renaming one is a breaking change.
 //!

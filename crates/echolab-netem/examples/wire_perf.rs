@@ -30,8 +30,8 @@ use echolab_core::profile::Profile;
 use echolab_netem::testbed::{
     ChildGuard, Testbed, CLIENT_ADDR, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
 };
+use echolab_netem::wire::counters::WireStats;
 use echolab_netem::wire::endtoend::{self, AddedDelayError, PROBE_IP_BYTES};
-use echolab_netem::wire::stats::WireStats;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 

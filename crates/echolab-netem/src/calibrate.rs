@@ -12,17 +12,21 @@
 //!   that long and closes; the client measures as receiver.
 //!
 //! Goodput is measured by the receiver, from the end of a warm-up (TCP slow start) to the last
-//! byte, so it is the rate the link delivers, not what the sender's buffers absorbed.
+//! byte, so it is the rate the link delivers, not what the sender's buffers absorbed. The
+//! verdicts are `echolab_core::calibration`'s, shared with the launcher's RTT probe.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use echolab_core::calibration::{goodput_check, rtt_check};
+// What `echolab-netem calibrate --json` prints lives in core, so that the launcher reads it
+// back with the same type.
+use echolab_core::cmd::CalibrationReport;
 use echolab_core::profile::{Profile, Topology};
-use echolab_core::units::format_duration;
 
 /// Size of one RTT probe, bytes: small, so serialization barely adds to the RTT.
-pub const PROBE_BYTES: usize = 16;
+pub(crate) const PROBE_BYTES: usize = 16;
 /// Bytes per write in a bulk transfer.
 const CHUNK: usize = 64 * 1024;
 /// How long to wait for any one step before calling the link broken.
@@ -52,16 +56,16 @@ impl Default for CalibrationPlan {
 
 /// A receiver's measurement: bytes and time after the warm-up.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Received {
+pub(crate) struct Received {
     /// Bytes received after the warm-up.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// From the end of the warm-up to the last byte.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
 }
 
 impl Received {
     /// Bits per second; 0 when nothing arrived after the warm-up.
-    pub fn bits_per_s(&self) -> f64 {
+    pub(crate) fn bits_per_s(&self) -> f64 {
         if self.elapsed.is_zero() {
             return 0.0;
         }
@@ -175,7 +179,7 @@ fn connect(target: SocketAddr, mode: u8) -> io::Result<TcpStream> {
 ///
 /// # Errors
 /// The connection failed or the server answered short.
-pub fn measure_rtts(target: SocketAddr, probes: usize) -> io::Result<Vec<Duration>> {
+pub(crate) fn measure_rtts(target: SocketAddr, probes: usize) -> io::Result<Vec<Duration>> {
     let mut s = connect(target, b'E')?;
     s.set_nodelay(true)?;
     let probe = [0xa5u8; PROBE_BYTES];
@@ -194,7 +198,7 @@ pub fn measure_rtts(target: SocketAddr, probes: usize) -> io::Result<Vec<Duratio
 ///
 /// # Errors
 /// The connection failed or the server's answer was short.
-pub fn measure_upload(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
+pub(crate) fn measure_upload(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
     let mut s = connect(target, b'U')?;
     s.write_all(&(plan.warmup.as_millis() as u64).to_le_bytes())?;
     send_for(&mut s, plan.warmup + plan.measure)?;
@@ -212,16 +216,11 @@ pub fn measure_upload(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<
 ///
 /// # Errors
 /// The connection failed.
-pub fn measure_download(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
+pub(crate) fn measure_download(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
     let mut s = connect(target, b'D')?;
     s.write_all(&((plan.warmup + plan.measure).as_millis() as u64).to_le_bytes())?;
     receive_and_measure(&mut s, plan.warmup)
 }
-
-/// One comparison of a measurement with the profile, and what `echolab-netem calibrate --json`
-/// prints (the types live in `echolab_core::cmd` so that the launcher reads them back with the
-/// same types).
-pub use echolab_core::cmd::{CalibrationReport, Check};
 
 fn median(sorted: &[Duration]) -> Duration {
     let n = sorted.len();
@@ -230,101 +229,6 @@ fn median(sorted: &[Duration]) -> Duration {
     } else {
         (sorted[n / 2 - 1] + sorted[n / 2]) / 2
     }
-}
-
-fn rtt_check(profile: &Profile, median_rtt: Duration) -> Check {
-    let (low, high) = profile.expected.rtt.range();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let m = us(median_rtt);
-    let (pass, reason) = if median_rtt < low {
-        let why = if profile.topology == Topology::Link {
-            format!(
-                "median RTT {} is below {} (expected {} - {}): the link's delay ({} added RTT) is not in effect",
-                format_duration(median_rtt),
-                format_duration(low),
-                profile.expected.rtt.value,
-                profile.expected.rtt.minus,
-                format_duration(profile.added_rtt())
-            )
-        } else {
-            format!(
-                "median RTT {} is below {}",
-                format_duration(median_rtt),
-                format_duration(low)
-            )
-        };
-        (false, why)
-    } else if median_rtt > high {
-        (false, format!("median RTT {} is above {}: more base delay than the profile allows (loaded host, extra hops?)", format_duration(median_rtt), format_duration(high)))
-    } else if profile.topology == Topology::Loopback {
-        (
-            true,
-            format!(
-                "median RTT {} within {}..{}; loopback: no impairment expected",
-                format_duration(median_rtt),
-                format_duration(low),
-                format_duration(high)
-            ),
-        )
-    } else {
-        (
-            true,
-            format!(
-                "median RTT {} within {}..{}",
-                format_duration(median_rtt),
-                format_duration(low),
-                format_duration(high)
-            ),
-        )
-    };
-    Check {
-        name: "rtt_median".into(),
-        measured: m,
-        low: us(low),
-        high: us(high),
-        unit: "us".into(),
-        pass,
-        reason,
-    }
-}
-
-use echolab_core::units::RATE_UNITS;
-
-fn goodput_check(profile: &Profile, direction: &str, measured_bps: f64) -> Option<Check> {
-    let g = profile.expected.goodput.as_ref()?;
-    let (low, high) = g.range();
-    let mbit = |b: f64| b / 1e6;
-    let (pass, reason) = if measured_bps > high {
-        (
-            false,
-            format!(
-                "{direction} goodput {:.2} Mbit/s is above {:.2}: the rate limit is not in effect, or the profile's rate is in other units than meant ({RATE_UNITS})",
-                mbit(measured_bps),
-                mbit(high)
-            ),
-        )
-    } else if measured_bps < low {
-        (false, format!("{direction} goodput {:.2} Mbit/s is below {:.2} (loss, a small queue, or a host too slow for the rate)", mbit(measured_bps), mbit(low)))
-    } else {
-        (
-            true,
-            format!(
-                "{direction} goodput {:.2} Mbit/s within {:.2}..{:.2}",
-                mbit(measured_bps),
-                mbit(low),
-                mbit(high)
-            ),
-        )
-    };
-    Some(Check {
-        name: format!("goodput_{direction}"),
-        measured: mbit(measured_bps),
-        low: mbit(low),
-        high: mbit(high),
-        unit: "mbit/s".into(),
-        pass,
-        reason,
-    })
 }
 
 /// Measures RTT and (when the profile expects one, or `always_goodput`) goodput in both
@@ -384,40 +288,6 @@ pub fn calibrate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn profile(extra: &str) -> Profile {
-        let text = format!(
-            "name: t\ndescription: d\nsource: s\ntopology: link\nuplink: {{ delay: 10ms, rate: 50mbit }}\n\
-             downlink: {{ delay: 10ms, rate: 50mbit }}\nexpected:\n  rtt: {{ value: 20.1ms, minus: 1ms, plus: 2ms }}\n{extra}"
-        );
-        Profile::from_yaml(&text, "t.yaml").unwrap()
-    }
-
-    #[test]
-    fn rtt_below_the_delays_is_reported_as_not_in_effect() {
-        let c = rtt_check(&profile(""), Duration::from_micros(60));
-        assert!(!c.pass);
-        assert!(c.reason.contains("not in effect"), "{}", c.reason);
-        assert!(rtt_check(&profile(""), Duration::from_micros(20_500)).pass);
-        assert!(!rtt_check(&profile(""), Duration::from_millis(25)).pass);
-    }
-
-    #[test]
-    fn goodput_above_the_rate_is_reported_as_not_in_effect() {
-        let p = profile("  goodput: { value: 47mbit, tolerance: 5% }\n");
-        let c = goodput_check(&p, "uplink", 900e6).unwrap();
-        assert!(
-            !c.pass && c.reason.contains("not in effect"),
-            "{}",
-            c.reason
-        );
-        assert!(goodput_check(&p, "uplink", 46e6).unwrap().pass);
-        assert!(!goodput_check(&p, "uplink", 30e6).unwrap().pass);
-        assert!(
-            goodput_check(&profile(""), "uplink", 1.0).is_none(),
-            "no expectation, no check"
-        );
-    }
 
     #[test]
     fn loopback_peer_round_trip() {

@@ -1,11 +1,14 @@
 //! The command line of `echolab-netem`, in the library so that the launcher's tests can parse
 //! the command lines it builds (`echolab_core::cmd::NetemCmd`) with this definition.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use echolab_core::cmd::Ipv4Net;
+use echolab_core::inputs::PROFILES_DIR;
+use echolab_core::profile::Profile;
 use echolab_core::units::parse_duration;
 
 const EXAMPLES: &str = "\
@@ -21,8 +24,12 @@ Examples (on the link host unless said otherwise):
       stats JSON on stdout on SIGUSR1, every --stats-interval and on SIGTERM/SIGINT
   echolab-netem calib-server --port 7070                      (on the server host)
   echolab-netem calibrate --target 10.0.2.2:7070 --profile crossnet --json   (on the client host)
+  echolab-netem route --dst 10.0.2.0/24 --via 10.0.1.2     (in a client host, with NET_ADMIN)
+  echolab-netem ifname 10.0.1.2
+      eth0
 
-A profile is a file path, or a name looked up as <profile-dir>/<name>.yaml (default dir: netem).
+A profile is a file path, or a name looked up as <profile-dir>/<name>.yaml (then .yml; default
+dir: netem). echolab-up passes the profile it resolved as --profile-json instead.
 Exit status: 0 success, 1 failure (calibration failed, kernel refused), 2 bad input.";
 
 /// echolab-netem's command line.
@@ -30,11 +37,28 @@ Exit status: 0 success, 1 failure (calibration failed, kernel refused), 2 bad in
 #[command(name = "echolab-netem", version, about = "echolab's link impairment: kernel netem over netlink, userspace TUN wire, probe and calibration", after_help = EXAMPLES)]
 pub struct Cli {
     /// Directory where profile names are looked up.
-    #[arg(long, global = true, default_value = "netem")]
+    #[arg(long, global = true, default_value = PROFILES_DIR)]
     pub profile_dir: PathBuf,
     /// What to do.
     #[command(subcommand)]
     pub command: Cmd,
+}
+
+/// Which profile: a name or file, or the profile itself as JSON (exactly one).
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct ProfileArg {
+    /// Profile file, or name looked up in --profile-dir.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// The profile itself, as JSON (what echolab-up passes: the profile it resolved and
+    /// checked, so no host looks a name up again).
+    #[arg(long, value_name = "JSON", value_parser = profile_json)]
+    pub profile_json: Option<Profile>,
+}
+
+fn profile_json(text: &str) -> Result<Profile, String> {
+    Profile::from_json(text, "--profile-json").map_err(|e| e.to_string())
 }
 
 /// The subcommands (fields are the flags, documented in `--help`).
@@ -44,9 +68,9 @@ pub enum Cmd {
     Probe,
     /// Installs the profile as kernel netem qdiscs (replace: idempotent) and prints the read-back JSON.
     Apply {
-        /// Profile file or name.
-        #[arg(long)]
-        profile: String,
+        /// The profile.
+        #[command(flatten)]
+        profile: ProfileArg,
         /// Device whose egress carries uplink traffic (the link host's server-side device; a
         /// name, or an IPv4 address the device holds).
         #[arg(long)]
@@ -69,9 +93,9 @@ pub enum Cmd {
     },
     /// Runs the userspace wire until SIGTERM/SIGINT; stats JSON on stdout.
     Wire {
-        /// Profile file or name.
-        #[arg(long)]
-        profile: String,
+        /// The profile.
+        #[command(flatten)]
+        profile: ProfileArg,
         /// Device facing the client network (a name, or an IPv4 address the device holds).
         #[arg(long)]
         client_side: String,
@@ -102,9 +126,9 @@ pub enum Cmd {
         /// The calib-server, IP:PORT.
         #[arg(long)]
         target: SocketAddr,
-        /// Profile file or name.
-        #[arg(long)]
-        profile: String,
+        /// The profile.
+        #[command(flatten)]
+        profile: ProfileArg,
         /// Print the report as JSON (otherwise one line per check).
         #[arg(long)]
         json: bool,
@@ -126,5 +150,20 @@ pub enum Cmd {
         /// Address to bind.
         #[arg(long, default_value = "0.0.0.0")]
         bind: IpAddr,
+    },
+    /// Sets `ip route replace DST via VIA` in the main routing table, over rtnetlink (needs
+    /// NET_ADMIN in this network namespace).
+    Route {
+        /// Destination network, e.g. 10.0.2.0/24.
+        #[arg(long)]
+        dst: Ipv4Net,
+        /// Gateway, e.g. the link host's address on this host's network.
+        #[arg(long)]
+        via: Ipv4Addr,
+    },
+    /// Prints the name of the network device that holds an IPv4 address (getifaddrs(3)).
+    Ifname {
+        /// The address.
+        address: Ipv4Addr,
     },
 }

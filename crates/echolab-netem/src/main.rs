@@ -1,63 +1,40 @@
 //! `echolab-netem`: apply, inspect and calibrate echolab's link impairment.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use clap::Parser;
+use echolab_core::cli::EXIT_USAGE;
 use echolab_core::cmd::{CalibServerReady, WIRE_READY_PREFIX};
 use echolab_core::profile::{Profile, Topology};
 use echolab_netem::calibrate::{self, CalibrationPlan};
-use echolab_netem::cli::{Cli, Cmd};
+use echolab_netem::cli::{Cli, Cmd, ProfileArg};
 use echolab_netem::kernel;
 use echolab_netem::netdev;
+use echolab_netem::route;
 use echolab_netem::wire::{Wire, WireConfig};
 
-/// A failure with its exit status: 2 for bad input, 1 for everything else.
+/// A failure with its exit status: [`EXIT_USAGE`] for bad input, 1 for everything else.
 struct Failure(u8, String);
 
 fn bad_input(msg: impl std::fmt::Display) -> Failure {
-    Failure(2, msg.to_string())
+    Failure(EXIT_USAGE, msg.to_string())
 }
 fn failed(msg: impl std::fmt::Display) -> Failure {
     Failure(1, msg.to_string())
 }
 
-fn load_profile(dir: &Path, p: &str) -> Result<Profile, Failure> {
-    let as_path = PathBuf::from(p);
-    let path = if as_path.is_file() || p.contains('/') || p.ends_with(".yaml") {
-        as_path
-    } else {
-        let named = dir.join(format!("{p}.yaml"));
-        if !named.is_file() {
-            return Err(bad_input(format!(
-                "unknown profile {p:?}: no {} (profiles in {}: {}; or give a file path, or --profile-dir)",
-                named.display(),
-                dir.display(),
-                available_profiles(dir)
-            )));
-        }
-        named
-    };
-    Profile::load(&path).map_err(bad_input)
-}
-
-/// The profile names in `dir`, comma-separated, or a note that there are none.
-fn available_profiles(dir: &Path) -> String {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
-    if names.is_empty() {
-        "none found".into()
-    } else {
-        names.join(", ")
+/// The profile given as JSON, or the one a name or path resolves to (core's one resolver).
+fn load_profile(dir: &Path, arg: ProfileArg) -> Result<Profile, Failure> {
+    match (arg.profile_json, arg.profile) {
+        (Some(p), _) => Ok(p),
+        (None, Some(name)) => Profile::resolve(&name, dir)
+            .map(|(_, p)| p)
+            .map_err(bad_input),
+        (None, None) => Err(bad_input("no profile: give --profile or --profile-json")),
     }
 }
 
@@ -93,7 +70,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             uplink_dev,
             downlink_dev,
         } => {
-            let p = load_profile(&cli.profile_dir, &profile)?;
+            let p = load_profile(&cli.profile_dir, profile)?;
             let (Some(up), Some(down)) = (&p.uplink, &p.downlink) else {
                 return Err(bad_input(format!(
                     "profile {}: topology {:?} has no link to apply",
@@ -143,7 +120,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             table,
             rule_priority,
         } => {
-            let p = load_profile(&cli.profile_dir, &profile)?;
+            let p = load_profile(&cli.profile_dir, profile)?;
             let (Some(up), Some(down)) = (p.uplink.clone(), p.downlink.clone()) else {
                 return Err(bad_input(format!(
                     "profile {}: topology loopback has no link for a wire",
@@ -177,7 +154,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             measure,
             goodput,
         } => {
-            let p = load_profile(&cli.profile_dir, &profile)?;
+            let p = load_profile(&cli.profile_dir, profile)?;
             if probes < 20 {
                 return Err(bad_input(format!(
                     "--probes {probes}: at least 20 are needed for a median"
@@ -213,6 +190,15 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             let addr = listener.local_addr().map_err(failed)?;
             eprintln!("{}", CalibServerReady { addr });
             calibrate::serve(listener)
+        }
+        Cmd::Route { dst, via } => {
+            route::replace_in_main_table(dst, via).map_err(failed)?;
+            eprintln!("echolab-netem route: {dst} via {via}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Ifname { address } => {
+            println!("{}", netdev::device_with_address(address).map_err(failed)?);
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -9,17 +9,17 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// `NLM_F_REQUEST`: a request message.
-pub const NLM_F_REQUEST: u16 = 0x1;
+pub(crate) const NLM_F_REQUEST: u16 = 0x1;
 /// `NLM_F_ACK`: ask for an acknowledgement.
-pub const NLM_F_ACK: u16 = 0x4;
+pub(crate) const NLM_F_ACK: u16 = 0x4;
 /// `NLM_F_DUMP` (`NLM_F_ROOT | NLM_F_MATCH`): return every object.
-pub const NLM_F_DUMP: u16 = 0x300;
+pub(crate) const NLM_F_DUMP: u16 = 0x300;
 /// `NLM_F_REPLACE`: replace an existing object.
-pub const NLM_F_REPLACE: u16 = 0x100;
+pub(crate) const NLM_F_REPLACE: u16 = 0x100;
 /// `NLM_F_EXCL`: fail if the object exists.
-pub const NLM_F_EXCL: u16 = 0x200;
+pub(crate) const NLM_F_EXCL: u16 = 0x200;
 /// `NLM_F_CREATE`: create the object if missing.
-pub const NLM_F_CREATE: u16 = 0x400;
+pub(crate) const NLM_F_CREATE: u16 = 0x400;
 
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
@@ -31,14 +31,14 @@ const NLA_F_NESTED: u16 = 0x8000;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
 /// Rounds `n` up to netlink's 4-byte alignment (`NLMSG_ALIGN`/`NLA_ALIGN`).
-pub const fn align4(n: usize) -> usize {
+pub(crate) const fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
 /// A netlink request being built: header, family struct, attributes. Lengths are patched in
 /// as attributes are added, so the bytes are always a complete message.
 #[derive(Debug, Clone)]
-pub struct Message {
+pub(crate) struct Message {
     buf: Vec<u8>,
     nests: Vec<usize>,
 }
@@ -46,7 +46,7 @@ pub struct Message {
 impl Message {
     /// Starts a message of `msg_type` (e.g. `RTM_NEWQDISC`) with `flags` and sequence `seq`,
     /// followed by the family header bytes `family_header` (padded to 4).
-    pub fn new(msg_type: u16, flags: u16, seq: u32, family_header: &[u8]) -> Self {
+    pub(crate) fn new(msg_type: u16, flags: u16, seq: u32, family_header: &[u8]) -> Self {
         let mut buf = Vec::with_capacity(256);
         buf.extend_from_slice(&0u32.to_ne_bytes());
         buf.extend_from_slice(&msg_type.to_ne_bytes());
@@ -69,7 +69,7 @@ impl Message {
     }
 
     /// Appends attribute `kind` with `payload`, padded to 4 bytes.
-    pub fn attr(&mut self, kind: u16, payload: &[u8]) -> &mut Self {
+    pub(crate) fn attr(&mut self, kind: u16, payload: &[u8]) -> &mut Self {
         let len = (4 + payload.len()) as u16;
         self.buf.extend_from_slice(&len.to_ne_bytes());
         self.buf.extend_from_slice(&kind.to_ne_bytes());
@@ -80,12 +80,12 @@ impl Message {
     }
 
     /// Appends a `u32` attribute in host byte order.
-    pub fn attr_u32(&mut self, kind: u16, v: u32) -> &mut Self {
+    pub(crate) fn attr_u32(&mut self, kind: u16, v: u32) -> &mut Self {
         self.attr(kind, &v.to_ne_bytes())
     }
 
     /// Appends a NUL-terminated string attribute.
-    pub fn attr_str(&mut self, kind: u16, s: &str) -> &mut Self {
+    pub(crate) fn attr_str(&mut self, kind: u16, s: &str) -> &mut Self {
         let mut b = s.as_bytes().to_vec();
         b.push(0);
         self.attr(kind, &b)
@@ -95,7 +95,7 @@ impl Message {
     /// [`Message::end_nest`]. With an empty prefix and `nested_flag` this is a normal nested
     /// attribute; netem's `TCA_OPTIONS` is the "compat" form, a `tc_netem_qopt` prefix then
     /// attributes, without the flag (iproute2 `addattr_nest_compat`).
-    pub fn begin_nest(&mut self, kind: u16, prefix: &[u8], nested_flag: bool) -> &mut Self {
+    pub(crate) fn begin_nest(&mut self, kind: u16, prefix: &[u8], nested_flag: bool) -> &mut Self {
         let start = self.buf.len();
         let kind = if nested_flag {
             kind | NLA_F_NESTED
@@ -115,7 +115,7 @@ impl Message {
     ///
     /// # Panics
     /// When no nest is open: a programming error in the caller.
-    pub fn end_nest(&mut self) -> &mut Self {
+    pub(crate) fn end_nest(&mut self) -> &mut Self {
         let start = self.nests.pop().expect("end_nest without begin_nest");
         let len = (self.buf.len() - start) as u16;
         self.buf[start..start + 2].copy_from_slice(&len.to_ne_bytes());
@@ -123,13 +123,13 @@ impl Message {
     }
 
     /// The message bytes.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.buf
     }
 }
 
 /// Iterates the attributes in `buf` as `(type, payload)`; stops at the first malformed one.
-pub fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub(crate) fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     let mut rest = buf;
     std::iter::from_fn(move || {
         if rest.len() < 4 {
@@ -147,13 +147,13 @@ pub fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 }
 
 /// Reads a native-endian `u32` at `off`, or `None` when `b` is too short.
-pub fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+pub(crate) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
     b.get(off..off + 4)
         .map(|s| u32::from_ne_bytes(s.try_into().expect("4 bytes")))
 }
 
 /// Reads a native-endian `u64` at `off`, or `None` when `b` is too short.
-pub fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+pub(crate) fn u64_at(b: &[u8], off: usize) -> Option<u64> {
     b.get(off..off + 8)
         .map(|s| u64::from_ne_bytes(s.try_into().expect("8 bytes")))
 }
@@ -184,7 +184,7 @@ impl NlError {
 }
 
 /// A `NETLINK_ROUTE` socket in the caller's network namespace.
-pub struct Socket {
+pub(crate) struct Socket {
     fd: OwnedFd,
     seq: u32,
 }
@@ -195,7 +195,7 @@ impl Socket {
     ///
     /// # Errors
     /// The socket cannot be created (no netlink in this kernel or sandbox).
-    pub fn open() -> io::Result<Self> {
+    pub(crate) fn open() -> io::Result<Self> {
         // SAFETY: plain socket(2) call; the result is checked before use.
         let raw = unsafe {
             libc::socket(
@@ -229,7 +229,7 @@ impl Socket {
     }
 
     /// The next sequence number for a message.
-    pub fn next_seq(&mut self) -> u32 {
+    pub(crate) fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
         self.seq
     }
@@ -279,7 +279,7 @@ impl Socket {
     /// # Errors
     /// The kernel's refusal as an [`NlError`] labelled `what`; socket errors as errno 0 with
     /// the I/O error text.
-    pub fn request(&self, msg: &Message, what: &str) -> Result<(), NlError> {
+    pub(crate) fn request(&self, msg: &Message, what: &str) -> Result<(), NlError> {
         let io_err = |e| NlError::socket(what, e);
         let seq = self.send(msg).map_err(io_err)?;
         let mut buf = Vec::new();
@@ -305,7 +305,7 @@ impl Socket {
     ///
     /// # Errors
     /// As [`Socket::request`].
-    pub fn dump(&self, msg: &Message, what: &str) -> Result<Vec<Vec<u8>>, NlError> {
+    pub(crate) fn dump(&self, msg: &Message, what: &str) -> Result<Vec<Vec<u8>>, NlError> {
         let io_err = |e| NlError::socket(what, e);
         let seq = self.send(msg).map_err(io_err)?;
         let mut out = Vec::new();
@@ -384,7 +384,7 @@ fn parse_error(flags: u16, body: &[u8]) -> (i32, Option<String>) {
 ///
 /// # Errors
 /// `NotFound` naming the interface when it does not exist.
-pub fn ifindex(name: &str) -> io::Result<u32> {
+pub(crate) fn ifindex(name: &str) -> io::Result<u32> {
     let c = std::ffi::CString::new(name).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -1,5 +1,6 @@
 //! Throwaway network namespaces for tests and measurements: client, link and server joined by
-//! veth pairs, the link topology of DESIGN.md on one machine. Needs root and iproute2's `ip`.
+//! veth pairs, the link topology (docs/architecture.md, "Topologies") on one machine. Needs
+//! root and iproute2's `ip`.
 //!
 //! ```text
 //!  <tag>-cli: eth0 10.201.1.2/24 ── cs 10.201.1.1/24 :<tag>-lnk: ss 10.201.2.1/24 ── eth0 10.201.2.2/24 :<tag>-srv

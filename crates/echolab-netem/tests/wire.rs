@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use echolab_netem::testbed::{
     ChildGuard, Testbed, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
 };
+use echolab_netem::wire::counters::WireStats;
 use echolab_netem::wire::endtoend::{self, AddedDelayError, PROBE_IP_BYTES};
-use echolab_netem::wire::stats::WireStats;
 
 const BIN: &str = env!("CARGO_BIN_EXE_echolab-netem");
 /// Generous: two cores shared with other builds and tests.

@@ -4,7 +4,7 @@
 //! [`echolab_core::experiment::ReferenceClaim`]) is about the ratio of one metric between two
 //! cells and states a band of ratios that agree with it: a magnitude with a tolerance
 //! (2.15× ±15% = 1.83–2.47×), a direction (above 1×) or a shape (below 0.5×). Our ratio is the
-//! one the tables print ([`crate::stats::ratio`]: exact, ratio of geometric means with a log-t
+//! one the tables print ([`crate::inference::ratio`]: exact, ratio of geometric means with a log-t
 //! interval, or bootstrap). The rule, stated in the report as [`RULE`], is the two one-sided
 //! tests of equivalence (Schuirmann 1987) read off a 95% interval, extended to one-sided
 //! bands:
@@ -24,9 +24,9 @@ use echolab_core::results::Manifest;
 
 use crate::dataset::{CellData, Dataset};
 use crate::format;
+use crate::inference::{ratio, Interval, Method, Ratio};
 use crate::metrics;
 use crate::setting;
-use crate::stats::{ratio, Interval, Method, Ratio};
 
 /// A request whose path floor (RTT × round trips) is at least this share of its mean latency
 /// is set by the path (see the module doc).

@@ -7,8 +7,8 @@ use echolab_core::hist;
 use echolab_core::results::{ResultsDir, RunRecord};
 use hdrhistogram::Histogram;
 
+use crate::inference::Summary;
 use crate::metrics;
-use crate::stats::Summary;
 
 /// What happened to one planned repetition of a cell.
 #[derive(Debug, Clone, Copy)]

@@ -1,7 +1,7 @@
 //! How numbers and tables are written in report.md: one spelling for every figure, so a reader
 //! (and a test) finds the same number in the same form everywhere.
 
-use crate::stats::{Interval, Method, Ratio, Summary, NOISY_CV};
+use crate::inference::{Interval, Method, Ratio, Summary, NOISY_CV};
 
 /// A number to about three significant figures: `53528`, `874`, `12.3`, `1.47`, `0.00123`.
 /// Values of 100 and above are whole numbers (QPS, µs), as the seeds print them.

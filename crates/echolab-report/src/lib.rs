@@ -11,7 +11,7 @@
 //! - `plots/*.svg` ([`plots`]);
 //! - `report.html`: the same report in one self-contained page, plots inlined ([`html`]).
 //!
-//! Statistics ([`stats`]): every figure is the median over repetitions with min–max and a 95%
+//! Statistics ([`inference`]): every figure is the median over repetitions with min–max and a 95%
 //! confidence interval that stays inside the quantity's domain (exact, log-t or bootstrap); a
 //! figure whose coefficient of variation is above 10% is flagged noisy. Ratios between cells
 //! come with their own 95% interval, and the seeds' claims are judged against the band each
@@ -30,6 +30,7 @@ pub mod differ;
 pub mod format;
 pub mod header;
 pub mod html;
+pub mod inference;
 pub mod littles_law;
 pub mod metrics;
 pub mod plots;
@@ -37,7 +38,6 @@ pub mod readme;
 pub mod reference;
 pub mod repetitions;
 pub mod setting;
-pub mod stats;
 pub mod summary_csv;
 pub mod tables;
 
@@ -68,11 +68,11 @@ pub enum Error {
 }
 
 impl Error {
-    /// Process exit code for the command line: 2 for input that is not (or not a valid)
-    /// results directory, 1 for I/O failures.
+    /// Process exit code for the command line: `echolab_core::cli::EXIT_USAGE` (2) for input
+    /// that is not (or not a valid) results directory, 1 for I/O failures.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::NotResults(_) | Error::BadInput(_) => 2,
+            Error::NotResults(_) | Error::BadInput(_) => echolab_core::cli::EXIT_USAGE.into(),
             Error::Io(_) => 1,
         }
     }

@@ -46,7 +46,7 @@ pub const MEM_PCT: &str = "mem_pct";
 pub const MEM_MIB: &str = "mem_mib";
 
 /// The metric a cell's adaptive repetitions are judged on (see
-/// [`crate::stats::repetition_status`]): what the seed's table of that mode is about —
+/// [`crate::inference::repetition_status`]): what the seed's table of that mode is about —
 /// [`QPS`] for short and long connections (seeds 000, 001, 003), [`CONNECT_S`] for a connect
 /// storm (seed 004 table 2-1), [`CPU_PCT`] for sustained load (seed 004 table 2-2).
 pub fn headline_metric(cell: &Cell) -> &'static str {
@@ -59,7 +59,7 @@ pub fn headline_metric(cell: &Cell) -> &'static str {
 
 /// The headline metric ([`headline_metric`]) of one run, `None` for a run that failed or
 /// lacks it. This is the value the launcher passes to
-/// [`crate::stats::repetition_status`] after each repetition.
+/// [`crate::inference::repetition_status`] after each repetition.
 pub fn headline_value(run: &RunRecord) -> Option<f64> {
     value(run, headline_metric(&run.cell))
 }

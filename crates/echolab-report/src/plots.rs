@@ -23,8 +23,8 @@ use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
 use crate::dataset::{CellData, Dataset};
+use crate::inference::Summary;
 use crate::metrics::{CONNECT_S, CPU_PCT, P50_US, P90_US, P99_US, QPS};
-use crate::stats::Summary;
 
 /// Directory of the plots inside a results directory.
 pub const PLOTS_DIR: &str = "plots";

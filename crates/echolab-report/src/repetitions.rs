@@ -1,14 +1,14 @@
 //! The "Repetitions" section: for each cell, how many repetitions it has, the relative 95% CI
 //! half-width of its headline metric ([`crate::metrics::headline_metric`]), and whether that
-//! reached the experiment's target ([`crate::stats::repetition_status`], the rule the launcher
+//! reached the experiment's target ([`crate::inference::repetition_status`], the rule the launcher
 //! stops by), and why not.
 
 use echolab_core::results::Manifest;
 
 use crate::dataset::{Dataset, RepOutcome};
 use crate::format::{self, Table};
+use crate::inference::{repetition_status, RepetitionStatus, Summary};
 use crate::metrics;
-use crate::stats::{repetition_status, RepetitionStatus, Summary};
 
 /// One cell's line of the section.
 #[derive(Debug, Clone, PartialEq)]

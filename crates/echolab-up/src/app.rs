@@ -8,26 +8,25 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::anyhow;
+use echolab_core::cli::EXIT_USAGE;
 use echolab_core::cmd::ServerModel;
 use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::profile::{Profile, Topology};
 use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
 
-use crate::calibrate::{calibrate_rtt, failure_message};
 use crate::catalog::{find_root, load_experiment, load_profile};
 use crate::cli::{Args, BackendChoice};
 use crate::docker;
 use crate::hosts::Hosts;
-use crate::image::sha256_hex;
+use crate::image_archive::sha256_hex;
 use crate::local::LocalHosts;
 use crate::plan::{self, PlannedRun};
 use crate::results_dir::ResultsWriter;
+use crate::rtt_probe::{calibrate_rtt, failure_message};
 use crate::runner::{progress_bar, run_all, RunError};
 
-/// Exit status for bad input (usage, unknown names, invalid files).
-pub const EXIT_USAGE: u8 = 2;
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// Everything resolved before any host exists.
 struct Inputs {
@@ -95,7 +94,7 @@ fn default_bin_dir(root: &Path) -> PathBuf {
 
 /// Checks, before anything is created, that the binaries an image is built from are there.
 fn preflight(inputs: &Inputs, prebuilt_image: Option<&str>) -> Result<(), String> {
-    if inputs.experiment.bench.strace && crate::image::on_path("strace").is_none() {
+    if inputs.experiment.bench.strace && crate::image_archive::on_path("strace").is_none() {
         return Err(format!(
             "{}: bench.strace asks for seed 002's strace cross-check, but strace is not on this machine's PATH (it goes into the lab image from there); install it (apt-get install strace) or set bench.strace: false",
             inputs.experiment_path.display()
@@ -104,7 +103,7 @@ fn preflight(inputs: &Inputs, prebuilt_image: Option<&str>) -> Result<(), String
     if prebuilt_image.is_some() {
         return Ok(());
     }
-    let missing: Vec<&str> = crate::image::REQUIRED_BINARIES
+    let missing: Vec<&str> = crate::image_archive::REQUIRED_BINARIES
         .iter()
         .copied()
         .filter(|b| !inputs.bin_dir.join(b).is_file())
@@ -505,7 +504,7 @@ async fn calibrate_and_run<H: Hosts>(
 
 /// The cells of `exp` whose headline metric over the usable repetitions in `runs` has not yet
 /// reached the experiment's target half-width and may still repeat
-/// ([`echolab_report::stats::repetition_status`]).
+/// ([`echolab_report::inference::repetition_status`]).
 fn cells_short_of_target(exp: &Experiment, runs: &[echolab_core::results::RunRecord]) -> Vec<Cell> {
     exp.cells()
         .into_iter()
@@ -520,13 +519,13 @@ fn cells_short_of_target(exp: &Experiment, runs: &[echolab_core::results::RunRec
             // cannot repeat forever.
             attempts < exp.max_repetitions()
                 && matches!(
-                    echolab_report::stats::repetition_status(
+                    echolab_report::inference::repetition_status(
                         &values,
                         exp.repetitions,
                         exp.max_repetitions(),
                         exp.target_halfwidth(),
                     ),
-                    echolab_report::stats::RepetitionStatus::Continue
+                    echolab_report::inference::RepetitionStatus::Continue
                 )
         })
         .collect()
@@ -606,7 +605,8 @@ async fn run_docker(
                 server_cpus: cpus.server,
                 client_cpus: cpus.client,
             };
-            let (mut hosts, records) = docker::topology::up_loopback(d, &spec).await?;
+            let (mut hosts, records) =
+                docker::docker_hosts::DockerHosts::loopback(d, &spec).await?;
             out.manifest.hosts = records;
             if let Some(u) = uring_record {
                 out.manifest.hosts.insert("io_uring".into(), u);
@@ -626,7 +626,6 @@ async fn run_docker(
                 &image,
                 &privileges,
                 &inputs.profile,
-                &inputs.profile_path,
                 &out.manifest.cpu_plan.clone().unwrap_or_default(),
             )
             .await?;

@@ -1,27 +1,26 @@
-//! Where profiles and experiments live, and how a `--profile`/`--experiment` argument becomes a
-//! file: a bare NAME is `netem/NAME.yaml` or `experiments/NAME.yaml` under the echolab root; an
-//! argument with a `/` or a `.yaml`/`.yml` ending is a path.
+//! Where profiles and experiments live: the echolab root whose `netem/` and `experiments/`
+//! NAME arguments are looked up in. How a `--profile`/`--experiment` argument becomes a file
+//! is core's one resolver ([`echolab_core::inputs::resolve`]): a bare NAME is
+//! `netem/NAME.yaml` or `experiments/NAME.yaml` under the root; an argument with a `/` or a
+//! `.yaml`/`.yml` ending is a path.
 
 use std::path::{Path, PathBuf};
 
 use echolab_core::experiment::Experiment;
+use echolab_core::inputs::resolve;
+pub(crate) use echolab_core::inputs::{available, EXPERIMENTS_DIR, PROFILES_DIR};
 use echolab_core::profile::Profile;
-
-/// Directory of link profiles under the root.
-pub const PROFILES_DIR: &str = "netem";
-/// Directory of experiments under the root.
-pub const EXPERIMENTS_DIR: &str = "experiments";
 
 /// An input that could not be resolved or read; the message is one line for the user.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct CatalogError(pub String);
+pub(crate) struct CatalogError(pub String);
 
 /// The echolab checkout whose `netem/` and `experiments/` are used.
 ///
 /// Found as: `$ECHOLAB_ROOT`; else the nearest ancestor of the working directory that has an
 /// `experiments/` or `netem/` directory; else the workspace this binary was built from.
-pub fn find_root() -> PathBuf {
+pub(crate) fn find_root() -> PathBuf {
     if let Some(root) = std::env::var_os("ECHOLAB_ROOT") {
         return PathBuf::from(root);
     }
@@ -36,83 +35,29 @@ pub fn find_root() -> PathBuf {
 }
 
 /// The workspace root this crate was compiled in (crates/echolab-up/../..).
-pub fn build_workspace_root() -> PathBuf {
+pub(crate) fn build_workspace_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     // Resolved so that results paths read `<root>/results`, not `crates/echolab-up/../../results`.
     root.canonicalize().unwrap_or(root)
 }
 
-/// The stems of the `*.yaml` files in `dir`, sorted; empty if the directory is missing.
-pub fn available(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
-    names
-}
-
-fn looks_like_path(arg: &str) -> bool {
-    arg.contains('/') || arg.ends_with(".yaml") || arg.ends_with(".yml")
-}
-
-/// Turns a NAME or PATH argument into an existing file.
-///
-/// # Errors
-/// A missing path, or an unknown name with the list of available ones (`kind` is "profile" or
-/// "experiment").
-pub fn resolve(kind: &str, arg: &str, dir: &Path) -> Result<PathBuf, CatalogError> {
-    if looks_like_path(arg) {
-        let p = PathBuf::from(arg);
-        return if p.is_file() {
-            Ok(p)
-        } else if p.is_dir() {
-            Err(CatalogError(format!(
-                "{kind} {arg} is a directory, not a file"
-            )))
-        } else {
-            Err(CatalogError(format!("{kind} file {arg} does not exist")))
-        };
-    }
-    for ext in ["yaml", "yml"] {
-        let p = dir.join(format!("{arg}.{ext}"));
-        if p.is_file() {
-            return Ok(p);
-        }
-    }
-    let names = available(dir);
-    let list = if names.is_empty() {
-        "none".to_string()
-    } else {
-        names.join(", ")
-    };
-    Err(CatalogError(format!(
-        "unknown {kind} '{arg}'; available in {}: {list}",
-        dir.display()
-    )))
-}
-
-/// Resolves and loads a profile.
+/// Resolves and loads a profile ([`Profile::resolve`] in the root's `netem/`).
 ///
 /// # Errors
 /// [`resolve`]'s, or the profile's parse error (file, field, line and column).
-pub fn load_profile(root: &Path, arg: &str) -> Result<(PathBuf, Profile), CatalogError> {
-    let path = resolve("profile", arg, &root.join(PROFILES_DIR))?;
-    let profile = Profile::load(&path).map_err(|e| CatalogError(e.to_string()))?;
-    Ok((path, profile))
+pub(crate) fn load_profile(root: &Path, arg: &str) -> Result<(PathBuf, Profile), CatalogError> {
+    Profile::resolve(arg, &root.join(PROFILES_DIR)).map_err(CatalogError)
 }
 
 /// Resolves and loads an experiment.
 ///
 /// # Errors
 /// [`resolve`]'s, or the experiment's parse error (file, field, line and column).
-pub fn load_experiment(root: &Path, arg: &str) -> Result<(PathBuf, Experiment), CatalogError> {
-    let path = resolve("experiment", arg, &root.join(EXPERIMENTS_DIR))?;
+pub(crate) fn load_experiment(
+    root: &Path,
+    arg: &str,
+) -> Result<(PathBuf, Experiment), CatalogError> {
+    let path = resolve("experiment", arg, &root.join(EXPERIMENTS_DIR)).map_err(CatalogError)?;
     let experiment =
         Experiment::load(&path).map_err(|e| CatalogError(format!("experiment {e}")))?;
     Ok((path, experiment))

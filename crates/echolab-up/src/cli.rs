@@ -7,13 +7,13 @@ use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use crate::catalog::{available, find_root, EXPERIMENTS_DIR, PROFILES_DIR};
 
 /// Default profile.
-pub const DEFAULT_PROFILE: &str = "loopback";
+pub(crate) const DEFAULT_PROFILE: &str = "loopback";
 /// Default experiment.
-pub const DEFAULT_EXPERIMENT: &str = "exp31";
+pub(crate) const DEFAULT_EXPERIMENT: &str = "exp31";
 
 /// Which hosts to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendChoice {
+pub(crate) enum BackendChoice {
     /// Docker when an engine is reachable, else local processes (loopback only).
     Auto,
     /// Docker only; fail when no engine is reachable.
@@ -30,79 +30,79 @@ pub enum BackendChoice {
 pub struct Args {
     /// Link profile: a name from netem/ or a path to a profile file.
     #[arg(long, default_value = DEFAULT_PROFILE, value_name = "NAME|PATH")]
-    pub profile: String,
+    pub(crate) profile: String,
     /// Experiment: a name from experiments/ or a path to an experiment file.
     #[arg(long, default_value = DEFAULT_EXPERIMENT, value_name = "NAME|PATH")]
-    pub experiment: String,
+    pub(crate) experiment: String,
     /// Directory under which the run's results directory is made (default: <root>/results).
     #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// Repetitions of every cell, a fixed count instead of the experiment's (which may be
     /// adaptive: `repetitions` to `max_repetitions` until the CI is narrow enough).
     #[arg(long, value_name = "N")]
-    pub reps: Option<u64>,
+    pub(crate) reps: Option<u64>,
     /// A prebuilt lab image (e.g. the Nix-built one after `docker load`) instead of building
     /// one from the workspace binaries.
     #[arg(long, value_name = "REF")]
-    pub image: Option<String>,
+    pub(crate) image: Option<String>,
     /// Leave the run's containers and networks up afterwards (remove them with --down).
     #[arg(long)]
-    pub keep: bool,
+    pub(crate) keep: bool,
     /// Remove the containers and networks of runs whose launcher is gone (killed, crashed,
     /// or ended with --keep) and lab images that no tag but their content hash points to;
     /// mark their results directories under --out abandoned; then exit. Runs still going
     /// (in another shell), runs started from another host and compose's objects are kept,
     /// each named with the reason.
     #[arg(long, conflicts_with = "keep")]
-    pub down: bool,
+    pub(crate) down: bool,
     /// With --down: remove every echolab container and network, live runs' and compose's too.
     #[arg(long, requires = "down")]
-    pub all: bool,
+    pub(crate) all: bool,
     /// Build the lab image from --bin-dir (or check --image), tag it echolab:latest for
     /// compose/docker-compose.yml, print its reference and id, then exit.
     #[arg(long, conflicts_with = "down")]
-    pub build_image: bool,
+    pub(crate) build_image: bool,
     /// Where the echo-server, echo-bench, echolab-netem and echolab-up binaries are
     /// (default: <root>/target/release).
     #[arg(long, value_name = "DIR")]
-    pub bin_dir: Option<PathBuf>,
+    pub(crate) bin_dir: Option<PathBuf>,
     /// Which hosts to use.
     #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendChoice,
+    pub(crate) backend: BackendChoice,
     /// If io_uring is denied by Docker's default seccomp profile and also by that profile
     /// with the three io_uring calls added (which the server host otherwise gets), run the
     /// server host with seccomp=unconfined instead of skipping the uring cells. Recorded.
     #[arg(long)]
-    pub allow_uring_unconfined: bool,
+    pub(crate) allow_uring_unconfined: bool,
     /// Which CPUs each host runs on: `auto` gives server and client disjoint CPUs (on 2 CPUs:
     /// server on 0, client and link on 1), `shared` pins nothing, or
     /// `server=LIST,client=LIST[,link=LIST]` with LIST like `0`, `1-3` or `0+2`. Recorded in
     /// the manifest; echo-bench's thread count follows the client's CPUs.
     #[arg(long, default_value = "auto", value_name = "PLAN", value_parser = crate::cpuplan::parse_choice)]
-    pub cpu_plan: crate::cpuplan::CpuPlanChoice,
+    pub(crate) cpu_plan: crate::cpuplan::CpuPlanChoice,
     /// Order of the cells within each repetition round: `shuffled` (a new permutation per
     /// round, so that an order effect cannot pass for a difference between cells) or `listed`
     /// (matrix order).
     #[arg(long, value_enum, default_value = "shuffled")]
-    pub order: OrderChoice,
+    pub(crate) order: OrderChoice,
     /// Seed of the shuffle (default: from the clock); recorded in the manifest, so that a
     /// run's order can be repeated.
     #[arg(long, value_name = "N")]
-    pub order_seed: Option<u64>,
+    pub(crate) order_seed: Option<u64>,
     /// Keep one client and one server host for all cells instead of fresh ones per cell:
     /// faster, but each cell then inherits the TIME_WAIT sockets and route metrics of the
     /// cells before it.
     #[arg(long)]
-    pub reuse_hosts: bool,
+    pub(crate) reuse_hosts: bool,
     /// Run every short/long cell as the seed published it (CONNS × ROUNDS requests, often a
     /// few milliseconds) instead of for the experiment's `window`.
     #[arg(long)]
-    pub as_published: bool,
+    pub(crate) as_published: bool,
 }
 
 /// `--order`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OrderChoice {
+pub(crate) enum OrderChoice {
     /// A new seeded permutation of the cells in every repetition round.
     Shuffled,
     /// Matrix order in every round.

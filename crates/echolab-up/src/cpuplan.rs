@@ -13,7 +13,7 @@ use echolab_core::results::CpuPlanRecord;
 
 /// What `--cpu-plan` asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CpuPlanChoice {
+pub(crate) enum CpuPlanChoice {
     /// Disjoint CPUs for server and client from the machine's count ([`auto`]).
     Auto,
     /// No pinning: every host may run on every CPU (the scheduler decides).
@@ -35,7 +35,7 @@ pub enum CpuPlanChoice {
 ///
 /// # Errors
 /// A role that is missing, unknown or repeated, or a list that is not CPU numbers, naming it.
-pub fn parse_choice(text: &str) -> Result<CpuPlanChoice, String> {
+pub(crate) fn parse_choice(text: &str) -> Result<CpuPlanChoice, String> {
     match text {
         "auto" => return Ok(CpuPlanChoice::Auto),
         "shared" => return Ok(CpuPlanChoice::Shared),
@@ -96,7 +96,7 @@ fn cpuset_list(list: &str) -> Result<String, String> {
 /// - 3 CPUs: server 0, client 1, link 2 (without a link: server 0, client 1-2).
 /// - 4 or more: the link (if any) gets the last CPU, the rest is halved between server (the
 ///   lower half) and client.
-pub fn auto(cpus: u64, has_link: bool) -> CpuPlanRecord {
+pub(crate) fn auto(cpus: u64, has_link: bool) -> CpuPlanRecord {
     let list = |a: u64, b: u64| {
         if a == b {
             a.to_string()
@@ -140,7 +140,11 @@ pub fn auto(cpus: u64, has_link: bool) -> CpuPlanRecord {
 ///
 /// # Errors
 /// An explicit plan names a CPU the machine does not have.
-pub fn resolve(choice: &CpuPlanChoice, cpus: u64, has_link: bool) -> Result<CpuPlanRecord, String> {
+pub(crate) fn resolve(
+    choice: &CpuPlanChoice,
+    cpus: u64,
+    has_link: bool,
+) -> Result<CpuPlanRecord, String> {
     match choice {
         CpuPlanChoice::Auto => Ok(auto(cpus, has_link)),
         CpuPlanChoice::Shared => Ok(CpuPlanRecord {

@@ -8,14 +8,14 @@ use echolab_core::results::Environment;
 use crate::hosts::host_mem_bytes;
 
 /// The host's kernel release (`uname -r`), from /proc/sys/kernel/osrelease.
-pub fn kernel_release() -> String {
+pub(crate) fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
 
 /// The first "model name" of /proc/cpuinfo.
-pub fn cpu_model() -> String {
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -28,7 +28,7 @@ pub fn cpu_model() -> String {
 }
 
 /// `git rev-parse HEAD` of `root`, with `-dirty` when tracked files differ; empty outside git.
-pub fn git_rev(root: &Path) -> String {
+pub(crate) fn git_rev(root: &Path) -> String {
     let run = |args: &[&str]| {
         Command::new("git")
             .arg("-C")
@@ -50,7 +50,7 @@ pub fn git_rev(root: &Path) -> String {
 }
 
 /// Everything but the Docker version, which the Docker backend fills in.
-pub fn capture(root: &Path) -> Environment {
+pub(crate) fn capture(root: &Path) -> Environment {
     Environment {
         kernel: kernel_release(),
         cpu_model: cpu_model(),

@@ -7,6 +7,7 @@
 //! - `echolab-up __signal TARGET SIG`: sends SIG (`TERM`, `KILL`, `INT`, `USR1`) to TARGET, a pid or a
 //!   process name (every process of that name in the pid namespace, from /proc/PID/comm).
 
+use echolab_core::cli::EXIT_USAGE;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
@@ -66,12 +67,12 @@ fn pids_named(comm: &str) -> Vec<i32> {
 }
 
 /// Runs `__signal TARGET SIG`; returns the exit code (0 when at least one process got it, 1
-/// when none did, 2 for bad usage).
+/// when none did, [`EXIT_USAGE`] for bad usage).
 pub fn signal(args: &[String]) -> i32 {
     let (Some(target), Some(sig)) = (args.first(), args.get(1).and_then(|s| parse_signal(s)))
     else {
         eprintln!("usage: echolab-up __signal PID|NAME TERM|KILL|INT|USR1");
-        return 2;
+        return EXIT_USAGE.into();
     };
     let pids = match target.parse::<i32>() {
         Ok(pid) if pid > 0 => vec![pid],

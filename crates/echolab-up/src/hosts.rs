@@ -2,7 +2,7 @@
 //! stopped, and a client host on which echo-bench runs, with the server host's CPU and memory
 //! sampled meanwhile. The Docker backend ([`crate::docker`]) and the local backend
 //! ([`crate::local`]) implement it; the runner ([`crate::runner`]) and calibration
-//! ([`crate::calibrate`]) are written once against it.
+//! ([`crate::rtt_probe`]) are written once against it.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -12,15 +12,15 @@ use echolab_core::results::ResourceSample;
 
 /// How long echo-server may take to print its readiness line: generous, since the machine may
 /// have two cores shared with builds and other tests.
-pub const READY_DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const READY_DEADLINE: Duration = Duration::from_secs(30);
 /// How long echo-server may take to print its final stats and exit after SIGTERM.
-pub const STOP_DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const STOP_DEADLINE: Duration = Duration::from_secs(30);
 /// Upper bound of one echo-bench run, beyond which it is killed and the run marked failed; far
 /// above any seed cell (the longest, seed 004's sustain, is 60 s plus warm-up).
-pub const BENCH_DEADLINE: Duration = Duration::from_secs(20 * 60);
+pub(crate) const BENCH_DEADLINE: Duration = Duration::from_secs(20 * 60);
 /// Interval of the local backend's /proc samples; the Docker backend gets the engine's stats
 /// stream, one sample per second.
-pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(500);
+pub(crate) const SAMPLE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A finished process: exit code (None when killed by a signal) and its output.
 #[derive(Debug, Clone, Default)]
@@ -71,7 +71,7 @@ impl ProcOutput {
 
 /// One backend's hosts, already up.
 #[allow(async_fn_in_trait)]
-pub trait Hosts {
+pub(crate) trait Hosts {
     /// A running echo-server.
     type Server;
 
@@ -88,7 +88,7 @@ pub trait Hosts {
     /// (loopback, local processes, kernel netem whose qdisc statistics are not read yet).
     async fn link_snapshot(
         &mut self,
-    ) -> Option<anyhow::Result<echolab_netem::wire::stats::WireStats>> {
+    ) -> Option<anyhow::Result<echolab_netem::wire::counters::WireStats>> {
         None
     }
 
@@ -139,12 +139,12 @@ pub trait Hosts {
 
 /// The seed 002 tracer command line, before the traced program (strace(1): `-f` follows the
 /// client's threads, `-c` counts calls and their time).
-pub const STRACE_ARGS: &[&str] = &["-f", "-c", "-e", "trace=connect,close"];
+pub(crate) const STRACE_ARGS: &[&str] = &["-f", "-c", "-e", "trace=connect,close"];
 
 /// The sampling schedule of a client run whose measurement window opens `window_start` after
 /// it starts: the first reading at the window's start, so that one sample covers the warm-up
 /// alone, then one every [`SAMPLE_INTERVAL`].
-pub fn sample_schedule(window_start: Duration) -> tokio::time::Interval {
+pub(crate) fn sample_schedule(window_start: Duration) -> tokio::time::Interval {
     let first = if window_start.is_zero() {
         SAMPLE_INTERVAL
     } else {
@@ -156,7 +156,10 @@ pub fn sample_schedule(window_start: Duration) -> tokio::time::Interval {
 /// The samples of the measurement window: those that end later than half an interval past
 /// `window_start` (a sample is stamped when it ends; the warm-up's ends at `window_start`
 /// plus the time of one reading).
-pub fn window_samples(samples: Vec<ResourceSample>, window_start: Duration) -> Vec<ResourceSample> {
+pub(crate) fn window_samples(
+    samples: Vec<ResourceSample>,
+    window_start: Duration,
+) -> Vec<ResourceSample> {
     if window_start.is_zero() {
         return samples;
     }
@@ -165,7 +168,7 @@ pub fn window_samples(samples: Vec<ResourceSample>, window_start: Duration) -> V
 }
 
 /// CPU percent of one core between two readings of cumulative CPU time, as top(1) shows it.
-pub fn cpu_percent(cpu_delta_s: f64, wall_delta_s: f64) -> f64 {
+pub(crate) fn cpu_percent(cpu_delta_s: f64, wall_delta_s: f64) -> f64 {
     if wall_delta_s <= 0.0 {
         0.0
     } else {
@@ -174,7 +177,7 @@ pub fn cpu_percent(cpu_delta_s: f64, wall_delta_s: f64) -> f64 {
 }
 
 /// Total memory of this machine in bytes, from /proc/meminfo's MemTotal (proc(5)).
-pub fn host_mem_bytes() -> u64 {
+pub(crate) fn host_mem_bytes() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {
@@ -186,7 +189,7 @@ pub fn host_mem_bytes() -> u64 {
 }
 
 /// Memory as percent of the host's total.
-pub fn mem_percent(mem_bytes: u64, total: u64) -> f64 {
+pub(crate) fn mem_percent(mem_bytes: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
     } else {

@@ -1,32 +1,35 @@
 //! `echolab-up`: run a seed experiment under a network profile, in containers (or as local
 //! processes when no Docker engine is reachable), verify the path by calibration, collect
-//! every run into a results directory, and clean up on every path (DESIGN.md "Data flow").
+//! every run into a results directory, and clean up on every path (docs/architecture.md,
+//! "Data flow").
 //!
 //! - [`cli`], [`app`]: the command line and one call from start to end.
 //! - [`catalog`], [`plan`]: inputs (profiles, experiments) and the runs they expand to, in
 //!   shuffled rounds; [`cpuplan`]: which CPUs each host gets.
-//! - [`image`]: the lab image as a deterministic archive; [`docker`]: the Docker backend;
+//! - [`image_archive`]: the lab image as a deterministic archive; [`docker`]: the Docker
+//!   backend (its `image` module loads the archive into the engine);
 //!   [`local`]: the local backend; [`hosts`]: what both provide.
 //! - [`commands`]: echo-server/echo-bench command lines and output parsing.
-//! - [`calibrate`], [`runner`]: calibration, and the per-run loop written once for all backends.
+//! - [`rtt_probe`]: calibration of RTT with the lab's own echo-server and echo-bench on the
+//!   cells' path; [`runner`]: the per-run loop, written once for all backends.
 //! - [`results_dir`], [`environment`], [`report`]: what is written and recorded.
-//! - [`hold`], [`netroute`]: the small jobs the binary does inside the lab image.
+//! - [`hold`]: the small jobs the binary does inside the lab image (holding a namespace open,
+//!   signalling a process); the network jobs there are echolab-netem's.
 
 pub mod app;
-pub mod calibrate;
-pub mod catalog;
+pub(crate) mod catalog;
 pub mod cli;
 pub mod commands;
-pub mod cpuplan;
+pub(crate) mod cpuplan;
 pub mod docker;
-pub mod environment;
+pub(crate) mod environment;
 pub mod hold;
-pub mod hosts;
-pub mod image;
-pub mod local;
-pub mod netroute;
-pub mod plan;
-pub mod quiet;
-pub mod report;
-pub mod results_dir;
-pub mod runner;
+pub(crate) mod hosts;
+pub mod image_archive;
+pub(crate) mod local;
+pub(crate) mod plan;
+pub(crate) mod quiet;
+pub(crate) mod report;
+pub(crate) mod results_dir;
+pub mod rtt_probe;
+pub(crate) mod runner;

@@ -1,5 +1,6 @@
 //! The local backend: no Docker engine reachable, so echo-server and echo-bench run as
-//! processes on this machine, over 127.0.0.1 (loopback profile only; DESIGN.md "Backends").
+//! processes on this machine, over 127.0.0.1 (loopback profile only; docs/architecture.md,
+//! "Backends").
 //! Every child is killed on drop, so no path leaves one behind.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -20,12 +21,12 @@ use crate::hosts::{
 };
 
 /// Processes from a binary directory (target/release by default).
-pub struct LocalHosts {
+pub(crate) struct LocalHosts {
     bin_dir: PathBuf,
 }
 
 /// A running local echo-server.
-pub struct LocalServer {
+pub(crate) struct LocalServer {
     child: Child,
     pid: u32,
     stdout: JoinHandle<String>,
@@ -37,7 +38,7 @@ impl LocalHosts {
     ///
     /// # Errors
     /// echo-server or echo-bench is missing, with the command that builds them.
-    pub fn new(bin_dir: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn new(bin_dir: &Path) -> anyhow::Result<Self> {
         for name in [ServerCmd::PROGRAM, BenchCmd::PROGRAM] {
             let p = bin_dir.join(name);
             if !p.is_file() {
@@ -234,7 +235,7 @@ impl Hosts for LocalHosts {
     }
 
     async fn trace_bench(&mut self, bench: &BenchCmd) -> anyhow::Result<ProcOutput> {
-        let strace = crate::image::on_path("strace")
+        let strace = crate::image_archive::on_path("strace")
             .ok_or_else(|| anyhow!("strace is not on this machine's PATH"))?;
         let bin = self.bin_dir.join(BenchCmd::PROGRAM);
         let child = Command::new(&strace)

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use echolab_up::{app, cli, hold, netroute};
+use echolab_up::{app, cli, hold};
 
 fn code(c: i32) -> ExitCode {
     ExitCode::from(u8::try_from(c).unwrap_or(1))
@@ -14,8 +14,6 @@ fn main() -> ExitCode {
     match argv.get(1).map(String::as_str) {
         Some("__hold") => return code(hold::hold()),
         Some("__signal") => return code(hold::signal(&argv[2..])),
-        Some("__route") => return code(netroute::route_main(&argv[2..])),
-        Some("__ifname") => return code(netroute::ifname_main(&argv[2..])),
         _ => {}
     }
     let args = match echolab_core::cli::parsed_or_exit("echolab-up", cli::parse(argv.clone())) {

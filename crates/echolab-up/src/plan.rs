@@ -13,11 +13,11 @@ use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::results::{Environment, Manifest, RunStatus, MANIFEST_SCHEMA};
 
 /// One run: a cell and its 1-based repetition number.
-pub type PlannedRun = (Cell, u64);
+pub(crate) type PlannedRun = (Cell, u64);
 
 /// How the cells of a round are ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
+pub(crate) enum Order {
     /// Matrix order in every round.
     Listed,
     /// A fresh permutation per round from this seed (round r uses `seed + r`).
@@ -26,7 +26,7 @@ pub enum Order {
 
 impl Order {
     /// The manifest's `order.kind`.
-    pub fn kind(self) -> &'static str {
+    pub(crate) fn kind(self) -> &'static str {
         match self {
             Order::Listed => "listed",
             Order::Shuffled(_) => "shuffled",
@@ -34,7 +34,7 @@ impl Order {
     }
 
     /// The seed (0 for listed).
-    pub fn seed(self) -> u64 {
+    pub(crate) fn seed(self) -> u64 {
         match self {
             Order::Listed => 0,
             Order::Shuffled(s) => s,
@@ -43,7 +43,7 @@ impl Order {
 }
 
 /// A shuffle seed from the clock and the pid, for runs that were given none.
-pub fn fresh_seed() -> u64 {
+pub(crate) fn fresh_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -51,7 +51,7 @@ pub fn fresh_seed() -> u64 {
 }
 
 /// Round `round` (1-based): repetition `round` of each of `cells`, in `order`.
-pub fn round(cells: &[Cell], round: u64, order: Order) -> Vec<PlannedRun> {
+pub(crate) fn round(cells: &[Cell], round: u64, order: Order) -> Vec<PlannedRun> {
     let mut runs: Vec<PlannedRun> = cells.iter().map(|c| (c.clone(), round)).collect();
     if let Order::Shuffled(seed) = order {
         fastrand::Rng::with_seed(seed.wrapping_add(round)).shuffle(&mut runs);
@@ -60,7 +60,7 @@ pub fn round(cells: &[Cell], round: u64, order: Order) -> Vec<PlannedRun> {
 }
 
 /// The runs of `exp`: rounds 1..=repetitions of every cell, each round in `order`.
-pub fn runs(exp: &Experiment, order: Order) -> Vec<PlannedRun> {
+pub(crate) fn runs(exp: &Experiment, order: Order) -> Vec<PlannedRun> {
     let cells = exp.cells();
     (1..=exp.repetitions)
         .flat_map(|r| round(&cells, r, order))
@@ -71,7 +71,10 @@ pub fn runs(exp: &Experiment, order: Order) -> Vec<PlannedRun> {
 ///
 /// # Errors
 /// `N` is 0.
-pub fn with_repetitions(mut exp: Experiment, reps: Option<u64>) -> Result<Experiment, String> {
+pub(crate) fn with_repetitions(
+    mut exp: Experiment,
+    reps: Option<u64>,
+) -> Result<Experiment, String> {
     match reps {
         Some(0) => Err("--reps: must be at least 1".into()),
         Some(n) => {
@@ -87,7 +90,7 @@ pub fn with_repetitions(mut exp: Experiment, reps: Option<u64>) -> Result<Experi
 /// A run id unique on this machine: `<YYYYmmddTHHMMSSZ>-<6 hex>`, the hex from the clock's
 /// nanoseconds and the pid. It is the `echolab.run` label of every Docker object of the run
 /// and part of their names, so it uses only `[0-9A-Za-z-]`.
-pub fn new_run_id(now_rfc3339: &str) -> String {
+pub(crate) fn new_run_id(now_rfc3339: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -99,7 +102,7 @@ pub fn new_run_id(now_rfc3339: &str) -> String {
 }
 
 /// The manifest at the start of a run (status running, nothing done).
-pub fn new_manifest(
+pub(crate) fn new_manifest(
     run_id: &str,
     args: Vec<String>,
     backend: &str,

@@ -16,17 +16,17 @@ use std::time::{Duration, Instant};
 use echolab_core::results::Settle;
 
 /// How long one look at the CPUs lasts.
-pub const PROBE: Duration = Duration::from_millis(100);
+pub(crate) const PROBE: Duration = Duration::from_millis(100);
 /// Busy share of all CPUs below which the machine counts as quiet.
-pub const QUIET_BUSY: f64 = 0.10;
+pub(crate) const QUIET_BUSY: f64 = 0.10;
 /// Consecutive quiet probes needed.
-pub const QUIET_PROBES: u32 = 3;
+pub(crate) const QUIET_PROBES: u32 = 3;
 /// The most a cell waits for quiet; it then starts anyway, and the record says so.
-pub const QUIET_DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const QUIET_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Busy and total jiffies of all CPUs from the `cpu` line of /proc/stat: busy is everything
 /// but idle (4th value) and iowait (5th).
-pub fn busy_total(stat: &str) -> Option<(u64, u64)> {
+pub(crate) fn busy_total(stat: &str) -> Option<(u64, u64)> {
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
         .split_whitespace()
@@ -48,7 +48,7 @@ fn read() -> Option<(u64, u64)> {
 
 /// Waits until the machine has been quiet for [`QUIET_PROBES`] probes in a row, at most
 /// [`QUIET_DEADLINE`]. `None` when /proc/stat cannot be read (not Linux, or hidden).
-pub async fn wait_for_quiet() -> Option<Settle> {
+pub(crate) async fn wait_for_quiet() -> Option<Settle> {
     let start = Instant::now();
     let mut last = read()?;
     let mut streak = 0;

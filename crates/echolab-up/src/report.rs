@@ -5,7 +5,7 @@ use std::path::Path;
 
 /// Renders the report of `dir`; a failure is printed, not fatal (the runs are on disk and
 /// `echolab-report DIR` can be run again).
-pub fn render(dir: &Path) {
+pub(crate) fn render(dir: &Path) {
     if let Err(e) = echolab_report::render(dir) {
         eprintln!("echolab-up: report for {}: {e}", dir.display());
     }

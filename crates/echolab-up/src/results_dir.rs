@@ -11,7 +11,7 @@ use echolab_core::results::{
 };
 
 /// A results directory being written.
-pub struct ResultsWriter {
+pub(crate) struct ResultsWriter {
     /// The directory.
     pub dir: PathBuf,
     /// The manifest as last written.
@@ -20,7 +20,7 @@ pub struct ResultsWriter {
 }
 
 /// `YYYYmmddTHHMMSSZ` from an RFC 3339 UTC time (`2026-11-30T01:57:37.123456Z`).
-pub fn compact_stamp(rfc3339: &str) -> String {
+pub(crate) fn compact_stamp(rfc3339: &str) -> String {
     let secs: String = rfc3339
         .chars()
         .take(19)
@@ -37,7 +37,11 @@ impl ResultsWriter {
     ///
     /// # Errors
     /// The directory or manifest cannot be written; the message names the path.
-    pub fn create(base: &Path, manifest: Manifest, profile_name: &str) -> anyhow::Result<Self> {
+    pub(crate) fn create(
+        base: &Path,
+        manifest: Manifest,
+        profile_name: &str,
+    ) -> anyhow::Result<Self> {
         let name = format!(
             "{}-{}-{}",
             compact_stamp(&manifest.created_at),
@@ -85,7 +89,7 @@ impl ResultsWriter {
     ///
     /// # Errors
     /// Serialization or I/O, naming the file.
-    pub fn save(&self) -> anyhow::Result<()> {
+    pub(crate) fn save(&self) -> anyhow::Result<()> {
         let path = self.dir.join(MANIFEST_FILE);
         let text = serde_yaml::to_string(&self.manifest).context("serializing the manifest")?;
         write_atomic(&path, text.as_bytes())?;
@@ -96,7 +100,7 @@ impl ResultsWriter {
     ///
     /// # Errors
     /// As [`ResultsWriter::save`].
-    pub fn phase(&mut self, name: &str, seconds: f64) -> anyhow::Result<()> {
+    pub(crate) fn phase(&mut self, name: &str, seconds: f64) -> anyhow::Result<()> {
         self.manifest
             .timings
             .phases
@@ -109,7 +113,7 @@ impl ResultsWriter {
     ///
     /// # Errors
     /// Any write, naming the file.
-    pub fn add_run(&mut self, rec: RunRecord) -> anyhow::Result<()> {
+    pub(crate) fn add_run(&mut self, rec: RunRecord) -> anyhow::Result<()> {
         let path = self.dir.join(RUNS_DIR).join(rec.file_name());
         let json = serde_json::to_vec_pretty(&rec).context("serializing a run record")?;
         write_atomic(&path, &json)?;
@@ -130,7 +134,7 @@ impl ResultsWriter {
     }
 
     /// The run records written so far.
-    pub fn runs(&self) -> &[RunRecord] {
+    pub(crate) fn runs(&self) -> &[RunRecord] {
         &self.runs
     }
 
@@ -138,7 +142,11 @@ impl ResultsWriter {
     ///
     /// # Errors
     /// As [`ResultsWriter::save`].
-    pub fn finish(&mut self, status: RunStatus, error: Option<String>) -> anyhow::Result<()> {
+    pub(crate) fn finish(
+        &mut self,
+        status: RunStatus,
+        error: Option<String>,
+    ) -> anyhow::Result<()> {
         self.manifest.status = status;
         self.manifest.error = error;
         self.manifest.finished_at = Some(echolab_core::utc_now_rfc3339());

@@ -16,7 +16,7 @@ use crate::results_dir::ResultsWriter;
 
 /// A progress bar of runs done out of planned, with the ETA, on stderr (hidden when stderr is
 /// not a terminal, as indicatif does).
-pub fn progress_bar(total: u64) -> ProgressBar {
+pub(crate) fn progress_bar(total: u64) -> ProgressBar {
     let bar = ProgressBar::new(total);
     let style = ProgressStyle::with_template(
         "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs, ETA {eta} {msg}",
@@ -28,7 +28,7 @@ pub fn progress_bar(total: u64) -> ProgressBar {
 
 /// Why the loop stopped early.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// echo-server could not start for a cell: every later run of the same configuration would
     /// fail the same way, so the run stops here.
     #[error("run {run}: {message}")]
@@ -81,7 +81,7 @@ fn window_start(exp: &Experiment, cell: &echolab_core::experiment::Cell) -> std:
 
 /// Whether a cell may run on these hosts; `Err(reason)` records the run as failed with that
 /// reason and skips it (e.g. io_uring denied by the container's seccomp profile).
-pub type CellFilter<'a> = &'a dyn Fn(&echolab_core::experiment::Cell) -> Result<(), String>;
+pub(crate) type CellFilter<'a> = &'a dyn Fn(&echolab_core::experiment::Cell) -> Result<(), String>;
 
 /// Runs `runs` in order and writes a record for each; with `fresh_hosts`, each run gets new
 /// client and server hosts first ([`Hosts::fresh_hosts`]). Returns the number of runs that
@@ -89,7 +89,7 @@ pub type CellFilter<'a> = &'a dyn Fn(&echolab_core::experiment::Cell) -> Result<
 ///
 /// # Errors
 /// [`RunError`]; the record of the failing run is written first.
-pub async fn run_all<H: Hosts>(
+pub(crate) async fn run_all<H: Hosts>(
     hosts: &mut H,
     exp: &Experiment,
     runs: &[PlannedRun],

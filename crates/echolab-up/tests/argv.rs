@@ -7,8 +7,8 @@
 //! Coverage: every cell of every `experiments/*.yaml`; an experiment that sets every server
 //! and client option the experiment format has, for every model and mode; every field of
 //! every builder set at once (struct literals without `..`, so a new field does not compile
-//! until it is covered here); every variant of every builder (an exhaustive `match`); the
-//! calibration probe's commands.
+//! until it is covered here); every variant of every builder (an exhaustive `match`), with the
+//! project's profiles handed over as `--profile-json`; the calibration probe's commands.
 
 use std::iter::once;
 use std::net::{IpAddr, SocketAddr};
@@ -21,10 +21,11 @@ use echolab_core::cmd::{
     StormCmd, SustainCmd,
 };
 use echolab_core::experiment::{BenchMode, BenchOptions, Experiment, MatrixBlock, ServerOptions};
+use echolab_core::profile::Profile;
 use echolab_core::units::{ByteSize, Dur};
-use echolab_netem::cli::Cmd as NetemParsed;
-use echolab_up::calibrate::{probe_bench_cmd, probe_server_cmd};
+use echolab_netem::cli::{Cmd as NetemParsed, ProfileArg};
 use echolab_up::commands::{bench_cmd, server_cmd};
+use echolab_up::rtt_probe::{probe_bench_cmd, probe_server_cmd};
 
 fn argv_of(program: &str, args: &[String]) -> Vec<String> {
     once(program.to_string())
@@ -125,6 +126,15 @@ fn check_bench(cmd: &BenchCmd) {
     }
 }
 
+/// The profile a parsed echolab-netem command carries: the launcher always hands over the
+/// resolved profile itself (`--profile-json`), never a name for netem to look up again.
+fn handed_over(arg: &ProfileArg, line: &str) -> Profile {
+    assert_eq!(arg.profile, None, "{line}");
+    arg.profile_json
+        .clone()
+        .unwrap_or_else(|| panic!("no --profile-json: {line}"))
+}
+
 /// Parses `cmd` with echolab-netem's clap and checks that each flag landed on its field.
 fn check_netem(cmd: &NetemCmd) {
     let args = cmd.argv();
@@ -144,7 +154,10 @@ fn check_netem(cmd: &NetemCmd) {
                 uplink_dev: u,
                 downlink_dev: d,
             },
-        ) => assert_eq!((p, u, d), (profile, uplink_dev, downlink_dev), "{line}"),
+        ) => {
+            assert_eq!(handed_over(p, &line), *profile, "{line}");
+            assert_eq!((u, d), (uplink_dev, downlink_dev), "{line}");
+        }
         (
             NetemCmd::Wire {
                 profile,
@@ -160,7 +173,8 @@ fn check_netem(cmd: &NetemCmd) {
                 ..
             },
         ) => {
-            assert_eq!((p, c, s), (profile, client_side, server_side), "{line}");
+            assert_eq!(handed_over(p, &line), *profile, "{line}");
+            assert_eq!((c, s), (client_side, server_side), "{line}");
             assert_eq!(*i, stats_interval.map(|d| d.0), "{line}");
         }
         (
@@ -175,9 +189,18 @@ fn check_netem(cmd: &NetemCmd) {
                 json: j,
                 ..
             },
-        ) => assert_eq!((t, p, j), (target, profile, json), "{line}"),
+        ) => {
+            assert_eq!(handed_over(p, &line), *profile, "{line}");
+            assert_eq!((t, j), (target, json), "{line}");
+        }
         (NetemCmd::CalibServer { port, bind }, NetemParsed::CalibServer { port: p, bind: b }) => {
             assert_eq!((p, b), (port, bind), "{line}")
+        }
+        (NetemCmd::Route { dst, via }, NetemParsed::Route { dst: d, via: v }) => {
+            assert_eq!((d, v), (dst, via), "{line}")
+        }
+        (NetemCmd::Ifname { address }, NetemParsed::Ifname { address: a }) => {
+            assert_eq!(a, address, "{line}")
         }
         (c, parsed) => panic!("echolab-netem {line}: {c:?} parsed as {parsed:?}"),
     }
@@ -363,39 +386,48 @@ fn every_field_of_every_builder_parses() {
     }
     assert_eq!(variants, [true; 3], "every echo-bench form is checked");
 
-    let mut variants = [false; 5];
+    let netem_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem");
+    let profile = |name: &str| Profile::resolve(name, &netem_dir).unwrap().1;
+    let mut variants = [false; 7];
     let netem = [
         NetemCmd::Probe,
         NetemCmd::Apply {
-            profile: "/etc/echolab/profile.yaml".into(),
+            profile: profile("lan100"),
             uplink_dev: "10.77.72.2".into(),
             downlink_dev: "eth0".into(),
         },
         NetemCmd::Wire {
-            profile: "crossnet".into(),
+            profile: profile("crossnet"),
             client_side: "10.77.71.2".into(),
             server_side: "10.77.72.2".into(),
             stats_interval: Some(dur("10s")),
         },
         NetemCmd::Wire {
-            profile: "/etc/echolab/profile.yaml".into(),
+            profile: profile("lan100"),
             client_side: "eth0".into(),
             server_side: "eth1".into(),
             stats_interval: None,
         },
         NetemCmd::Calibrate {
             target,
-            profile: "/etc/echolab/profile.yaml".into(),
+            profile: profile("crossnet"),
             json: true,
         },
         NetemCmd::Calibrate {
             target,
-            profile: "lan100".into(),
+            profile: profile("loopback"),
             json: false,
         },
         NetemCmd::CalibServer {
             port: 0,
             bind: "0.0.0.0".parse().unwrap(),
+        },
+        NetemCmd::Route {
+            dst: "10.77.72.0/24".parse().unwrap(),
+            via: "10.77.71.2".parse().unwrap(),
+        },
+        NetemCmd::Ifname {
+            address: "10.77.71.2".parse().unwrap(),
         },
     ];
     for c in &netem {
@@ -405,11 +437,13 @@ fn every_field_of_every_builder_parses() {
             NetemCmd::Wire { .. } => 2,
             NetemCmd::Calibrate { .. } => 3,
             NetemCmd::CalibServer { .. } => 4,
+            NetemCmd::Route { .. } => 5,
+            NetemCmd::Ifname { .. } => 6,
         }] = true;
         check_netem(c);
     }
     assert_eq!(
-        variants, [true; 5],
+        variants, [true; 7],
         "every echolab-netem subcommand is checked"
     );
 }
@@ -442,4 +476,17 @@ fn a_misspelled_flag_is_caught() {
     assert!(echo_bench::cli::Cli::try_parse_from(bad).is_err());
     let bad = words(NetemCmd::PROGRAM, "wire --client eth0");
     assert!(echolab_netem::cli::Cli::try_parse_from(bad).is_err());
+    let bad = words(NetemCmd::PROGRAM, "route --dest 10.0.0.0/8 --via 10.0.0.1");
+    assert!(echolab_netem::cli::Cli::try_parse_from(bad).is_err());
+    // A profile given both ways, or as JSON that is not a profile, is refused.
+    let both = words(
+        NetemCmd::PROGRAM,
+        "calibrate --target 10.0.0.2:7070 --profile crossnet --profile-json {}",
+    );
+    assert!(echolab_netem::cli::Cli::try_parse_from(both).is_err());
+    let bad_json = words(
+        NetemCmd::PROGRAM,
+        r#"calibrate --target 10.0.0.2:7070 --profile-json {"name":"x"}"#,
+    );
+    assert!(echolab_netem::cli::Cli::try_parse_from(bad_json).is_err());
 }

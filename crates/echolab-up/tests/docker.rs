@@ -588,7 +588,7 @@ fn the_image_id_is_the_same_for_the_same_binaries() {
     let first = rt
         .block_on(echolab_up::docker::image::ensure(&e.docker, &bins, None))
         .unwrap();
-    let archive = echolab_up::image::build_archive(&bins).unwrap();
+    let archive = echolab_up::image_archive::build_archive(&bins).unwrap();
     assert_eq!(
         first.id, archive.id,
         "the engine's id is the archive's config digest"

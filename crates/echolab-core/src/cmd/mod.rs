@@ -22,7 +22,7 @@ pub use bench::{
     SustainCmd,
 };
 pub use netem::{
-    json_from_stdout, CalibServerReady, CalibrationReport, Check, NetemCmd, ProbeResult,
+    json_from_stdout, CalibServerReady, CalibrationReport, Check, Ipv4Net, NetemCmd, ProbeResult,
     WIRE_READY_PREFIX,
 };
 pub use server::{final_stats, Fatal, Ready, ServerCmd, ServerModel, UnknownModel};

@@ -1,12 +1,14 @@
 //! echolab-netem: the subcommands the launcher runs, and what they print.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::str::FromStr;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::Argv;
+use crate::profile::Profile;
 use crate::units::Dur;
 
 /// The stderr line prefix with which `echolab-netem wire` says it carries packets; the rest of
@@ -20,8 +22,8 @@ pub enum NetemCmd {
     Probe,
     /// `apply`: installs a profile as kernel netem qdiscs and prints the read-back.
     Apply {
-        /// `--profile`: a profile file or name.
-        profile: String,
+        /// `--profile-json`: the profile, resolved by the launcher ([`Profile::to_json`]).
+        profile: Profile,
         /// `--uplink-dev`: the device whose egress carries uplink traffic (name or IPv4).
         uplink_dev: String,
         /// `--downlink-dev`: the device whose egress carries downlink traffic.
@@ -29,8 +31,8 @@ pub enum NetemCmd {
     },
     /// `wire`: the userspace wire, until SIGTERM; [`WIRE_READY_PREFIX`] once it carries packets.
     Wire {
-        /// `--profile`.
-        profile: String,
+        /// `--profile-json`.
+        profile: Profile,
         /// `--client-side`: the device facing the client network (name or IPv4).
         client_side: String,
         /// `--server-side`: the device facing the server network.
@@ -42,8 +44,8 @@ pub enum NetemCmd {
     Calibrate {
         /// `--target`: the calib-server.
         target: SocketAddr,
-        /// `--profile`.
-        profile: String,
+        /// `--profile-json`.
+        profile: Profile,
         /// `--json`: print a [`CalibrationReport`].
         json: bool,
     },
@@ -53,6 +55,19 @@ pub enum NetemCmd {
         port: u16,
         /// `--bind`.
         bind: IpAddr,
+    },
+    /// `route`: `ip route replace DST via VIA` in the main table of the namespace it runs in
+    /// (a client or server host, from a short-lived helper with NET_ADMIN).
+    Route {
+        /// `--dst`: the destination network.
+        dst: Ipv4Net,
+        /// `--via`: the gateway (the link host's address on this host's network).
+        via: Ipv4Addr,
+    },
+    /// `ifname`: prints the name of the network device that holds `address`.
+    Ifname {
+        /// The IPv4 address (positional).
+        address: Ipv4Addr,
     },
 }
 
@@ -71,7 +86,7 @@ impl NetemCmd {
                 downlink_dev,
             } => a
                 .arg("apply")
-                .val("profile", profile)
+                .val("profile-json", profile.to_json())
                 .val("uplink-dev", uplink_dev)
                 .val("downlink-dev", downlink_dev),
             NetemCmd::Wire {
@@ -81,7 +96,7 @@ impl NetemCmd {
                 stats_interval,
             } => a
                 .arg("wire")
-                .val("profile", profile)
+                .val("profile-json", profile.to_json())
                 .val("client-side", client_side)
                 .val("server-side", server_side)
                 .opt("stats-interval", *stats_interval),
@@ -92,13 +107,50 @@ impl NetemCmd {
             } => a
                 .arg("calibrate")
                 .val("target", target)
-                .val("profile", profile)
+                .val("profile-json", profile.to_json())
                 .flag("json", *json),
             NetemCmd::CalibServer { port, bind } => {
                 a.arg("calib-server").val("port", port).val("bind", bind)
             }
+            NetemCmd::Route { dst, via } => a.arg("route").val("dst", dst).val("via", via),
+            NetemCmd::Ifname { address } => a.arg("ifname").arg(address),
         };
         a.done()
+    }
+}
+
+/// An IPv4 network `a.b.c.d/len`, as `echolab-netem route --dst` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Net {
+    /// Network address.
+    pub addr: Ipv4Addr,
+    /// Prefix length, 0..=32.
+    pub len: u8,
+}
+
+impl FromStr for Ipv4Net {
+    type Err = String;
+
+    /// Parses `10.1.2.0/24`; the error quotes the part that is wrong.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, l) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?} is not an IPv4 prefix like 10.0.0.0/24"))?;
+        let addr = a
+            .parse()
+            .map_err(|_| format!("{a:?} is not an IPv4 address"))?;
+        let len: u8 = l
+            .parse()
+            .ok()
+            .filter(|n| *n <= 32)
+            .ok_or_else(|| format!("{l:?} is not a prefix length 0..32"))?;
+        Ok(Ipv4Net { addr, len })
+    }
+}
+
+impl fmt::Display for Ipv4Net {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
     }
 }
 
@@ -196,46 +248,82 @@ pub fn json_from_stdout<T: DeserializeOwned>(stdout: &str) -> Result<T, serde_js
 mod tests {
     use super::*;
 
+    const LOOPBACK_JSON: &str = r#"{"name":"lo","description":"d","source":"s","topology":"loopback","uplink":null,"downlink":null,"expected":{"rtt":{"value":"0s","minus":"0s","plus":"1ms"},"goodput":null}}"#;
+
     #[test]
     fn each_subcommand_spells_its_flags() {
+        let profile = Profile::from_yaml(
+            "name: lo\ndescription: d\nsource: s\ntopology: loopback\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1ms }\n",
+            "lo.yaml",
+        )
+        .unwrap();
         let cases = [
-            (NetemCmd::Probe, "probe"),
+            (NetemCmd::Probe, "probe".to_string()),
             (
                 NetemCmd::Apply {
-                    profile: "/p.yaml".into(),
+                    profile: profile.clone(),
                     uplink_dev: "10.0.2.2".into(),
                     downlink_dev: "eth0".into(),
                 },
-                "apply --profile /p.yaml --uplink-dev 10.0.2.2 --downlink-dev eth0",
+                format!("apply --profile-json {LOOPBACK_JSON} --uplink-dev 10.0.2.2 --downlink-dev eth0"),
             ),
             (
                 NetemCmd::Wire {
-                    profile: "crossnet".into(),
+                    profile: profile.clone(),
                     client_side: "eth0".into(),
                     server_side: "eth1".into(),
                     stats_interval: Some("10s".parse().unwrap()),
                 },
-                "wire --profile crossnet --client-side eth0 --server-side eth1 --stats-interval 10s",
+                format!("wire --profile-json {LOOPBACK_JSON} --client-side eth0 --server-side eth1 --stats-interval 10s"),
             ),
             (
                 NetemCmd::Calibrate {
                     target: "10.0.2.2:7070".parse().unwrap(),
-                    profile: "crossnet".into(),
+                    profile,
                     json: true,
                 },
-                "calibrate --target 10.0.2.2:7070 --profile crossnet --json",
+                format!("calibrate --target 10.0.2.2:7070 --profile-json {LOOPBACK_JSON} --json"),
             ),
             (
                 NetemCmd::CalibServer {
                     port: 0,
                     bind: "0.0.0.0".parse().unwrap(),
                 },
-                "calib-server --port 0 --bind 0.0.0.0",
+                "calib-server --port 0 --bind 0.0.0.0".to_string(),
+            ),
+            (
+                NetemCmd::Route {
+                    dst: "172.20.0.0/16".parse().unwrap(),
+                    via: Ipv4Addr::new(172, 21, 0, 2),
+                },
+                "route --dst 172.20.0.0/16 --via 172.21.0.2".to_string(),
+            ),
+            (
+                NetemCmd::Ifname {
+                    address: Ipv4Addr::new(10, 0, 2, 2),
+                },
+                "ifname 10.0.2.2".to_string(),
             ),
         ];
         for (cmd, want) in cases {
             assert_eq!(cmd.argv().join(" "), want);
         }
+    }
+
+    #[test]
+    fn prefixes_parse_and_bad_ones_are_named() {
+        assert_eq!(
+            "10.1.2.0/24".parse::<Ipv4Net>().unwrap(),
+            Ipv4Net {
+                addr: Ipv4Addr::new(10, 1, 2, 0),
+                len: 24
+            }
+        );
+        assert!("10.1.2.0"
+            .parse::<Ipv4Net>()
+            .unwrap_err()
+            .contains("10.1.2.0"));
+        assert!("10.1.2.0/33".parse::<Ipv4Net>().unwrap_err().contains("33"));
     }
 
     #[test]

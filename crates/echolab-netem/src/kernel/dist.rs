@@ -6,15 +6,12 @@
 //! module runs the same computation, so no `/usr/lib/tc` is needed in the image.
 
 /// `NETEM_DIST_SCALE` (linux/pkt_sched.h): table values are multiples of σ scaled by this.
-pub const NETEM_DIST_SCALE: f64 = 8192.0;
-
-/// Number of entries iproute2's `normal.dist` holds (every 4th of 16384 quantiles).
-pub const NORMAL_TABLE_LEN: usize = 4096;
+pub(crate) const NETEM_DIST_SCALE: f64 = 8192.0;
 
 /// The normal (μ = 0, σ = 1) distribution table as iproute2's `netem/normal.c` writes it:
 /// for x from -10 to 10 in steps of 0.00005, `table[rint(16384 × Φ(x))] = x`; then every 4th
 /// entry, × 8192, rounded, clamped to `i16`. Φ uses `erf` as normal.c does.
-pub fn normal_table() -> Vec<i16> {
+pub(crate) fn normal_table() -> Vec<i16> {
     const TABLESIZE: usize = 16384;
     let mut table = vec![0f64; TABLESIZE + 1];
     let mut x = -10.0f64;
@@ -38,6 +35,9 @@ pub fn normal_table() -> Vec<i16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Number of entries iproute2's `normal.dist` holds (every 4th of 16384 quantiles).
+    const NORMAL_TABLE_LEN: usize = 4096;
 
     #[test]
     fn normal_table_is_symmetric_and_has_unit_sigma() {

@@ -17,13 +17,13 @@ use super::dist::normal_table;
 use crate::nl::{self, Message, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REPLACE, NLM_F_REQUEST};
 
 /// `RTM_NEWQDISC` (linux/rtnetlink.h).
-pub const RTM_NEWQDISC: u16 = 36;
+pub(crate) const RTM_NEWQDISC: u16 = 36;
 /// `RTM_DELQDISC`.
-pub const RTM_DELQDISC: u16 = 37;
+pub(crate) const RTM_DELQDISC: u16 = 37;
 /// `RTM_GETQDISC`.
-pub const RTM_GETQDISC: u16 = 38;
+pub(crate) const RTM_GETQDISC: u16 = 38;
 /// `TC_H_ROOT`: the parent of a device's root qdisc.
-pub const TC_H_ROOT: u32 = 0xFFFF_FFFF;
+pub(crate) const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
@@ -36,12 +36,12 @@ const TCA_NETEM_JITTER64: u16 = 11;
 /// Nanoseconds per psched tick: `PSCHED_SHIFT` is 6 (include/net/pkt_sched.h), and
 /// `/proc/net/psched` advertises 1000 ns per µs and 64 ns per tick. `tc_netem_qopt` carries
 /// times in ticks.
-pub const NS_PER_TICK: u64 = 64;
+pub(crate) const NS_PER_TICK: u64 = 64;
 
 /// Ethernet header bytes that netem already counts in a packet's length on an Ethernet-like
 /// device (veth, Docker's eth0); subtracted from a [`LinkSpec::overhead`] that is stated per
 /// IP packet.
-pub const ETHERNET_HEADER_BYTES: i32 = 14;
+pub(crate) const ETHERNET_HEADER_BYTES: i32 = 14;
 
 /// netem parameters in the kernel's units: what one `RTM_NEWQDISC` installs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -102,7 +102,7 @@ fn ticks(ns: u64) -> u32 {
 
 /// The `TCA_OPTIONS` payload of a netem qdisc: `struct tc_netem_qopt {latency, limit, loss,
 /// gap, duplicate, jitter}` (six `u32`, times in ticks) and the attributes after it.
-pub fn netem_options(p: &NetemParams, msg: &mut Message) {
+pub(crate) fn netem_options(p: &NetemParams, msg: &mut Message) {
     let mut qopt = Vec::with_capacity(24);
     for v in [
         ticks(p.latency_ns),
@@ -147,7 +147,7 @@ pub fn netem_options(p: &NetemParams, msg: &mut Message) {
 }
 
 /// `tc qdisc replace dev IF root netem ...`: creates or replaces the root qdisc of `ifindex`.
-pub fn replace_root_netem(ifindex: u32, p: &NetemParams, seq: u32) -> Message {
+pub(crate) fn replace_root_netem(ifindex: u32, p: &NetemParams, seq: u32) -> Message {
     let flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_REPLACE | NLM_F_CREATE;
     let mut msg = Message::new(RTM_NEWQDISC, flags, seq, &tcmsg(ifindex, 0, TC_H_ROOT));
     msg.attr_str(TCA_KIND, "netem");
@@ -156,7 +156,7 @@ pub fn replace_root_netem(ifindex: u32, p: &NetemParams, seq: u32) -> Message {
 }
 
 /// `tc qdisc del dev IF root`: deletes the root qdisc, restoring the device's default.
-pub fn delete_root(ifindex: u32, seq: u32) -> Message {
+pub(crate) fn delete_root(ifindex: u32, seq: u32) -> Message {
     Message::new(
         RTM_DELQDISC,
         NLM_F_REQUEST | NLM_F_ACK,
@@ -166,7 +166,7 @@ pub fn delete_root(ifindex: u32, seq: u32) -> Message {
 }
 
 /// `tc qdisc show`: a dump of every qdisc (filter the replies by ifindex).
-pub fn dump_qdiscs(seq: u32) -> Message {
+pub(crate) fn dump_qdiscs(seq: u32) -> Message {
     Message::new(
         RTM_GETQDISC,
         NLM_F_REQUEST | NLM_F_DUMP,
@@ -209,7 +209,7 @@ pub struct NetemReadBack {
 }
 
 /// Decodes one `RTM_NEWQDISC` dump body (after the `nlmsghdr`). `None` when malformed.
-pub fn decode_qdisc(body: &[u8]) -> Option<QdiscInfo> {
+pub(crate) fn decode_qdisc(body: &[u8]) -> Option<QdiscInfo> {
     let ifindex = nl::u32_at(body, 4)?;
     let handle = nl::u32_at(body, 8)?;
     let parent = nl::u32_at(body, 12)?;
@@ -242,7 +242,7 @@ pub fn decode_qdisc(body: &[u8]) -> Option<QdiscInfo> {
 
 /// Decodes netem's `TCA_OPTIONS` (qopt + attributes), preferring the 64-bit attributes the
 /// kernel adds (`netem_dump` always sends `TCA_NETEM_LATENCY64`/`JITTER64`).
-pub fn decode_netem_options(opt: &[u8]) -> Option<NetemReadBack> {
+pub(crate) fn decode_netem_options(opt: &[u8]) -> Option<NetemReadBack> {
     let latency_ticks = nl::u32_at(opt, 0)?;
     let limit = nl::u32_at(opt, 4)?;
     let loss = nl::u32_at(opt, 8)?;

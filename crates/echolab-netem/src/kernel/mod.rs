@@ -5,8 +5,8 @@
 //! downlink packets through the client-side device, so the uplink spec goes on the server-side
 //! device's egress and the downlink spec on the client-side device's.
 
-pub mod dist;
-pub mod encode;
+pub(crate) mod dist;
+pub(crate) mod encode;
 
 use echolab_core::profile::LinkSpec;
 use serde::Serialize;

@@ -2,16 +2,18 @@
 //!
 //! [`plumbing`] routes what arrives on each side into a TUN device per direction, [`pump`]
 //! carries each direction through its [`shaper::Shaper`], [`probe`] measures the wire's own
-//! per-pass overhead so it can be subtracted, and [`Wire`] ties them together, reports
-//! [`stats::WireStats`] and removes its rules when it stops.
+//! per-pass overhead so it can be subtracted (both on the one `clock`), and [`Wire`] ties
+//! them together, reports [`counters::WireStats`] and removes its rules when it stops.
 
+mod clock;
+pub mod counters;
+#[cfg(feature = "testbed")]
 pub mod endtoend;
-pub mod plumbing;
-pub mod probe;
-pub mod pump;
-pub mod rng;
-pub mod shaper;
-pub mod stats;
+pub(crate) mod plumbing;
+pub(crate) mod probe;
+pub(crate) mod pump;
+pub(crate) mod rng;
+pub(crate) mod shaper;
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -20,9 +22,9 @@ use std::time::{Duration, Instant};
 use echolab_core::profile::LinkSpec;
 
 use crate::nl::Socket;
+use counters::{DirectionCounters, WireStats};
 use plumbing::Rule;
 use pump::{Pump, StopSignal};
-use stats::{DirectionCounters, WireStats};
 
 /// Where the wire sits and what it applies.
 #[derive(Debug, Clone)]
@@ -50,14 +52,14 @@ pub struct WireConfig {
 
 /// How precisely the wire keeps its schedule, and what that costs.
 #[derive(Debug, Clone, Copy)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// How long before each release a direction wakes and polls instead of sleeping. Larger
     /// margins absorb slower wake-ups at the price of that much polling per release (only
     /// while a release is pending; an idle wire sleeps). 0 sleeps until the release itself.
-    pub early_wake: Duration,
+    pub(crate) early_wake: Duration,
     /// The startup self-probe per direction, whose median overhead is subtracted from the
     /// propagation delay; a count of 0 turns compensation off.
-    pub probe: probe::ProbePlan,
+    pub(crate) probe: probe::ProbePlan,
 }
 
 impl Default for Timing {
@@ -121,7 +123,7 @@ impl Wire {
     /// set (named), or a refused netlink request. Rules already installed are removed. A
     /// self-probe that fails is not an error: that direction runs uncompensated, said on
     /// stderr and visible as `compensation_us: 0` in the stats.
-    pub fn start_with(config: WireConfig, timing: Timing) -> Result<Self, WireError> {
+    pub(crate) fn start_with(config: WireConfig, timing: Timing) -> Result<Self, WireError> {
         for dev in [&config.client_side, &config.server_side] {
             plumbing::index_of(dev).map_err(setup_err)?;
         }

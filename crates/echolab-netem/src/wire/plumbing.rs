@@ -35,7 +35,7 @@ const IFF_NO_PI: libc::c_short = 0x1000;
 ///
 /// # Errors
 /// `/dev/net/tun` missing or not permitted (needs NET_ADMIN), or the name is invalid.
-pub fn open_tun(name: &str) -> io::Result<OwnedFd> {
+pub(crate) fn open_tun(name: &str) -> io::Result<OwnedFd> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -86,7 +86,7 @@ fn ifinfomsg_up(ifindex: u32) -> [u8; 16] {
 /// `ip link set dev IF up txqueuelen N`. The TUN's transmit queue is where the kernel holds
 /// packets until the wire reads them; it is set to at least the wire's own limit so that drops
 /// happen, and are counted, in the wire rather than silently in the kernel.
-pub fn link_up(
+pub(crate) fn link_up(
     sock: &mut Socket,
     ifindex: u32,
     name: &str,
@@ -104,7 +104,7 @@ pub fn link_up(
 }
 
 /// `ip route replace default dev IF table T`.
-pub fn default_route_via(
+pub(crate) fn default_route_via(
     sock: &mut Socket,
     ifindex: u32,
     table: u32,
@@ -125,7 +125,7 @@ pub fn default_route_via(
 
 /// A policy rule `ip rule add iif IIF [to DST/32] lookup TABLE priority PRIO`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// Incoming interface name.
     pub iif: String,
     /// Only packets to this host address, when set (the self-probe's rule).
@@ -164,7 +164,7 @@ fn rule_message(rule: &Rule, msg_type: u16, flags: u16, seq: u32) -> Message {
 }
 
 /// Adds `rule`; an identical existing rule counts as success, so setup can be repeated.
-pub fn add_rule(sock: &mut Socket, rule: &Rule) -> Result<(), NlError> {
+pub(crate) fn add_rule(sock: &mut Socket, rule: &Rule) -> Result<(), NlError> {
     let seq = sock.next_seq();
     let msg = rule_message(
         rule,
@@ -182,7 +182,7 @@ pub fn add_rule(sock: &mut Socket, rule: &Rule) -> Result<(), NlError> {
 }
 
 /// Deletes `rule`; a missing rule counts as success.
-pub fn delete_rule(sock: &mut Socket, rule: &Rule) -> Result<(), NlError> {
+pub(crate) fn delete_rule(sock: &mut Socket, rule: &Rule) -> Result<(), NlError> {
     let seq = sock.next_seq();
     let msg = rule_message(rule, RTM_DELRULE, NLM_F_REQUEST | NLM_F_ACK, seq);
     match sock.request(
@@ -200,7 +200,7 @@ pub fn delete_rule(sock: &mut Socket, rule: &Rule) -> Result<(), NlError> {
 /// # Errors
 /// The value differs and cannot be written (inside containers `/proc/sys` is read-only): the
 /// message names the sysctl and says to set it when the host is created.
-pub fn ensure_sysctl(name: &str, want: &str, acceptable: &[&str]) -> Result<(), String> {
+pub(crate) fn ensure_sysctl(name: &str, want: &str, acceptable: &[&str]) -> Result<(), String> {
     let path = format!("/proc/sys/{}", name.replace('.', "/"));
     let now = std::fs::read_to_string(&path)
         .map_err(|e| format!("sysctl {name}: cannot read {path}: {e}"))?;
@@ -223,7 +223,7 @@ pub fn ensure_sysctl(name: &str, want: &str, acceptable: &[&str]) -> Result<(), 
 ///
 /// # Errors
 /// The first sysctl that is wrong and cannot be set, named.
-pub fn ensure_forwarding_sysctls(tuns: &[&str]) -> Result<(), String> {
+pub(crate) fn ensure_forwarding_sysctls(tuns: &[&str]) -> Result<(), String> {
     ensure_sysctl("net.ipv4.ip_forward", "1", &[])?;
     ensure_sysctl("net.ipv4.conf.all.rp_filter", "0", &["2"])?;
     for tun in tuns {
@@ -235,7 +235,7 @@ pub fn ensure_forwarding_sysctls(tuns: &[&str]) -> Result<(), String> {
 }
 
 /// Index of a device, with the error naming it.
-pub fn index_of(name: &str) -> io::Result<u32> {
+pub(crate) fn index_of(name: &str) -> io::Result<u32> {
     nl::ifindex(name)
 }
 

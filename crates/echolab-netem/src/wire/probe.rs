@@ -22,13 +22,13 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::pump::now_ns;
+use super::clock::now_ns;
 use echolab_core::hist;
 
 /// Destination of probe packets; the temporary rule matches it.
-pub const PROBE_DST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+pub(crate) const PROBE_DST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 /// Source of probe packets: not local to the link host, so the kernel forwards them.
-pub const PROBE_SRC: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+pub(crate) const PROBE_SRC: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 /// Marks a probe's UDP payload, followed by its 32-bit sequence number.
 const MAGIC: [u8; 4] = *b"elpr";
 /// IPv4 header 20 + UDP 8 + magic 4 + sequence 4 bytes.
@@ -48,7 +48,7 @@ fn internet_checksum(bytes: &[u8]) -> u16 {
 
 /// Probe packet number `seq`: IPv4/UDP from [`PROBE_SRC`] to [`PROBE_DST`], TTL 64 (the kernel
 /// decrements it once per forward), UDP checksum 0 (none, allowed for IPv4 by RFC 768).
-pub fn probe_packet(seq: u32) -> [u8; PROBE_LEN] {
+pub(crate) fn probe_packet(seq: u32) -> [u8; PROBE_LEN] {
     let mut p = [0u8; PROBE_LEN];
     p[0] = 0x45; // version 4, header 5 words
     p[2..4].copy_from_slice(&(PROBE_LEN as u16).to_be_bytes());
@@ -68,7 +68,7 @@ pub fn probe_packet(seq: u32) -> [u8; PROBE_LEN] {
 
 /// The sequence number of a probe packet as read back from the TUN (TTL decremented by the
 /// forward), or `None` for any other packet.
-pub fn probe_seq(packet: &[u8]) -> Option<u32> {
+pub(crate) fn probe_seq(packet: &[u8]) -> Option<u32> {
     let is_probe = packet.len() == PROBE_LEN
         && packet[0] == 0x45
         && packet[9] == libc::IPPROTO_UDP as u8
@@ -80,7 +80,7 @@ pub fn probe_seq(packet: &[u8]) -> Option<u32> {
 /// How many probes and how far apart. The spacing lets the wire thread fall asleep (and its
 /// CPU idle) between probes, as it does between the packets of a request-response exchange.
 #[derive(Debug, Clone, Copy)]
-pub struct ProbePlan {
+pub(crate) struct ProbePlan {
     /// Probes to send; 0 skips the probe.
     pub count: u32,
     /// Pause between probes.
@@ -97,7 +97,7 @@ pub struct ProbePlan {
 /// # Errors
 /// A write, read or epoll call failed, or fewer than half the probes came back within
 /// `count × spacing + 2 s` (the probe rule or forwarding is missing).
-pub fn measure(
+pub(crate) fn measure(
     tun: BorrowedFd<'_>,
     ep: RawFd,
     scratch: &mut [u8],

@@ -16,9 +16,10 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{mpsc, Arc, Mutex};
 
+use super::clock::now_ns;
+use super::counters::DirectionCounters;
 use super::probe::{self, ProbePlan};
 use super::shaper::{Shaper, Verdict};
-use super::stats::DirectionCounters;
 use echolab_core::hist;
 use std::time::Duration;
 
@@ -26,17 +27,6 @@ use std::time::Duration;
 const MAX_PACKET: usize = 65_535;
 /// Packets read per wake-up before releasing due ones, so a flood cannot starve releases.
 const READ_BATCH: usize = 64;
-
-/// `CLOCK_MONOTONIC` now, ns.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the live timespec passed.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 fn cvt(r: libc::c_int, what: &str) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -47,14 +37,14 @@ fn cvt(r: libc::c_int, what: &str) -> io::Result<libc::c_int> {
 }
 
 /// A stop signal shared by the directions: an `eventfd` that becomes readable for good.
-pub struct StopSignal(OwnedFd);
+pub(crate) struct StopSignal(OwnedFd);
 
 impl StopSignal {
     /// A new, unsignalled stop.
     ///
     /// # Errors
     /// eventfd(2) failed.
-    pub fn new() -> io::Result<Arc<Self>> {
+    pub(crate) fn new() -> io::Result<Arc<Self>> {
         // SAFETY: eventfd(2) with constant flags; the result is checked.
         let fd = cvt(
             unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) },
@@ -65,7 +55,7 @@ impl StopSignal {
     }
 
     /// Wakes every direction and makes it return.
-    pub fn raise(&self) {
+    pub(crate) fn raise(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to an eventfd we own. A full counter (not
         // reachable with one write per stop) would only mean it is already raised.
@@ -103,7 +93,7 @@ impl Ord for Held {
 }
 
 /// One direction: its TUN, shaper, counters and timing.
-pub struct Pump {
+pub(crate) struct Pump {
     /// `"uplink"` or `"downlink"`, for errors.
     pub name: &'static str,
     /// The TUN descriptor (non-blocking).
@@ -226,7 +216,7 @@ impl Pump {
     ///
     /// # Errors
     /// A TUN read or an epoll/timer call failed; the message names the direction.
-    pub fn run(mut self, stop: Arc<StopSignal>) -> io::Result<()> {
+    pub(crate) fn run(mut self, stop: Arc<StopSignal>) -> io::Result<()> {
         // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
         if let Err(e) = realtime_priority() {

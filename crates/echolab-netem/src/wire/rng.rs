@@ -4,7 +4,7 @@
 
 /// xoshiro256** state.
 #[derive(Debug, Clone)]
-pub struct Rng {
+pub(crate) struct Rng {
     s: [u64; 4],
     spare_normal: Option<f64>,
 }
@@ -19,7 +19,7 @@ fn splitmix64(x: &mut u64) -> u64 {
 
 impl Rng {
     /// A generator whose whole sequence is fixed by `seed`.
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         let mut x = seed;
         Self {
             s: [
@@ -33,7 +33,7 @@ impl Rng {
     }
 
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;
         self.s[2] ^= self.s[0];
@@ -46,12 +46,12 @@ impl Rng {
     }
 
     /// Uniform in `[0, 1)` with 53 random bits.
-    pub fn next_f64(&mut self) -> f64 {
+    pub(crate) fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
     /// Standard normal (μ 0, σ 1) by the Marsaglia polar method, which yields two per round.
-    pub fn next_normal(&mut self) -> f64 {
+    pub(crate) fn next_normal(&mut self) -> f64 {
         if let Some(z) = self.spare_normal.take() {
             return z;
         }

@@ -17,7 +17,7 @@ use super::rng::Rng;
 
 /// What happens to an arriving packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Leaves at this time (ns on the caller's clock).
     Release(u64),
     /// Lost on the link (Bernoulli loss).
@@ -28,7 +28,7 @@ pub enum Verdict {
 
 /// Scheduling state of one direction.
 #[derive(Debug, Clone)]
-pub struct Shaper {
+pub(crate) struct Shaper {
     delay_ns: i64,
     jitter_ns: i64,
     distribution: JitterDistribution,
@@ -53,7 +53,7 @@ const NORMAL_CUTOFF_SIGMA: f64 = 4.0;
 
 impl Shaper {
     /// A shaper for `spec`, drawing loss and jitter from a generator seeded with `seed`.
-    pub fn new(spec: &LinkSpec, seed: u64) -> Self {
+    pub(crate) fn new(spec: &LinkSpec, seed: u64) -> Self {
         let ns_per_byte = spec.rate.map(|r| 8e9 / r.0 as f64).unwrap_or(0.0);
         Self {
             delay_ns: spec.delay.0.as_nanos() as i64,
@@ -73,7 +73,7 @@ impl Shaper {
     }
 
     /// The queue limit in packets.
-    pub fn limit(&self) -> usize {
+    pub(crate) fn limit(&self) -> usize {
         self.limit
     }
 
@@ -81,7 +81,7 @@ impl Shaper {
     /// propagation delay (delay + jitter) of every later packet, never making it negative.
     /// Serialization is left alone, so the rate stays exact; a profile without delay gets no
     /// compensation at all.
-    pub fn set_compensation(&mut self, overhead: Duration) {
+    pub(crate) fn set_compensation(&mut self, overhead: Duration) {
         self.compensation_ns = overhead.as_nanos().min(i64::MAX as u128) as i64;
     }
 
@@ -104,7 +104,7 @@ impl Shaper {
 
     /// Decides the fate of a packet of `bytes` arriving at `now_ns` while `held` packets are in
     /// the direction's queue.
-    pub fn admit(&mut self, now_ns: u64, bytes: usize, held: usize) -> Verdict {
+    pub(crate) fn admit(&mut self, now_ns: u64, bytes: usize, held: usize) -> Verdict {
         if self.loss_probability > 0.0 && self.rng.next_f64() < self.loss_probability {
             return Verdict::Lost;
         }
@@ -131,8 +131,9 @@ impl Shaper {
     }
 
     /// The delay the spec adds to an isolated packet of `bytes` without jitter: serialization
-    /// plus delay. For reports and tests.
-    pub fn nominal_delay(&self, bytes: usize) -> Duration {
+    /// plus delay. For the end-to-end measurement (`wire::endtoend`) and tests.
+    #[cfg(any(test, feature = "testbed"))]
+    pub(crate) fn nominal_delay(&self, bytes: usize) -> Duration {
         let ser = (bytes as u64 + self.overhead) as f64 * self.ns_per_byte;
         Duration::from_nanos(self.delay_ns as u64 + ser.round() as u64)
     }

@@ -3,8 +3,8 @@
 use super::Section;
 use crate::dataset::Dataset;
 use crate::format::{self, Table};
+use crate::inference::Summary;
 use crate::littles_law::{self, TOLERANCE};
-use crate::stats::Summary;
 
 /// One row per closed-loop cell: measured QPS, `conns / mean latency`, their ratio over the
 /// repetitions, and the repetitions that disagree by more than 10%.

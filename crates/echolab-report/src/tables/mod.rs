@@ -11,7 +11,7 @@
 //!   server (004 §2);
 //! - [`consistency`]: the Little's-law check of every closed-loop cell.
 //!
-//! Ratios between cells come with their 95% interval ([`crate::stats::ratio`]); single-cell
+//! Ratios between cells come with their 95% interval ([`crate::inference::ratio`]); single-cell
 //! figures are medians with the range and the 95% interval of [`crate::stats`]. Every table
 //! that shows QPS shows failed requests by kind, and its caption states the load model.
 
@@ -22,7 +22,7 @@ pub mod syscalls;
 
 use crate::dataset::{CellData, Dataset};
 use crate::format::{self, Table};
-use crate::stats::{ratio, Method, Summary};
+use crate::inference::{ratio, Method, Summary};
 
 /// One table of the report with what it covers, so the seed's figures and claims about the
 /// same metrics and cells can be put beside it.
@@ -145,7 +145,7 @@ fn figure(cell: &CellData<'_>, metric: &str) -> String {
     })
 }
 
-/// `numerator / denominator` of `metric` with its interval (see [`crate::stats::ratio`]),
+/// `numerator / denominator` of `metric` with its interval (see [`crate::inference::ratio`]),
 /// or why there is none.
 fn ratio_text(numerator: &CellData<'_>, denominator: &CellData<'_>, metric: &str) -> String {
     match (numerator.summary(metric), denominator.summary(metric)) {
@@ -174,7 +174,7 @@ fn change_text(after: &CellData<'_>, before: &CellData<'_>, metric: &str) -> Str
 }
 
 /// `(after − before) / before` in % from two summaries: the ratio − 1, with the ratio's 95%
-/// interval ([`crate::stats::ratio`]) shifted the same way, so a change never goes below −100%.
+/// interval ([`crate::inference::ratio`]) shifted the same way, so a change never goes below −100%.
 fn change_of(after: Option<&Summary>, before: Option<&Summary>) -> String {
     let (Some(a), Some(b)) = (after, before) else {
         return "—".into();

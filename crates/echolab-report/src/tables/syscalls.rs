@@ -9,8 +9,8 @@ use echolab_core::experiment::BenchMode;
 use super::{change_of, change_text, figure, Section};
 use crate::dataset::{CellData, Dataset};
 use crate::format::{self, Table};
+use crate::inference::Summary;
 use crate::metrics;
-use crate::stats::Summary;
 
 /// A function from a system call name to a metric name, e.g. [`metrics::syscall_count`].
 type MetricName = fn(&str) -> String;

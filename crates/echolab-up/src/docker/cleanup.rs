@@ -196,7 +196,7 @@ pub async fn list_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::Res
 /// Whether `tag` is one of the launcher's content-addressed tags, `echolab:<hex>`, which
 /// nothing refers to once a newer build replaced it (`echolab:latest`, `echolab:nix` and any
 /// user tag are not).
-pub fn is_content_tag(tag: &str) -> bool {
+pub(crate) fn is_content_tag(tag: &str) -> bool {
     tag.strip_prefix("echolab:")
         .is_some_and(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_hexdigit()))
 }
@@ -206,7 +206,7 @@ pub fn is_content_tag(tag: &str) -> bool {
 ///
 /// # Errors
 /// Listing images failed; a refused removal is skipped, not an error.
-pub async fn remove_stale_images(docker: &Docker) -> anyhow::Result<Vec<String>> {
+pub(crate) async fn remove_stale_images(docker: &Docker) -> anyhow::Result<Vec<String>> {
     let filters: HashMap<String, Vec<String>> =
         [("reference".to_string(), vec!["echolab".to_string()])]
             .into_iter()

@@ -39,14 +39,14 @@ pub async fn connect() -> Result<Engine, String> {
 /// The longest the launcher waits for one engine API call (not for what the call starts): an
 /// engine that stops answering must fail the run with a message, not hang it. Container
 /// creation on a loaded 2-core machine takes well under a second.
-pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Awaits the engine call `fut` for at most [`CALL_DEADLINE`]; errors as [`failed`], or say
 /// that the engine did not answer.
 ///
 /// # Errors
 /// The engine's error, or no answer in time, naming `op` and `object`.
-pub async fn call<T>(
+pub(crate) async fn call<T>(
     op: &str,
     object: &str,
     fut: impl std::future::Future<Output = Result<T, bollard::errors::Error>>,
@@ -60,7 +60,7 @@ pub async fn call<T>(
 }
 
 /// `"<op> <object>: <engine's message>"`, the wording of every Docker error of the launcher.
-pub fn failed(op: &str, object: &str, e: bollard::errors::Error) -> anyhow::Error {
+pub(crate) fn failed(op: &str, object: &str, e: bollard::errors::Error) -> anyhow::Error {
     let message = match e {
         bollard::errors::Error::DockerResponseServerError {
             status_code,

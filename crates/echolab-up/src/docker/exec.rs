@@ -14,7 +14,7 @@ use super::engine::call;
 use crate::hosts::ProcOutput;
 
 /// A started exec whose output is being collected.
-pub struct Streaming {
+pub(crate) struct Streaming {
     /// Exec id.
     pub exec_id: String,
     /// Fires with the first stderr line that starts with the readiness prefix given to
@@ -32,7 +32,7 @@ pub struct Streaming {
 ///
 /// # Errors
 /// The exec could not be created or started; the message names the container and command.
-pub async fn start(
+pub(crate) async fn start(
     docker: &Docker,
     container: &str,
     cmd: &[String],
@@ -100,21 +100,12 @@ pub async fn start(
     })
 }
 
-/// The exit code of a finished exec.
-///
-/// # Errors
-/// The engine could not be asked.
-pub async fn exit_code(docker: &Docker, exec_id: &str) -> anyhow::Result<Option<i64>> {
-    let info = call("inspect exec", exec_id, docker.inspect_exec(exec_id)).await?;
-    Ok(info.exit_code)
-}
-
 /// Waits for a streaming exec's output to close (at most `deadline`) and returns it with the
 /// exit code.
 ///
 /// # Errors
 /// The deadline passed (the process is still running) or the engine failed.
-pub async fn finish(
+pub(crate) async fn finish(
     docker: &Docker,
     s: Streaming,
     deadline: Duration,

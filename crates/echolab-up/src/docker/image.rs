@@ -1,5 +1,5 @@
 //! Making the lab image available to the engine: the deterministic archive of
-//! [`crate::image`] loaded through `/images/load` (skipped when the engine has that image id
+//! [`crate::image_archive`] loaded through `/images/load` (skipped when the engine has that image id
 //! already), or a prebuilt `--image` (e.g. the Nix-built one after `docker load`). Either way
 //! it is also tagged `echolab:latest` for compose.
 
@@ -12,7 +12,7 @@ use echolab_core::results::ImageInfo;
 use futures_util::StreamExt as _;
 
 use super::engine::failed;
-use crate::image::{build_archive, ImageArchive, LATEST_TAG};
+use crate::image_archive::{build_archive, ImageArchive, LATEST_TAG};
 
 /// The engine's id of `reference`, or None when it has no such image.
 ///
@@ -45,7 +45,7 @@ async fn tag_latest(docker: &Docker, reference: &str) -> anyhow::Result<()> {
 /// # Errors
 /// The load failed, or the engine's id differs from the archive's (the archive would not be
 /// deterministic, or the engine rewrote it).
-pub async fn load(docker: &Docker, archive: &ImageArchive) -> anyhow::Result<bool> {
+pub(crate) async fn load(docker: &Docker, archive: &ImageArchive) -> anyhow::Result<bool> {
     if image_id(docker, &archive.tag).await?.as_deref() == Some(archive.id.as_str()) {
         tag_latest(docker, &archive.tag).await?;
         return Ok(false);

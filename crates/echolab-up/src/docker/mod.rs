@@ -1,40 +1,45 @@
-//! The Docker backend (DESIGN.md "Backends"): hosts are containers made through the Docker
-//! API (bollard), every object labelled `echolab.run=<run id>` so that teardown, Ctrl-C and
+//! The Docker backend (docs/architecture.md, "Backends"): hosts are containers made through the
+//! Docker API (bollard), every object labelled `echolab.run=<run id>` so that teardown, Ctrl-C and
 //! `--down` find it.
 //!
 //! - [`engine`]: connecting (API version negotiated down to the engine's, e.g. 1.41 for
 //!   Docker 20.10) and the error wording (what failed, on which object).
 //! - [`image`]: the lab image: load the deterministic archive, or take `--image`.
 //! - [`exec`]: running a command in a host and collecting or streaming its output.
-//! - [`stats`]: CPU and memory samples of a container from the engine's stats stream.
-//! - [`topology`]: the hosts and networks of a profile, and the `Hosts` implementation.
+//! - [`cgroup_sampling`]: CPU and memory samples of a container, from its cgroup files or the
+//!   engine's stats.
+//! - [`topology`]: how a host container is made, and the loopback topology; [`link`]: the
+//!   link topology (networks, link host, endpoints, the link itself, its calibration).
+//! - [`docker_hosts`]: the `Hosts` implementation on either topology's containers.
 //! - [`privileges`]: what each role's containers may do (user, capabilities, read-only root,
 //!   seccomp, pids and memory limits).
+//! - [`wiretap`]: the userspace wire's counters, read while it runs.
 //! - [`cleanup`]: removing a run's objects, or every echolab object.
 //! - [`down`]: `--down`: removing the objects of runs whose launcher is gone.
 //! - [`uring`]: whether io_uring works under the containers' seccomp profile.
 
+pub(crate) mod cgroup_sampling;
 pub mod cleanup;
+pub(crate) mod docker_hosts;
 pub mod down;
 pub mod engine;
 pub mod exec;
 pub mod image;
-pub mod link;
+pub(crate) mod link;
 pub mod privileges;
-pub mod stats;
-pub mod topology;
+pub(crate) mod topology;
 pub mod uring;
-pub mod wiretap;
+pub(crate) mod wiretap;
 
 /// The label every object of a run carries, with the run id as value.
-pub const RUN_LABEL: &str = "echolab.run";
+pub(crate) const RUN_LABEL: &str = "echolab.run";
 /// The label naming an object's role (`server`, `client`, `link`, `route-helper`, ...).
-pub const ROLE_LABEL: &str = "echolab.role";
+pub(crate) const ROLE_LABEL: &str = "echolab.role";
 
 /// The label naming the launcher process that made an object
 /// ([`echolab_core::launcher::LauncherId::to_label`]), so that `--down` can tell a live run
 /// from an abandoned one.
-pub const OWNER_LABEL: &str = "echolab.owner";
+pub(crate) const OWNER_LABEL: &str = "echolab.owner";
 
 /// This launcher's owner label value, read once (`None` where /proc is unreadable).
 fn owner_label() -> Option<&'static str> {

@@ -13,9 +13,11 @@
 //! and a memory limit. Client and server limits grow with the experiment's connections
 //! ([`endpoint_limits`]); the link's with the profile's queues ([`link_limits`]).
 //!
-//! Nothing in the lab writes files, except the launcher copying the profile into the link and
-//! client hosts: `docker cp` cannot write to a read-only root, so those two get one anonymous
-//! volume at [`PROFILE_DIR`] (removed with the container), and no host needs a tmpfs.
+//! Nothing in the lab writes files (the profile reaches echolab-netem on its command line,
+//! `--profile-json`), so no host needs a tmpfs. The link and client hosts of a link topology
+//! get one anonymous volume at [`SCRATCH_DIR`] (removed with the container): `docker cp`
+//! cannot write to a read-only root, and a lab kept up for manual poking (`--keep`) needs a
+//! place to bring a profile or a tool into those two hosts.
 
 use std::collections::BTreeMap;
 
@@ -30,9 +32,9 @@ pub const NOBODY: &str = "65534:65534";
 /// Root, for the hosts that need a capability: Docker 20.10 gives a non-root user's processes
 /// no capability (no ambient set), so NET_ADMIN only works as uid 0.
 pub const ROOT: &str = "0:0";
-/// Where the launcher copies the profile in the link and client hosts (a writable volume on
-/// their read-only root).
-pub const PROFILE_DIR: &str = "/etc/echolab";
+/// The writable volume of the link and client hosts on their read-only root, for files
+/// brought in by hand with `docker cp`.
+pub const SCRATCH_DIR: &str = "/etc/echolab";
 
 /// A capability, device or writable path a role holds, with the reason it needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,9 +57,9 @@ const TUN_DEVICE: Grant = Grant {
     name: "/dev/net/tun",
     reason: "the userspace wire's TUN devices are opened through it (mode 0666 on the host, so root needs no CAP_DAC_OVERRIDE)",
 };
-const PROFILE_VOLUME: Grant = Grant {
-    name: PROFILE_DIR,
-    reason: "the launcher copies the profile here (docker cp cannot write to a read-only root); an anonymous volume, removed with the container",
+const SCRATCH_VOLUME: Grant = Grant {
+    name: SCRATCH_DIR,
+    reason: "docker cp cannot write to a read-only root: where files are brought into a kept lab host by hand (a profile, a tool); an anonymous volume, removed with the container",
 };
 
 /// The seccomp profile of a container.
@@ -100,7 +102,7 @@ impl Seccomp {
             Seccomp::EngineDefault => "docker default".into(),
             Seccomp::DefaultWithUring => format!(
                 "moby v28.5.2 default plus io_uring_setup, io_uring_enter, io_uring_register (sha256 {})",
-                crate::image::sha256_hex(DEFAULT_WITH_URING.as_bytes())
+                crate::image_archive::sha256_hex(DEFAULT_WITH_URING.as_bytes())
             ),
             Seccomp::Unconfined => "unconfined (--allow-uring-unconfined)".into(),
         }
@@ -258,7 +260,7 @@ impl Privileges {
     pub fn client(limits: &Limits, behind_link: bool) -> Self {
         Self {
             volumes: if behind_link {
-                vec![PROFILE_VOLUME]
+                vec![SCRATCH_VOLUME]
             } else {
                 vec![]
             },
@@ -272,7 +274,7 @@ impl Privileges {
             user: ROOT,
             cap_add: vec![NET_ADMIN_LINK],
             devices: vec![TUN_DEVICE],
-            volumes: vec![PROFILE_VOLUME],
+            volumes: vec![SCRATCH_VOLUME],
             seccomp: Seccomp::EngineDefault,
             limits: link_limits(profile),
         }
@@ -623,14 +625,6 @@ mod tests {
             Some("seccomp=unconfined")
         );
         assert_eq!(Seccomp::EngineDefault.security_opt(), None);
-    }
-
-    #[test]
-    fn the_profile_is_copied_into_the_profile_volume() {
-        assert_eq!(
-            crate::docker::link::PROFILE_IN_HOST,
-            format!("{PROFILE_DIR}/profile.yaml")
-        );
     }
 
     #[test]

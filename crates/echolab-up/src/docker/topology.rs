@@ -1,5 +1,6 @@
-//! The hosts and networks of a profile (DESIGN.md "Topologies"), and the [`Hosts`]
-//! implementation on them.
+//! Host containers (how one is made: [`HostSpec`], [`create_host`]) and the loopback topology
+//! (docs/architecture.md, "Topologies"); the link topology is [`super::link`]'s, the
+//! [`Hosts`](crate::hosts::Hosts) implementation on either is [`super::docker_hosts`]'s.
 //!
 //! Hosts are long-lived containers of the lab image running its hold process (the launcher's
 //! `__hold`, which only waits and reaps); every program of a cell is a `docker exec` in them.
@@ -16,35 +17,28 @@
 //! namespace cannot set them).
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use anyhow::anyhow;
 use bollard::models::{
     ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, ResourcesUlimits,
 };
 use bollard::query_parameters::CreateContainerOptionsBuilder;
 use bollard::Docker;
-use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
-use echolab_core::results::ResourceSample;
 use serde_json::json;
 
 use super::engine::{call, failed};
-use super::exec;
 use super::privileges::{Privileges, RunPrivileges};
-use super::stats::Sampler;
 use super::{labels, object_name};
-use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADLINE};
-use crate::image::IMAGE_BIN_DIR;
+use crate::image_archive::IMAGE_BIN_DIR;
 
 /// Open files per process in every host: the seeds raise it to 65535 before their scans
 /// (seed 003, "ulimit -n 65535") so that descriptors are never the bottleneck.
-pub const NOFILE: i64 = 65536;
+pub(crate) const NOFILE: i64 = 65536;
 
 /// Per-namespace sysctls of client and server namespaces: a listen backlog cap that does not
 /// cut echo-server's `--backlog 4096`, the widest usual ephemeral port range for connection
 /// scans, and reuse of TIME_WAIT ports for new outgoing connections (short-connection
 /// cells open tens of thousands of them); ip-sysctl.txt in the kernel documentation.
-pub fn endpoint_sysctls() -> HashMap<String, String> {
+pub(crate) fn endpoint_sysctls() -> HashMap<String, String> {
     [
         ("net.core.somaxconn", "4096"),
         ("net.ipv4.ip_local_port_range", "1024 65000"),
@@ -57,7 +51,7 @@ pub fn endpoint_sysctls() -> HashMap<String, String> {
 
 /// How one host container is made.
 #[derive(Debug, Clone, Default)]
-pub struct HostSpec {
+pub(crate) struct HostSpec {
     /// `server`, `client`, `link`, ...
     pub role: String,
     /// Docker network mode (`none`, `container:<id>`, a network name).
@@ -81,7 +75,7 @@ pub struct HostSpec {
 
 impl HostSpec {
     /// The settings as recorded in the manifest's `hosts`.
-    pub fn record(&self, name: &str, id: &str) -> serde_json::Value {
+    pub(crate) fn record(&self, name: &str, id: &str) -> serde_json::Value {
         let sysctls: BTreeMap<_, _> = self.sysctls.iter().collect();
         let p = &self.privileges;
         json!({
@@ -127,7 +121,7 @@ fn own_hard_nofile() -> Option<i64> {
 ///
 /// # Errors
 /// The create or start call failed, naming the container.
-pub async fn create_host(
+pub(crate) async fn create_host(
     docker: &Docker,
     run_id: &str,
     image: &str,
@@ -238,33 +232,9 @@ fn endpoint(ip: &Option<String>) -> EndpointSettings {
     }
 }
 
-/// The hosts of a run on Docker.
-pub struct DockerHosts {
-    docker: Docker,
-    server: String,
-    client: String,
-    /// Where the client reaches the server (127.0.0.1 for loopback, the server's address on
-    /// its network behind a link).
-    server_addr: IpAddr,
-    bind: IpAddr,
-    /// How to make client and server again for a cell of their own.
-    remake: Remake,
-    /// The userspace wire's counters, when it carries the link.
-    wire: Option<super::wiretap::WireTap>,
-}
-
-/// What it takes to make a run's client and server hosts again.
-#[derive(Debug, Clone)]
-pub enum Remake {
-    /// Loopback: the server in a namespace with only `lo`, the client in the server's.
-    Loopback(LoopbackSpec),
-    /// Behind a link: each on its own network, routed through the link host.
-    Link(super::link::Endpoints),
-}
-
 /// The inputs of [`up_loopback`].
 #[derive(Debug, Clone)]
-pub struct LoopbackSpec {
+pub(crate) struct LoopbackSpec {
     /// Run id (labels, names).
     pub run_id: String,
     /// Image id.
@@ -281,7 +251,7 @@ pub struct LoopbackSpec {
 ///
 /// # Errors
 /// The engine refused, naming the container.
-pub async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()> {
+pub(crate) async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()> {
     let options = bollard::query_parameters::RemoveContainerOptions {
         force: true,
         v: true,
@@ -295,30 +265,22 @@ pub async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()> {
     .await
 }
 
-/// A running echo-server exec.
-pub struct DockerServer {
-    stream: exec::Streaming,
-    pid: u32,
+/// The server and client containers of the loopback topology, as made by [`up_loopback`].
+pub(crate) struct MadeLoopback {
+    /// Server container id.
+    pub server: String,
+    /// Client container id (in the server's network namespace).
+    pub client: String,
 }
 
-/// The output of a server whose process ended before it was stopped.
-///
-/// # Errors
-/// The engine could not say how it ended.
-async fn exited_before_stop(docker: &Docker, server: DockerServer) -> anyhow::Result<ProcOutput> {
-    let mut out = exec::finish(docker, server.stream, STOP_DEADLINE).await?;
-    out.exited_before_stop = true;
-    Ok(out)
-}
-
-/// Brings up the loopback topology; returns the hosts and their recorded settings.
+/// Brings up the loopback topology; returns its containers and their recorded settings.
 ///
 /// # Errors
 /// A container could not be made; what is made carries the run's label for teardown.
-pub async fn up_loopback(
+pub(crate) async fn up_loopback(
     docker: &Docker,
     spec: &LoopbackSpec,
-) -> anyhow::Result<(DockerHosts, BTreeMap<String, serde_json::Value>)> {
+) -> anyhow::Result<(MadeLoopback, BTreeMap<String, serde_json::Value>)> {
     let (run_id, image) = (spec.run_id.as_str(), spec.image.as_str());
     let mut server_spec = HostSpec {
         role: "server".into(),
@@ -345,205 +307,5 @@ pub async fn up_loopback(
     let mut client_rec = client_spec.record(&object_name(run_id, "client"), &client);
     client_rec["sysctls"] = json!("shared with the server's network namespace");
     record.insert("client".into(), client_rec);
-    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    Ok((
-        DockerHosts {
-            docker: docker.clone(),
-            server,
-            client,
-            server_addr: loopback,
-            bind: loopback,
-            remake: Remake::Loopback(spec.clone()),
-            wire: None,
-        },
-        record,
-    ))
-}
-
-impl DockerHosts {
-    /// Hosts behind a link: the server listens on all addresses and is reached at `server_addr`.
-    pub fn behind_link(
-        docker: &Docker,
-        made: super::link::MadeEndpoints,
-        endpoints: super::link::Endpoints,
-        wire: Option<super::wiretap::WireTap>,
-    ) -> Self {
-        Self {
-            docker: docker.clone(),
-            server: made.server,
-            client: made.client,
-            server_addr: made.server_ip,
-            bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            remake: Remake::Link(endpoints),
-            wire,
-        }
-    }
-
-    /// The server host's container id.
-    pub fn server_container(&self) -> &str {
-        &self.server
-    }
-
-    /// The client host's container id.
-    pub fn client_container(&self) -> &str {
-        &self.client
-    }
-
-    /// Runs a program in the client host (calibration tools).
-    ///
-    /// # Errors
-    /// As [`exec::run`].
-    pub async fn run_in_client(&self, cmd: &[String]) -> anyhow::Result<ProcOutput> {
-        exec::run(&self.docker, &self.client, cmd, BENCH_DEADLINE).await
-    }
-
-    async fn signal(
-        &self,
-        container: &str,
-        target: &str,
-        signal: &str,
-    ) -> anyhow::Result<ProcOutput> {
-        let cmd = vec![
-            format!("{IMAGE_BIN_DIR}/echolab-up"),
-            "__signal".into(),
-            target.into(),
-            signal.into(),
-        ];
-        exec::run(&self.docker, container, &cmd, STOP_DEADLINE).await
-    }
-}
-
-impl Hosts for DockerHosts {
-    type Server = DockerServer;
-
-    async fn link_snapshot(
-        &mut self,
-    ) -> Option<anyhow::Result<echolab_netem::wire::stats::WireStats>> {
-        match self.wire.as_mut() {
-            Some(tap) => Some(tap.snapshot().await),
-            None => None,
-        }
-    }
-
-    async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {
-        // The client first: in loopback it lives in the server's namespace.
-        remove_host(&self.docker, &self.client).await?;
-        remove_host(&self.docker, &self.server).await?;
-        match self.remake.clone() {
-            Remake::Loopback(spec) => {
-                let (fresh, _) = up_loopback(&self.docker, &spec).await?;
-                self.server = fresh.server;
-                self.client = fresh.client;
-            }
-            Remake::Link(endpoints) => {
-                let made = endpoints.make(&self.docker).await?;
-                self.server = made.server;
-                self.client = made.client;
-                self.server_addr = made.server_ip;
-            }
-        }
-        Ok(true)
-    }
-
-    fn server_bind(&self) -> IpAddr {
-        self.bind
-    }
-
-    fn target(&self, ready: &Ready) -> SocketAddr {
-        SocketAddr::new(self.server_addr, ready.addr.port())
-    }
-
-    async fn start_server(&mut self, server: &ServerCmd) -> anyhow::Result<(DockerServer, Ready)> {
-        let args = server.argv();
-        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", ServerCmd::PROGRAM)];
-        cmd.extend_from_slice(&args);
-        let mut stream = exec::start(&self.docker, &self.server, &cmd, Ready::PREFIX).await?;
-        let ready = tokio::time::timeout(READY_DEADLINE, &mut stream.ready).await;
-        match ready {
-            Ok(Ok(line)) => {
-                let r = Ready::parse(&line).ok_or_else(|| {
-                    anyhow!("echo-server's readiness line is not of the expected form ({}ADDR model=M workers=N pid=P): {line}", Ready::PREFIX)
-                })?;
-                let pid = r.pid;
-                Ok((DockerServer { stream, pid }, r))
-            }
-            Ok(Err(_)) => {
-                // The output closed without a readiness line: the server exited.
-                let out = exec::finish(&self.docker, stream, STOP_DEADLINE).await?;
-                Err(anyhow!(
-                    "echo-server {} exited before it was ready ({})",
-                    args.join(" "),
-                    out.describe()
-                ))
-            }
-            Err(_) => {
-                let _ = self.signal(&self.server, "echo-server", "KILL").await;
-                Err(anyhow!(
-                    "echo-server {} printed no readiness line within {READY_DEADLINE:?}; killed",
-                    args.join(" ")
-                ))
-            }
-        }
-    }
-
-    async fn run_bench(
-        &mut self,
-        bench: &BenchCmd,
-        _server: &DockerServer,
-        window_start: std::time::Duration,
-    ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
-        let sampler = Sampler::start(&self.docker, &self.server, window_start).await;
-        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM)];
-        cmd.extend(bench.argv());
-        let result = exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await;
-        let samples = sampler.stop().await;
-        match result {
-            Ok(out) => Ok((out, samples)),
-            Err(e) => {
-                let _ = self.signal(&self.client, "echo-bench", "KILL").await;
-                Err(e)
-            }
-        }
-    }
-
-    async fn trace_bench(&mut self, bench: &BenchCmd) -> anyhow::Result<ProcOutput> {
-        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/strace")];
-        cmd.extend(crate::hosts::STRACE_ARGS.iter().map(|a| a.to_string()));
-        cmd.push(format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM));
-        cmd.extend(bench.argv());
-        exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await
-    }
-
-    async fn stop_server(&mut self, server: DockerServer) -> anyhow::Result<ProcOutput> {
-        // Its output closes when the process (or its container) is gone.
-        if server.stream.output.is_finished() {
-            return exited_before_stop(&self.docker, server).await;
-        }
-        let sent = self
-            .signal(&self.server, &server.pid.to_string(), "TERM")
-            .await;
-        if sent.as_ref().map_or(true, |s| s.exit_code != Some(0)) {
-            // It may have died between the check and the signal.
-            if server.stream.output.is_finished() {
-                return exited_before_stop(&self.docker, server).await;
-            }
-            let why = match sent {
-                Ok(s) => s.describe(),
-                Err(e) => format!("{e:#}"),
-            };
-            return Err(anyhow!("SIGTERM to echo-server pid {}: {why}", server.pid));
-        }
-        match exec::finish(&self.docker, server.stream, STOP_DEADLINE).await {
-            Ok(out) => Ok(out),
-            Err(e) => {
-                let _ = self
-                    .signal(&self.server, &server.pid.to_string(), "KILL")
-                    .await;
-                Err(anyhow!(
-                    "echo-server pid {} after SIGTERM: {e:#}; killed",
-                    server.pid
-                ))
-            }
-        }
-    }
+    Ok((MadeLoopback { server, client }, record))
 }

@@ -22,7 +22,7 @@ use super::object_name;
 use super::privileges::{Privileges, Seccomp};
 use super::topology::{create_host, HostSpec};
 use crate::hosts::READY_DEADLINE;
-use crate::image::IMAGE_BIN_DIR;
+use crate::image_archive::IMAGE_BIN_DIR;
 
 /// What the probe found and what the run does about it.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +39,7 @@ pub struct UringDecision {
 
 impl UringDecision {
     /// For the manifest's `hosts.server.io_uring`.
-    pub fn record(&self) -> serde_json::Value {
+    pub(crate) fn record(&self) -> serde_json::Value {
         json!({
             "allowed_by_default_seccomp": self.allowed_by_default,
             "server_seccomp": self.server_seccomp.describe(),

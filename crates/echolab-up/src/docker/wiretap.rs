@@ -9,19 +9,19 @@ use anyhow::anyhow;
 use bollard::Docker;
 use echolab_core::hist;
 use echolab_core::results::{DirectionCounters, LinkCounters};
-use echolab_netem::wire::stats::{DirectionStats, WireStats};
+use echolab_netem::wire::counters::{DirectionStats, WireStats};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::exec;
 use crate::hosts::STOP_DEADLINE;
-use crate::image::IMAGE_BIN_DIR;
+use crate::image_archive::IMAGE_BIN_DIR;
 
 /// How long the wire may take to answer SIGUSR1 with a stats line: it prints from its signal
 /// thread at once; generous for a loaded 2-core machine.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The wire running in the link host, with its stdout lines.
-pub struct WireTap {
+pub(crate) struct WireTap {
     docker: Docker,
     link: String,
     lines: UnboundedReceiver<String>,
@@ -29,7 +29,7 @@ pub struct WireTap {
 
 impl WireTap {
     /// Taps the wire running in container `link` whose stdout lines arrive on `lines`.
-    pub fn new(docker: &Docker, link: &str, lines: UnboundedReceiver<String>) -> Self {
+    pub(crate) fn new(docker: &Docker, link: &str, lines: UnboundedReceiver<String>) -> Self {
         Self {
             docker: docker.clone(),
             link: link.to_string(),
@@ -42,7 +42,7 @@ impl WireTap {
     /// # Errors
     /// The signal could not be sent, or no stats line came within [`ANSWER_DEADLINE`] (the
     /// wire died or its stdout closed).
-    pub async fn snapshot(&mut self) -> anyhow::Result<WireStats> {
+    pub(crate) async fn snapshot(&mut self) -> anyhow::Result<WireStats> {
         // Lines printed before this request (periodic or earlier answers) are not the answer.
         while self.lines.try_recv().is_ok() {}
         let cmd = vec![
@@ -74,7 +74,7 @@ impl WireTap {
 }
 
 /// What the link did between snapshots `before` and `after` of the same wire.
-pub fn between(before: &WireStats, after: &WireStats) -> LinkCounters {
+pub(crate) fn between(before: &WireStats, after: &WireStats) -> LinkCounters {
     LinkCounters {
         backend: "userspace-wire".into(),
         uplink: direction_between(&before.uplink, &after.uplink),

@@ -221,7 +221,14 @@ fn a_client_host_cannot_change_routes_or_open_raw_sockets() {
         .as_str()
         .unwrap();
     assert!(set.ends_with(&format!(" via {via}")), "{set}");
-    let route = ["echolab-up", "__route", "add", "10.250.0.0/16", via];
+    let route = [
+        "echolab-netem",
+        "route",
+        "--dst",
+        "10.250.0.0/16",
+        "--via",
+        via,
+    ];
     // This test binary, into the client's profile volume, to run its in-host part there.
     let data = std::fs::read(std::env::current_exe().unwrap()).unwrap();
     let mut tar = tar::Builder::new(Vec::new());

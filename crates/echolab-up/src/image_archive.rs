@@ -15,22 +15,22 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 /// Where binaries go in the image; also the image's `PATH`.
-pub const IMAGE_BIN_DIR: &str = "/usr/local/bin";
+pub(crate) const IMAGE_BIN_DIR: &str = "/usr/local/bin";
 /// Repository name of built images (`echolab:<hash>`, `echolab:latest`).
-pub const IMAGE_REPO: &str = "echolab";
+pub(crate) const IMAGE_REPO: &str = "echolab";
 /// The tag compose files use.
-pub const LATEST_TAG: &str = "echolab:latest";
+pub(crate) const LATEST_TAG: &str = "echolab:latest";
 /// Binaries every lab image must hold: the server, the client, and the launcher itself
 /// (its hidden `__hold` and `__signal` commands keep a host alive and stop a server).
-pub const REQUIRED_BINARIES: &[&str] = &["echo-server", "echo-bench", "echolab-up"];
+pub(crate) const REQUIRED_BINARIES: &[&str] = &["echo-server", "echo-bench", "echolab-up"];
 /// Binaries taken when present: the link and calibration tool (needed by link profiles).
-pub const OPTIONAL_BINARIES: &[&str] = &["echolab-netem"];
+pub(crate) const OPTIONAL_BINARIES: &[&str] = &["echolab-netem"];
 /// Tools of this machine taken into the image when they are on its PATH: `strace`, for the
 /// seed 002 cross-check (`bench.strace: true`), which runs the seed's own command.
-pub const HOST_TOOLS: &[&str] = &["strace"];
+pub(crate) const HOST_TOOLS: &[&str] = &["strace"];
 
 /// The first `name` on this process's PATH, as a shell would find it.
-pub fn on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
         .split(':')
@@ -44,11 +44,11 @@ pub struct ImageArchive {
     /// `sha256:<hex>` of the config: the id Docker will give the image.
     pub id: String,
     /// `echolab:<first 12 hex of the id>`.
-    pub tag: String,
+    pub(crate) tag: String,
     /// The `docker save`-format archive.
-    pub archive: Vec<u8>,
+    pub(crate) archive: Vec<u8>,
     /// SHA-256 (hex) of each binary by name, and of each library by its path in the image.
-    pub contents: BTreeMap<String, String>,
+    pub(crate) contents: BTreeMap<String, String>,
 }
 
 /// A file to put in the image.
@@ -82,7 +82,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// SHA-256 of `data`, lower-case hex.
-pub fn sha256_hex(data: &[u8]) -> String {
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
     hex(&Sha256::digest(data))
 }
 
@@ -91,7 +91,7 @@ pub fn sha256_hex(data: &[u8]) -> String {
 ///
 /// # Errors
 /// A line saying a library is "not found".
-pub fn parse_ldd(output: &str) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn parse_ldd(output: &str) -> Result<Vec<PathBuf>, String> {
     let mut libs = Vec::new();
     for line in output.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if line.contains("not found") {
@@ -138,7 +138,7 @@ fn library_closure(binary: &Path) -> Result<Vec<PathBuf>, ImageError> {
 ///
 /// # Errors
 /// [`ImageError::MissingBinary`] for the first required binary that is missing.
-pub fn find_binaries(bin_dir: &Path) -> Result<BTreeMap<String, PathBuf>, ImageError> {
+pub(crate) fn find_binaries(bin_dir: &Path) -> Result<BTreeMap<String, PathBuf>, ImageError> {
     let mut found = BTreeMap::new();
     for name in REQUIRED_BINARIES {
         let p = bin_dir.join(name);

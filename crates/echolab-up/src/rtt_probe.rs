@@ -1,6 +1,7 @@
-//! Calibration: before the first cell of a profile, measure the path the cells will use and
-//! compare it with the profile's `expected` figures (echolab_core::profile::Expected). A
-//! failed calibration stops the run.
+//! The RTT probe, the calibration of hosts without a link: before the first cell, measure the
+//! path the cells will use and compare it with the profile's `expected` figures
+//! (echolab_core::profile::Expected) by core's one verdict. A failed calibration stops the
+//! run. Behind a link, echolab-netem calibrates instead (`docker::link`).
 //!
 //! RTT is measured the way the profile defines it, as the median of small TCP round trips:
 //! one long connection doing [`RTT_ROUNDS`] request/echo round trips with the lab's own
@@ -9,8 +10,10 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use anyhow::Context as _;
+use echolab_core::calibration::rtt_check;
 use echolab_core::cmd::{
     bench_report, final_stats, BenchCmd, LoadOpts, RunCmd, RunMode, ServerCmd, ServerModel,
     SocketOpts,
@@ -23,11 +26,11 @@ use crate::hosts::Hosts;
 /// Round trips of the RTT probe: enough for a stable median (the median of 2000 samples moves
 /// by well under 1% between runs on an idle path) and well under a second on loopback; 40 s
 /// at a 20 ms RTT is avoided by [`rtt_rounds`].
-pub const RTT_ROUNDS: u64 = 2000;
+pub(crate) const RTT_ROUNDS: u64 = 2000;
 
 /// Round trips for a profile: [`RTT_ROUNDS`], capped so that the probe lasts about 5 s at the
 /// expected RTT (at least 100 round trips).
-pub fn rtt_rounds(profile: &Profile) -> u64 {
+pub(crate) fn rtt_rounds(profile: &Profile) -> u64 {
     let rtt_s = profile.expected.rtt.value.0.as_secs_f64();
     if rtt_s <= 0.0 {
         return RTT_ROUNDS;
@@ -56,27 +59,30 @@ pub fn probe_bench_cmd(target: SocketAddr, rounds: u64) -> BenchCmd {
     })
 }
 
-/// Compares a measured median RTT (µs) with the profile; fills `expected` and `passed`.
-pub fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationRecord) {
-    let (lo, hi) = profile.expected.rtt.range();
-    let (lo_us, hi_us) = (lo.as_secs_f64() * 1e6, hi.as_secs_f64() * 1e6);
+/// Compares a measured median RTT (µs) with the profile by the one RTT verdict
+/// (`echolab_core::calibration::rtt_check`); fills `expected`, the `rtt_median` check,
+/// `passed` and `reason`.
+pub(crate) fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationRecord) {
+    // NaN becomes 0 (`max`), an infinite median the longest duration: both fail the check.
+    let median = Duration::try_from_secs_f64(median_us.max(0.0) / 1e6).unwrap_or(Duration::MAX);
+    let check = rtt_check(profile, median);
+    let (lo_us, hi_us) = (check.low, check.high);
     record.expected.insert(
         "rtt_median_us".into(),
         profile.expected.rtt.value.0.as_secs_f64() * 1e6,
     );
-    let ok = (lo_us..=hi_us).contains(&median_us);
-    record.checks.retain(|c| c.name != "rtt_median");
+    record.checks.retain(|c| c.name != check.name);
     record.checks.push(CalibrationCheck {
-        name: "rtt_median".into(),
-        unit: "us".into(),
+        name: check.name,
+        unit: check.unit,
         measured: median_us,
         low: lo_us,
         high: hi_us,
-        pass: ok,
+        pass: check.pass,
     });
     let verdict = format!("RTT median {median_us:.1} us, expected {lo_us:.1}..{hi_us:.1} us");
-    record.passed = ok;
-    record.reason = if ok {
+    record.passed = check.pass;
+    record.reason = if check.pass {
         format!("ok: {verdict}")
     } else {
         format!("failed: {verdict}")
@@ -87,7 +93,7 @@ pub fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationReco
 ///
 /// # Errors
 /// The probe server or client failed (not a calibration miss, which is `passed: false`).
-pub async fn calibrate_rtt<H: Hosts>(
+pub(crate) async fn calibrate_rtt<H: Hosts>(
     hosts: &mut H,
     profile: &Profile,
 ) -> anyhow::Result<CalibrationRecord> {
@@ -98,11 +104,7 @@ pub async fn calibrate_rtt<H: Hosts>(
     let target = hosts.target(&ready);
     let rounds = rtt_rounds(profile);
     let bench = hosts
-        .run_bench(
-            &probe_bench_cmd(target, rounds),
-            &server,
-            std::time::Duration::ZERO,
-        )
+        .run_bench(&probe_bench_cmd(target, rounds), &server, Duration::ZERO)
         .await;
     let stopped = hosts.stop_server(server).await;
     let (out, _) = bench.context("calibration client")?;
@@ -134,7 +136,7 @@ pub async fn calibrate_rtt<H: Hosts>(
 }
 
 /// The one-line message of a failed calibration: measured and expected figures.
-pub fn failure_message(profile: &str, record: &CalibrationRecord) -> String {
+pub(crate) fn failure_message(profile: &str, record: &CalibrationRecord) -> String {
     let checks = record
         .checks
         .iter()

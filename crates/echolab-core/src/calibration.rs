@@ -1,0 +1,160 @@
+//! The calibration verdict: a measured median RTT or goodput compared with a profile's
+//! [`Expected`](crate::profile::Expected) figures. Written once, for both measurers:
+//! `echolab-netem calibrate` (across a link, with its own probes) and echolab-up's RTT probe
+//! (echo-server and echo-bench on the cells' own path, loopback profiles).
+
+use std::time::Duration;
+
+use crate::cmd::Check;
+use crate::profile::{Profile, Topology};
+use crate::units::{format_duration, RATE_UNITS};
+
+/// The `rtt_median` check: `median` against the profile's asymmetric RTT range
+/// ([`RttExpectation::range`](crate::profile::RttExpectation::range), both ends included).
+/// Measured, low and high are in µs; the reason says which way a miss went and what it
+/// means (below the link's delays: the link is not in effect; above: host delay).
+pub fn rtt_check(profile: &Profile, median: Duration) -> Check {
+    let (low, high) = profile.expected.rtt.range();
+    // From whole nanoseconds, so that a range end such as 19.1 ms is exactly 19100.0 µs.
+    let us = |d: Duration| d.as_nanos() as f64 / 1e3;
+    let (pass, reason) = if median < low {
+        let why = if profile.topology == Topology::Link {
+            format!(
+                "median RTT {} is below {} (expected {} - {}): the link's delay ({} added RTT) is not in effect",
+                format_duration(median),
+                format_duration(low),
+                profile.expected.rtt.value,
+                profile.expected.rtt.minus,
+                format_duration(profile.added_rtt())
+            )
+        } else {
+            format!(
+                "median RTT {} is below {}",
+                format_duration(median),
+                format_duration(low)
+            )
+        };
+        (false, why)
+    } else if median > high {
+        (false, format!("median RTT {} is above {}: more base delay than the profile allows (loaded host, extra hops?)", format_duration(median), format_duration(high)))
+    } else if profile.topology == Topology::Loopback {
+        (
+            true,
+            format!(
+                "median RTT {} within {}..{}; loopback: no impairment expected",
+                format_duration(median),
+                format_duration(low),
+                format_duration(high)
+            ),
+        )
+    } else {
+        (
+            true,
+            format!(
+                "median RTT {} within {}..{}",
+                format_duration(median),
+                format_duration(low),
+                format_duration(high)
+            ),
+        )
+    };
+    Check {
+        name: "rtt_median".into(),
+        measured: us(median),
+        low: us(low),
+        high: us(high),
+        unit: "us".into(),
+        pass,
+        reason,
+    }
+}
+
+/// The `goodput_<direction>` check (`direction` is `uplink` or `downlink`) of a measured
+/// goodput in bits per second against the profile's goodput range; in Mbit/s. `None` when the
+/// profile expects no goodput.
+pub fn goodput_check(profile: &Profile, direction: &str, measured_bps: f64) -> Option<Check> {
+    let g = profile.expected.goodput.as_ref()?;
+    let (low, high) = g.range();
+    let mbit = |b: f64| b / 1e6;
+    let (pass, reason) = if measured_bps > high {
+        (
+            false,
+            format!(
+                "{direction} goodput {:.2} Mbit/s is above {:.2}: the rate limit is not in effect, or the profile's rate is in other units than meant ({RATE_UNITS})",
+                mbit(measured_bps),
+                mbit(high)
+            ),
+        )
+    } else if measured_bps < low {
+        (false, format!("{direction} goodput {:.2} Mbit/s is below {:.2} (loss, a small queue, or a host too slow for the rate)", mbit(measured_bps), mbit(low)))
+    } else {
+        (
+            true,
+            format!(
+                "{direction} goodput {:.2} Mbit/s within {:.2}..{:.2}",
+                mbit(measured_bps),
+                mbit(low),
+                mbit(high)
+            ),
+        )
+    };
+    Some(Check {
+        name: format!("goodput_{direction}"),
+        measured: mbit(measured_bps),
+        low: mbit(low),
+        high: mbit(high),
+        unit: "mbit/s".into(),
+        pass,
+        reason,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(extra: &str) -> Profile {
+        let text = format!(
+            "name: t\ndescription: d\nsource: s\ntopology: link\nuplink: {{ delay: 10ms, rate: 50mbit }}\n\
+             downlink: {{ delay: 10ms, rate: 50mbit }}\nexpected:\n  rtt: {{ value: 20.1ms, minus: 1ms, plus: 2ms }}\n{extra}"
+        );
+        Profile::from_yaml(&text, "t.yaml").unwrap()
+    }
+
+    #[test]
+    fn rtt_below_the_delays_is_reported_as_not_in_effect() {
+        let c = rtt_check(&profile(""), Duration::from_micros(60));
+        assert!(!c.pass);
+        assert!(c.reason.contains("not in effect"), "{}", c.reason);
+        assert!(rtt_check(&profile(""), Duration::from_micros(20_500)).pass);
+        assert!(!rtt_check(&profile(""), Duration::from_millis(25)).pass);
+    }
+
+    #[test]
+    fn the_rtt_range_includes_both_ends_in_microseconds() {
+        // 20.1 ms - 1 ms .. 20.1 ms + 2 ms.
+        let c = rtt_check(&profile(""), Duration::from_micros(19_100));
+        assert!(c.pass, "{}", c.reason);
+        assert_eq!((c.measured, c.low, c.high), (19_100.0, 19_100.0, 22_100.0));
+        assert_eq!((c.name.as_str(), c.unit.as_str()), ("rtt_median", "us"));
+        assert!(rtt_check(&profile(""), Duration::from_micros(22_100)).pass);
+        assert!(!rtt_check(&profile(""), Duration::from_nanos(22_100_001)).pass);
+    }
+
+    #[test]
+    fn goodput_above_the_rate_is_reported_as_not_in_effect() {
+        let p = profile("  goodput: { value: 47mbit, tolerance: 5% }\n");
+        let c = goodput_check(&p, "uplink", 900e6).unwrap();
+        assert!(
+            !c.pass && c.reason.contains("not in effect"),
+            "{}",
+            c.reason
+        );
+        assert!(goodput_check(&p, "uplink", 46e6).unwrap().pass);
+        assert!(!goodput_check(&p, "uplink", 30e6).unwrap().pass);
+        assert!(
+            goodput_check(&profile(""), "uplink", 1.0).is_none(),
+            "no expectation, no check"
+        );
+    }
+}

@@ -1,0 +1,429 @@
+//! Experiment files (`experiments/*.yaml`): the seed experiments as data.
+//!
+//! An experiment answers one question. Its `matrix` is a list of blocks; each block is expanded
+//! as the cartesian product of its lists into cells (server × mode × conns × rounds), and every
+//! cell runs `repetitions` times. `reference` holds the figures the seed document published, so
+//! the report can put ours beside them as ratios.
+//!
+//! Unknown keys are errors, so a typo cannot silently fall back to a default.
+//!
+//! This module holds the matrix and its cells; [`reference`] the seed's published figures and
+//! claims that an experiment compares with.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cmd::{BenchEngine, ServerModel, UnknownModel};
+use crate::units::{ByteSize, Dur, Percent};
+
+mod reference;
+
+pub use reference::{
+    Bound, CellSelector, ClaimBand, ClaimKind, Direction, Reference, ReferenceClaim,
+    ReferenceFigure, SeedSetup, TimingMethod, Tolerance, LEGACY_TOLERANCE,
+};
+
+/// What a cell's client does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchMode {
+    /// connect, send, recv, close per request (seed 000 `--mode short`).
+    Short,
+    /// connect once, ROUNDS round trips (seed 000 `--mode long`).
+    Long,
+    /// Time to establish N connections (seed 004 "deadlink").
+    ConnectStorm,
+    /// N connections fetching `reply_bytes` replies for a duration (seed 004 "activelink").
+    Sustain,
+}
+
+impl BenchMode {
+    /// The name used in cell ids and on echo-bench's command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchMode::Short => "short",
+            BenchMode::Long => "long",
+            BenchMode::ConnectStorm => "connect-storm",
+            BenchMode::Sustain => "sustain",
+        }
+    }
+}
+
+/// One block of the matrix; lists multiply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixBlock {
+    /// echo-server models (`--model` names). Names, not [`ServerModel`]s, so that loading
+    /// names the block of an unknown one; [`Experiment::parse`] checks each.
+    pub servers: Vec<String>,
+    /// Client modes.
+    pub modes: Vec<BenchMode>,
+    /// Concurrent connections.
+    pub conns: Vec<u64>,
+    /// Rounds per connection (short/long); ignored by connect-storm and sustain.
+    #[serde(default)]
+    pub rounds: Vec<u64>,
+    /// Measured duration (sustain, or timed short/long runs instead of rounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// Request payload size in bytes (default 12, the seeds' "hello echo\r\n").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<ByteSize>,
+    /// Server reply size in bytes (`echo-server --reply-bytes`, sustain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_bytes: Option<ByteSize>,
+    /// echo-bench `--hist` (keep histograms for the report; they are always in the JSON).
+    #[serde(default)]
+    pub hist: bool,
+}
+
+/// Server options applied to every cell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerOptions {
+    /// `--read-buf`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_buf: Option<ByteSize>,
+    /// `--workers` for multi-worker models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u64>,
+    /// `--backlog`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u64>,
+}
+
+/// Client options applied to every cell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchOptions {
+    /// `--threads` (default: echo-bench's, the number of cores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u64>,
+    /// `--timeout` per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+    /// `--engine` (`event` or `thread`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<BenchEngine>,
+    /// `--linger0`: close with RST, no TIME_WAIT on the client.
+    #[serde(default)]
+    pub linger0: bool,
+    /// Also run the client under `strace -f -c -e trace=connect,close` where the image has
+    /// strace (seed 002's cross-check); recorded beside the run, never instead of it.
+    #[serde(default)]
+    pub strace: bool,
+}
+
+/// An experiment file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// Short name, the file stem (`exp31`).
+    pub name: String,
+    /// The one question it answers.
+    pub question: String,
+    /// Cells to run.
+    pub matrix: Vec<MatrixBlock>,
+    /// Repetitions of every cell (the seeds use 3); with `max_repetitions` above it, the
+    /// minimum.
+    pub repetitions: u64,
+    /// Adaptive repetitions: the most repetitions of a cell, which repeats until the relative
+    /// 95% CI half-width of its headline metric is within `target_halfwidth` (as netperf's
+    /// `-i max,min -I level,width`). Default: `repetitions`, i.e. a fixed count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_repetitions: Option<u64>,
+    /// The relative 95% CI half-width at which adaptive repetitions stop, e.g. `"5%"`
+    /// (default [`DEFAULT_TARGET_HALFWIDTH`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_halfwidth: Option<Percent>,
+    /// Client-side warm-up before each measured run (echo-bench `--warmup`), excluded from
+    /// results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Dur>,
+    /// The measurement window of every short/long cell that the matrix bounds by rounds: the
+    /// cell runs for this long after warm-up instead of CONNS × ROUNDS requests, so that it
+    /// measures enough work to be stable (the seeds' 100 × 10 long cells last a few
+    /// milliseconds). `echolab-up --as-published` removes it and runs the rounds as the seed
+    /// did. Absent: the rounds, as published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Dur>,
+    /// Server options.
+    #[serde(default)]
+    pub server: ServerOptions,
+    /// Client options.
+    #[serde(default)]
+    pub bench: BenchOptions,
+    /// The seed's published figures.
+    #[serde(default)]
+    pub reference: Reference,
+}
+
+/// The default `target_halfwidth`: 5%, netperf's `-I 99,5` width at the 95% level used
+/// throughout echolab.
+pub const DEFAULT_TARGET_HALFWIDTH: f64 = 0.05;
+
+impl Experiment {
+    /// The most repetitions of a cell: `max_repetitions`, or `repetitions` when not set.
+    pub fn max_repetitions(&self) -> u64 {
+        self.max_repetitions.unwrap_or(self.repetitions)
+    }
+
+    /// The target relative half-width as a fraction (0.05 for `"5%"`).
+    pub fn target_halfwidth(&self) -> f64 {
+        self.target_halfwidth
+            .map_or(DEFAULT_TARGET_HALFWIDTH, |p| p.0 / 100.0)
+    }
+
+    /// Whether cells repeat adaptively (`max_repetitions` above `repetitions`).
+    pub fn is_adaptive(&self) -> bool {
+        self.max_repetitions() > self.repetitions
+    }
+}
+
+/// One point of the matrix.
+#[derive(Debug, Clone, PartialEq, PartialOrd, Serialize, Deserialize)]
+pub struct Cell {
+    /// echo-server model, its `--model` name as run records and the report key on it;
+    /// [`Cell::model`] gives the typed one.
+    pub server: String,
+    /// Client mode.
+    pub mode: BenchMode,
+    /// Connections.
+    pub conns: u64,
+    /// Rounds (short/long without duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u64>,
+    /// Duration in seconds (timed runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// Payload bytes.
+    pub payload: u64,
+    /// Reply bytes (sustain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_bytes: Option<u64>,
+}
+
+impl Cell {
+    /// The cell's echo-server model.
+    ///
+    /// # Errors
+    /// A name echo-server does not have (a cell of a loaded experiment always has a known one;
+    /// a hand-edited run record may not).
+    pub fn model(&self) -> Result<ServerModel, UnknownModel> {
+        self.server.parse()
+    }
+
+    /// A file-name-safe id, e.g. `epoll-et_long_c100_r10`.
+    pub fn id(&self) -> String {
+        let mut id = format!("{}_{}_c{}", self.server, self.mode.name(), self.conns);
+        if let Some(r) = self.rounds {
+            id.push_str(&format!("_r{r}"));
+        }
+        if let Some(d) = self.duration {
+            id.push_str(&format!("_d{d}"));
+        }
+        if self.payload != 12 {
+            id.push_str(&format!("_p{}", self.payload));
+        }
+        if let Some(b) = self.reply_bytes {
+            id.push_str(&format!("_reply{b}"));
+        }
+        id
+    }
+}
+
+/// Errors reading an experiment.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    /// YAML syntax or schema error; serde_yaml's message carries field, line and column.
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    /// The file parsed but makes no sense.
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Experiment {
+    /// Reads and validates an experiment file.
+    ///
+    /// # Errors
+    /// [`ExperimentError`] naming the file, and for parse errors the field, line and column.
+    pub fn load(path: &Path) -> Result<Self, ExperimentError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        Self::parse(&text, &p)
+    }
+
+    /// Parses and validates experiment YAML; `origin` names the source in errors.
+    ///
+    /// # Errors
+    /// As [`Experiment::load`].
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ExperimentError> {
+        let e: Experiment = serde_yaml::from_str(text).map_err(|err| ExperimentError::Parse {
+            path: origin.to_string(),
+            message: err.to_string(),
+        })?;
+        e.validate().map_err(|message| ExperimentError::Invalid {
+            path: origin.to_string(),
+            message,
+        })?;
+        Ok(e)
+    }
+
+    /// The experiment as the seed published it: without [`Experiment::window`], so every
+    /// short/long cell the matrix bounds by rounds runs CONNS × ROUNDS requests.
+    pub fn as_published(mut self) -> Self {
+        self.window = None;
+        self
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.repetitions == 0 {
+            return Err("repetitions: must be at least 1".into());
+        }
+        if self.window.is_some_and(|w| w.0.is_zero()) {
+            return Err("window: must be longer than 0s".into());
+        }
+        if let Some(max) = self.max_repetitions {
+            if max < self.repetitions {
+                return Err(format!(
+                    "max_repetitions: {max} is below repetitions ({}), the minimum",
+                    self.repetitions
+                ));
+            }
+        }
+        if let Some(t) = self.target_halfwidth {
+            if !(t.0 > 0.0 && t.0 < 100.0) {
+                return Err(format!(
+                    "target_halfwidth: {t} must be above 0% and below 100%"
+                ));
+            }
+        }
+        if self.matrix.is_empty() {
+            return Err("matrix: needs at least one block".into());
+        }
+        for (i, b) in self.matrix.iter().enumerate() {
+            let at = |field: &str| format!("matrix[{i}].{field}");
+            if b.servers.is_empty() {
+                return Err(format!("{}: needs at least one server", at("servers")));
+            }
+            if let Some(e) = b
+                .servers
+                .iter()
+                .find_map(|s| s.parse::<ServerModel>().err())
+            {
+                return Err(format!("{}: {e}", at("servers")));
+            }
+            if b.modes.is_empty() {
+                return Err(format!("{}: needs at least one mode", at("modes")));
+            }
+            if b.conns.is_empty() || b.conns.contains(&0) {
+                return Err(format!(
+                    "{}: needs connection counts of at least 1",
+                    at("conns")
+                ));
+            }
+            for m in &b.modes {
+                let needs_bound = matches!(m, BenchMode::Short | BenchMode::Long);
+                if needs_bound && b.rounds.is_empty() && b.duration.is_none() {
+                    return Err(format!(
+                        "{}: mode {} needs rounds or duration",
+                        at("rounds"),
+                        m.name()
+                    ));
+                }
+                if *m == BenchMode::Sustain && b.duration.is_none() {
+                    return Err(format!("{}: mode sustain needs a duration", at("duration")));
+                }
+                // echo-bench sustain has no --payload-size: its request is the seed payload.
+                if *m == BenchMode::Sustain && b.payload.is_some_and(|p| p.0 != 12) {
+                    return Err(format!(
+                        "{}: mode sustain always sends the seed's 12-byte request; \
+                         payload applies to short and long only",
+                        at("payload")
+                    ));
+                }
+            }
+            if b.rounds.contains(&0) {
+                return Err(format!("{}: rounds must be at least 1", at("rounds")));
+            }
+        }
+        // A reference that matches no cell could never be compared: catch the typo here.
+        let cells = self.cells();
+        let unmatched = |sel: &CellSelector| !cells.iter().any(|c| sel.matches(c));
+        for (i, f) in self.reference.figures.iter().enumerate() {
+            if unmatched(&f.cell) {
+                return Err(format!(
+                    "reference.figures[{i}].cell: {} matches no cell of the matrix",
+                    f.cell
+                ));
+            }
+        }
+        for (i, c) in self.reference.claims.iter().enumerate() {
+            c.validate()
+                .map_err(|m| format!("reference.claims[{i}].{m}"))?;
+            for (side, sel) in [("numerator", &c.numerator), ("denominator", &c.denominator)] {
+                if unmatched(sel) {
+                    return Err(format!(
+                        "reference.claims[{i}].{side}: {sel} matches no cell of the matrix"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Expands the matrix into cells, in file order, without duplicates.
+    pub fn cells(&self) -> Vec<Cell> {
+        let mut out: Vec<Cell> = Vec::new();
+        for b in &self.matrix {
+            let payload = b.payload.map_or(12, |p| p.0);
+            for server in &b.servers {
+                for &mode in &b.modes {
+                    for &conns in &b.conns {
+                        let timed = b.duration.or(self.window);
+                        let bounded_by_rounds =
+                            matches!(mode, BenchMode::Short | BenchMode::Long) && timed.is_none();
+                        let rounds: Vec<Option<u64>> = if bounded_by_rounds {
+                            b.rounds.iter().map(|&r| Some(r)).collect()
+                        } else {
+                            vec![None]
+                        };
+                        for rounds in rounds {
+                            let cell = Cell {
+                                server: server.clone(),
+                                mode,
+                                conns,
+                                rounds,
+                                duration: match mode {
+                                    BenchMode::ConnectStorm => None,
+                                    BenchMode::Short | BenchMode::Long => timed,
+                                    BenchMode::Sustain => b.duration,
+                                },
+                                payload,
+                                reply_bytes: b.reply_bytes.map(|r| r.0),
+                            };
+                            if !out.contains(&cell) {
+                                out.push(cell);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

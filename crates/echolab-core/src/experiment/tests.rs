@@ -1,0 +1,231 @@
+//! Experiment files: the matrix, its cells, and the reference's claims, from YAML.
+
+use super::*;
+
+const EXP31: &str = r#"
+name: exp31
+question: How much QPS do long connections gain over short ones?
+repetitions: 3
+matrix:
+  - servers: [epoll-lt, epoll-et]
+    modes: [short, long]
+    conns: [100]
+    rounds: [10]
+reference:
+  source: seed 000 §5
+  claims:
+    - name: long/short gain, ET
+      metric: qps
+      numerator: {server: epoll-et, mode: long}
+      denominator: {server: epoll-et, mode: short}
+      seed_ratio: 2.15
+      kind: magnitude
+      tolerance: 15%
+"#;
+
+#[test]
+fn matrix_expands_to_cells() {
+    let e = Experiment::parse(EXP31, "exp31.yaml").unwrap();
+    let cells = e.cells();
+    assert_eq!(cells.len(), 4);
+    assert_eq!(cells[0].id(), "epoll-lt_short_c100_r10");
+    assert_eq!(cells[3].id(), "epoll-et_long_c100_r10");
+    let claim = &e.reference.claims[0];
+    assert!(claim.numerator.matches(&cells[3]) && !claim.numerator.matches(&cells[2]));
+}
+
+#[test]
+fn errors_name_file_field_and_position() {
+    let bad = EXP31.replace("repetitions: 3", "repetitions: 3\nrepetitons: 4");
+    let msg = Experiment::parse(&bad, "exp31.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with("exp31.yaml:") && msg.contains("repetitons") && msg.contains("line"),
+        "{msg}"
+    );
+    let bad = EXP31.replace("rounds: [10]", "rounds: []");
+    let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
+    assert!(
+        msg.contains("matrix[0].rounds") && msg.contains("short"),
+        "{msg}"
+    );
+    let bad = EXP31.replace(
+        "server: epoll-et, mode: long}",
+        "server: epoll-ett, mode: long}",
+    );
+    let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
+    assert!(
+        msg.contains("reference.claims[0].numerator: server=epoll-ett mode=long matches no cell"),
+        "{msg}"
+    );
+    let bad = EXP31.replace(
+        "servers: [epoll-lt, epoll-et]",
+        "servers: [epoll-lt, epoll-zz]",
+    );
+    let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
+    assert!(
+        msg.contains("matrix[0].servers: unknown server model \"epoll-zz\""),
+        "{msg}"
+    );
+    let bad = EXP31.replace("modes: [short, long]", "modes: [shorty]");
+    let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
+    assert!(msg.contains("shorty") && msg.contains("line 7"), "{msg}");
+}
+
+#[test]
+fn options_the_client_cannot_take_are_caught_at_load() {
+    let sustain = "name: s\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [select]\n    modes: [sustain]\n    conns: [100]\n    duration: 2s\n    reply_bytes: 1024\n";
+    assert!(Experiment::parse(sustain, "s.yaml").is_ok());
+    let msg = Experiment::parse(&format!("{sustain}    payload: 64\n"), "s.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("matrix[0].payload: mode sustain always sends the seed's 12-byte request"),
+        "{msg}"
+    );
+    let msg = Experiment::parse(&format!("{sustain}bench: {{engine: threads}}\n"), "s.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("threads") && msg.contains("thread"), "{msg}");
+    let e = Experiment::parse(&format!("{sustain}bench: {{engine: thread}}\n"), "s.yaml").unwrap();
+    assert_eq!(e.bench.engine, Some(BenchEngine::Thread));
+    assert_eq!(e.cells()[0].model(), Ok(ServerModel::Select));
+}
+
+fn err(text: &str) -> String {
+    Experiment::parse(text, "x.yaml").unwrap_err().to_string()
+}
+
+#[test]
+fn adaptive_repetitions_default_to_a_fixed_count_and_are_validated() {
+    let e = Experiment::parse(EXP31, "exp31.yaml").unwrap();
+    assert_eq!(
+        (e.max_repetitions(), e.target_halfwidth(), e.is_adaptive()),
+        (3, 0.05, false)
+    );
+    let text = EXP31.replace(
+        "repetitions: 3",
+        "repetitions: 3\nmax_repetitions: 10\ntarget_halfwidth: 2.5%",
+    );
+    let e = Experiment::parse(&text, "x.yaml").unwrap();
+    assert_eq!(
+        (e.max_repetitions(), e.target_halfwidth(), e.is_adaptive()),
+        (10, 0.025, true)
+    );
+    // It survives a manifest round trip.
+    let back: Experiment = serde_yaml::from_str(&serde_yaml::to_string(&e).unwrap()).unwrap();
+    assert_eq!(back, e);
+    let msg = err(&EXP31.replace("repetitions: 3", "repetitions: 3\nmax_repetitions: 2"));
+    assert!(
+        msg.contains("max_repetitions: 2 is below repetitions (3)"),
+        "{msg}"
+    );
+    for bad in ["0%", "100%"] {
+        let msg = err(&EXP31.replace(
+            "repetitions: 3",
+            &format!("repetitions: 3\ntarget_halfwidth: {bad}"),
+        ));
+        assert!(msg.contains("target_halfwidth:"), "{msg}");
+    }
+    let msg = err(&EXP31.replace("repetitions: 3", "repetitions: 3\ntarget_halfwidth: 5"));
+    assert!(
+        msg.contains("target_halfwidth") && msg.contains("percentage"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn claims_state_kind_and_band() {
+    let e = Experiment::parse(EXP31, "exp31.yaml").unwrap();
+    let band = e.reference.claims[0].band().unwrap();
+    // 2.15 ± 15% = 1.8275 .. 2.4725, closed.
+    assert!((band.low - 1.8275).abs() < 1e-12 && (band.high - 2.4725).abs() < 1e-12);
+    assert!(band.contains(1.8275) && !band.contains(1.82) && !band.open);
+    assert_eq!(band.to_string(), "1.83–2.47×");
+
+    let absolute = EXP31.replace("tolerance: 15%", "tolerance: 0.02");
+    let b = Experiment::parse(&absolute, "x.yaml")
+        .unwrap()
+        .reference
+        .claims[0]
+        .band()
+        .unwrap();
+    assert!((b.low - 2.13).abs() < 1e-12 && (b.high - 2.17).abs() < 1e-12);
+
+    let direction = EXP31.replace(
+        "kind: magnitude\n      tolerance: 15%",
+        "kind: direction\n      direction: higher",
+    );
+    let b = Experiment::parse(&direction, "x.yaml")
+        .unwrap()
+        .reference
+        .claims[0]
+        .band()
+        .unwrap();
+    assert!(b.open && !b.contains(1.0) && b.contains(1.0001) && b.high.is_infinite());
+    assert_eq!(b.to_string(), "above 1×");
+
+    let shape = EXP31.replace(
+        "kind: magnitude\n      tolerance: 15%",
+        "kind: shape\n      bound: {below: 0.5}",
+    );
+    let b = Experiment::parse(&shape, "x.yaml")
+        .unwrap()
+        .reference
+        .claims[0]
+        .band()
+        .unwrap();
+    assert!(b.contains(0.49) && !b.contains(0.5) && b.low == 0.0);
+    assert_eq!(b.to_string(), "below 0.5×");
+
+    let msg = err(&EXP31.replace("      kind: magnitude\n", ""));
+    assert!(msg.contains("reference.claims[0].kind: missing"), "{msg}");
+    let msg = err(&EXP31.replace("      tolerance: 15%\n", ""));
+    assert!(
+        msg.contains("reference.claims[0].tolerance: a magnitude claim needs one"),
+        "{msg}"
+    );
+    let msg = err(&EXP31.replace("tolerance: 15%", "tolerance: 150%"));
+    assert!(
+        msg.contains("must be between 0% and 100%") || msg.contains("below 100%"),
+        "{msg}"
+    );
+    let msg = err(&EXP31.replace("tolerance: 15%", "tolerance: 15%\n      direction: higher"));
+    assert!(
+        msg.contains("reference.claims[0].direction: not used by a magnitude claim"),
+        "{msg}"
+    );
+    let halved = EXP31.replace("tolerance: 15%", "tolerance: 20%\n      expect: 0.5");
+    let b = Experiment::parse(&halved, "x.yaml")
+        .unwrap()
+        .reference
+        .claims[0]
+        .band()
+        .unwrap();
+    assert!(
+        (b.low - 0.4).abs() < 1e-12 && (b.high - 0.6).abs() < 1e-12,
+        "{b:?}"
+    );
+    let msg = err(&direction.replace("direction: higher", "direction: higher\n      expect: 2"));
+    assert!(
+        msg.contains("reference.claims[0].expect: not used by a direction claim"),
+        "{msg}"
+    );
+    let msg = err(&EXP31.replace("tolerance: 15%", "tolerance: abc"));
+    assert!(msg.contains("invalid tolerance \"abc\""), "{msg}");
+    let msg = err(&shape.replace("{below: 0.5}", "{}"));
+    assert!(
+        msg.contains("reference.claims[0].bound: a shape claim needs"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_claim_without_kind_from_an_old_manifest_reads_as_a_legacy_magnitude() {
+    let old = "name: x\nmetric: qps\nnumerator: {mode: long}\ndenominator: {mode: short}\nseed_ratio: 2.0\n";
+    let c: ReferenceClaim = serde_yaml::from_str(old).unwrap();
+    assert_eq!(c.effective_kind(), ClaimKind::Magnitude);
+    let b = c.band().unwrap();
+    assert!((b.low - 1.7).abs() < 1e-12 && (b.high - 2.3).abs() < 1e-12);
+}

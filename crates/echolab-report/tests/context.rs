@@ -1,0 +1,231 @@
+//! What the report says beside the figures: failures by kind and the load model, the kernel's
+//! and the link's counters, runs that started on a busy machine, and the README excerpt the
+//! results script splices in.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use echolab_core::hist::LatencySummary;
+use echolab_core::results::RunStatus;
+
+use common::*;
+
+#[test]
+fn failures_by_kind_and_the_load_model_are_stated_beside_qps() {
+    let (e, mut runs) = steady_exp31();
+    for r in &mut runs {
+        let b = r.bench.as_mut().unwrap();
+        if r.cell.id() == "epoll-et_short_c100_r10" && r.repetition == 1 {
+            b.requests_failed = 4;
+            b.failures.insert("timeout".into(), 2);
+            b.failures.insert("reset".into(), 1);
+            // One failure of an older BenchReport, counted without a kind.
+        }
+        if r.cell.server == "epoll-lt" {
+            b.target_rate = Some(20000.0);
+        }
+    }
+    let tmp = TempDir::new("failures");
+    let m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    write_dir(&tmp.0, &m, &runs);
+    echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let quad = section(&md, "QPS matrix");
+    assert_eq!(
+        row(quad, "epoll-et")[4],
+        "reset 1, timeout 2, 1 (kind not recorded) / 0",
+        "{quad}"
+    );
+    assert!(
+        quad.contains(
+            "Load: closed loop (each connection sends its next request when the previous reply arrives) in some runs, \
+             open loop at 20000 req/s (requests sent on schedule, latency from the intended send time) in others."
+        ),
+        "{quad}"
+    );
+    let reps = section(&md, "QPS per repetition");
+    assert_eq!(
+        row(reps, "epoll-et_short_c100_r10").last().unwrap(),
+        "reset 1, timeout 2, 1 (kind not recorded)"
+    );
+    assert!(
+        section(&md, "Why results may differ")
+            .contains("Failed requests: epoll-et_short_c100_r10 (reset 1"),
+        "{md}"
+    );
+}
+
+#[test]
+fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
+    let (e, mut runs) = steady_exp31();
+    let late = |p99: f64| LatencySummary {
+        p99,
+        ..Default::default()
+    };
+    for r in &mut runs {
+        let b = r.bench.as_mut().unwrap();
+        b.kernel_counters.insert("TcpExtTW".into(), 1000);
+        let troubled = r.cell.id() == "epoll-lt_short_c100_r10";
+        if troubled {
+            // 120, 121 and 122 SYN retransmissions over the three repetitions: mean 121.
+            b.kernel_counters
+                .insert("TcpExtTCPSynRetrans".into(), 119 + r.repetition as i64);
+        }
+        let mut link = echolab_core::results::LinkCounters {
+            backend: "userspace-wire".into(),
+            ..Default::default()
+        };
+        link.uplink.packets = 1000;
+        link.uplink.release_error_us = late(if troubled { 2500.0 } else { 20.0 });
+        link.uplink.drops_queue = if troubled { 40 } else { 0 };
+        link.uplink.drops_loss = 3;
+        r.link = Some(link);
+    }
+    let tmp = TempDir::new("counters");
+    let m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    write_dir(&tmp.0, &m, &runs);
+    echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let s = section(&md, "Kernel and link counters");
+    let bad = row(s, "epoll-lt_short_c100_r10");
+    assert_eq!(bad[1], "TW 1000, TWRecycled 0", "{s}");
+    assert_eq!(bad[2], "TCPSynRetrans 121", "{s}");
+    assert_eq!(
+        bad[4],
+        "1000 packets, 3 lost by the profile, 40 dropped otherwise, queue peak 0, release error p99 2500 µs"
+    );
+    assert!(
+        bad[5].starts_with("drops (queue full or refused) 40; release error p99 2500 µs"),
+        "{s}"
+    );
+    let good = row(s, "epoll-et_long_c100_r10");
+    assert_eq!(
+        (good[2].as_str(), good[5].as_str()),
+        ("none", "none"),
+        "{s}"
+    );
+    assert!(
+        s.contains("⚠ epoll-lt_short_c100_r10: client TCPSynRetrans 121, link drops (queue full or refused) 40"),
+        "{s}"
+    );
+    assert_eq!(
+        s.matches('⚠').count(),
+        1,
+        "only the troubled cell is flagged: {s}"
+    );
+}
+
+#[test]
+fn runs_that_started_on_a_busy_machine_are_named_at_the_top_and_in_why_results_differ() {
+    let (e, mut runs) = steady_exp31();
+    for r in &mut runs {
+        let busy = r.cell.id() == "epoll-et_long_c100_r10" && r.repetition <= 2;
+        r.settle = Some(echolab_core::results::Settle {
+            waited_s: if busy { 10.0 } else { 0.3 },
+            last_busy: if busy {
+                0.5 + 0.1 * r.repetition as f64
+            } else {
+                0.02
+            },
+            quiet: !busy,
+        });
+    }
+    let (_tmp, _, md) = rendered(
+        "busy",
+        &manifest(e, RunStatus::Complete, runs.len() as u64),
+        &runs,
+    );
+    let line = "⚠ Busy machine: 2 runs started while other processes kept the CPUs busy (up to 70% of all CPUs after \
+                the launcher's bounded wait for quiet): epoll-et_long_c100_r10 (2 of 3).";
+    let top = md.split("## ").next().unwrap();
+    assert!(
+        top.contains(line),
+        "the warning stands above the first table:\n{top}"
+    );
+    assert!(
+        section(&md, "Why results may differ").contains(line),
+        "{md}"
+    );
+}
+
+#[test]
+fn readme_results_script_splices_a_real_report_between_the_markers() {
+    let tmp = TempDir::new("readme");
+    let dir = tmp.0.join("run");
+    results_dir(&dir, RunStatus::Complete, |_, _| true, |_, _| None);
+    let readme = tmp.0.join("README.md");
+    let before = format!(
+        "# echolab\n\nIntro.\n\n{}\nhand-written text\n{}\n\n## Next\n",
+        echolab_report::readme::BEGIN,
+        echolab_report::readme::END
+    );
+    std::fs::write(&readme, &before).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/readme-results");
+    let run = || {
+        Command::new(&script)
+            .arg(&dir)
+            .env("ECHOLAB_REPORT", env!("CARGO_BIN_EXE_echolab-report"))
+            .env("ECHOLAB_README", &readme)
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = std::fs::read_to_string(&readme).unwrap();
+    assert!(
+        after.starts_with("# echolab\n\nIntro.\n\n") && after.ends_with("\n\n## Next\n"),
+        "{after}"
+    );
+    assert!(!after.contains("hand-written text"));
+    // The report's own tables and verdicts, with where they come from.
+    let report = echolab_report::build(&dir).unwrap().markdown;
+    let et_row = report
+        .lines()
+        .find(|l| l.starts_with("| epoll-et | 25000"))
+        .unwrap();
+    assert!(after.contains(et_row), "{after}");
+    assert!(
+        after.contains("#### QPS matrix, server × mode (100 connections, 10 rounds)"),
+        "{after}"
+    );
+    assert!(after.contains("#### Latency ratios"), "{after}");
+    assert!(
+        after.contains("**reproduced**: our 95% CI 1.94–2.41× lies inside the band."),
+        "{after}"
+    );
+    assert!(
+        after.contains("run `20261130T015737Z-exp-test-loopback`"),
+        "{after}"
+    );
+    assert!(
+        !after.contains("## Connect storm"),
+        "only the excerpt's sections"
+    );
+    // Running it again changes nothing.
+    assert!(run().status.success());
+    assert_eq!(std::fs::read_to_string(&readme).unwrap(), after);
+
+    // A partial run is refused, and the README is left alone.
+    let partial = tmp.0.join("partial");
+    results_dir(
+        &partial,
+        RunStatus::Interrupted,
+        |id, _| id != "select_connect-storm_c300",
+        |_, _| None,
+    );
+    let out = Command::new(&script)
+        .arg(&partial)
+        .env("ECHOLAB_REPORT", env!("CARGO_BIN_EXE_echolab-report"))
+        .env("ECHOLAB_README", &readme)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("partial run"));
+    assert_eq!(std::fs::read_to_string(&readme).unwrap(), after);
+}

@@ -1,0 +1,251 @@
+//! [`DockerHosts`]: the [`Hosts`] implementation on a run's containers, loopback or behind a
+//! link: every program of a cell is a `docker exec` in the server or client host, and a cell
+//! that wants fresh hosts gets its containers made again the way they were first made.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use anyhow::anyhow;
+use bollard::Docker;
+use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
+use echolab_core::results::ResourceSample;
+
+use super::cgroup_sampling::Sampler;
+use super::exec;
+use super::link::endpoints::{Endpoints, MadeEndpoints};
+use super::topology::{remove_host, up_loopback, LoopbackSpec};
+use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADLINE};
+use crate::image_archive::IMAGE_BIN_DIR;
+
+/// The hosts of a run on Docker.
+pub(crate) struct DockerHosts {
+    docker: Docker,
+    server: String,
+    client: String,
+    /// Where the client reaches the server (127.0.0.1 for loopback, the server's address on
+    /// its network behind a link).
+    server_addr: IpAddr,
+    bind: IpAddr,
+    /// How to make client and server again for a cell of their own.
+    remake: Remake,
+    /// The userspace wire's counters, when it carries the link.
+    wire: Option<super::wiretap::WireTap>,
+}
+
+/// What it takes to make a run's client and server hosts again.
+#[derive(Debug, Clone)]
+pub(crate) enum Remake {
+    /// Loopback: the server in a namespace with only `lo`, the client in the server's.
+    Loopback(LoopbackSpec),
+    /// Behind a link: each on its own network, routed through the link host.
+    Link(Endpoints),
+}
+
+/// A running echo-server exec.
+pub(crate) struct DockerServer {
+    stream: exec::Streaming,
+    pid: u32,
+}
+
+/// The output of a server whose process ended before it was stopped.
+///
+/// # Errors
+/// The engine could not say how it ended.
+async fn exited_before_stop(docker: &Docker, server: DockerServer) -> anyhow::Result<ProcOutput> {
+    let mut out = exec::finish(docker, server.stream, STOP_DEADLINE).await?;
+    out.exited_before_stop = true;
+    Ok(out)
+}
+
+impl DockerHosts {
+    /// Brings up the loopback topology ([`up_loopback`]); returns the hosts and their
+    /// recorded settings.
+    ///
+    /// # Errors
+    /// As [`up_loopback`].
+    pub(crate) async fn loopback(
+        docker: &Docker,
+        spec: &LoopbackSpec,
+    ) -> anyhow::Result<(Self, BTreeMap<String, serde_json::Value>)> {
+        let (made, records) = up_loopback(docker, spec).await?;
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let hosts = DockerHosts {
+            docker: docker.clone(),
+            server: made.server,
+            client: made.client,
+            server_addr: loopback,
+            bind: loopback,
+            remake: Remake::Loopback(spec.clone()),
+            wire: None,
+        };
+        Ok((hosts, records))
+    }
+
+    /// Hosts behind a link: the server listens on all addresses and is reached at `server_addr`.
+    pub(crate) fn behind_link(
+        docker: &Docker,
+        made: MadeEndpoints,
+        endpoints: Endpoints,
+        wire: Option<super::wiretap::WireTap>,
+    ) -> Self {
+        Self {
+            docker: docker.clone(),
+            server: made.server,
+            client: made.client,
+            server_addr: made.server_ip,
+            bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            remake: Remake::Link(endpoints),
+            wire,
+        }
+    }
+
+    async fn signal(
+        &self,
+        container: &str,
+        target: &str,
+        signal: &str,
+    ) -> anyhow::Result<ProcOutput> {
+        let cmd = vec![
+            format!("{IMAGE_BIN_DIR}/echolab-up"),
+            "__signal".into(),
+            target.into(),
+            signal.into(),
+        ];
+        exec::run(&self.docker, container, &cmd, STOP_DEADLINE).await
+    }
+}
+
+impl Hosts for DockerHosts {
+    type Server = DockerServer;
+
+    async fn link_snapshot(
+        &mut self,
+    ) -> Option<anyhow::Result<echolab_netem::wire::counters::WireStats>> {
+        match self.wire.as_mut() {
+            Some(tap) => Some(tap.snapshot().await),
+            None => None,
+        }
+    }
+
+    async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {
+        // The client first: in loopback it lives in the server's namespace.
+        remove_host(&self.docker, &self.client).await?;
+        remove_host(&self.docker, &self.server).await?;
+        match self.remake.clone() {
+            Remake::Loopback(spec) => {
+                let (fresh, _) = up_loopback(&self.docker, &spec).await?;
+                self.server = fresh.server;
+                self.client = fresh.client;
+            }
+            Remake::Link(endpoints) => {
+                let made = endpoints.make(&self.docker).await?;
+                self.server = made.server;
+                self.client = made.client;
+                self.server_addr = made.server_ip;
+            }
+        }
+        Ok(true)
+    }
+
+    fn server_bind(&self) -> IpAddr {
+        self.bind
+    }
+
+    fn target(&self, ready: &Ready) -> SocketAddr {
+        SocketAddr::new(self.server_addr, ready.addr.port())
+    }
+
+    async fn start_server(&mut self, server: &ServerCmd) -> anyhow::Result<(DockerServer, Ready)> {
+        let args = server.argv();
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", ServerCmd::PROGRAM)];
+        cmd.extend_from_slice(&args);
+        let mut stream = exec::start(&self.docker, &self.server, &cmd, Ready::PREFIX).await?;
+        let ready = tokio::time::timeout(READY_DEADLINE, &mut stream.ready).await;
+        match ready {
+            Ok(Ok(line)) => {
+                let r = Ready::parse(&line).ok_or_else(|| {
+                    anyhow!("echo-server's readiness line is not of the expected form ({}ADDR model=M workers=N pid=P): {line}", Ready::PREFIX)
+                })?;
+                let pid = r.pid;
+                Ok((DockerServer { stream, pid }, r))
+            }
+            Ok(Err(_)) => {
+                // The output closed without a readiness line: the server exited.
+                let out = exec::finish(&self.docker, stream, STOP_DEADLINE).await?;
+                Err(anyhow!(
+                    "echo-server {} exited before it was ready ({})",
+                    args.join(" "),
+                    out.describe()
+                ))
+            }
+            Err(_) => {
+                let _ = self.signal(&self.server, "echo-server", "KILL").await;
+                Err(anyhow!(
+                    "echo-server {} printed no readiness line within {READY_DEADLINE:?}; killed",
+                    args.join(" ")
+                ))
+            }
+        }
+    }
+
+    async fn run_bench(
+        &mut self,
+        bench: &BenchCmd,
+        _server: &DockerServer,
+        window_start: std::time::Duration,
+    ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
+        let sampler = Sampler::start(&self.docker, &self.server, window_start).await;
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM)];
+        cmd.extend(bench.argv());
+        let result = exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await;
+        let samples = sampler.stop().await;
+        match result {
+            Ok(out) => Ok((out, samples)),
+            Err(e) => {
+                let _ = self.signal(&self.client, "echo-bench", "KILL").await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn trace_bench(&mut self, bench: &BenchCmd) -> anyhow::Result<ProcOutput> {
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/strace")];
+        cmd.extend(crate::hosts::STRACE_ARGS.iter().map(|a| a.to_string()));
+        cmd.push(format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM));
+        cmd.extend(bench.argv());
+        exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await
+    }
+
+    async fn stop_server(&mut self, server: DockerServer) -> anyhow::Result<ProcOutput> {
+        // Its output closes when the process (or its container) is gone.
+        if server.stream.output.is_finished() {
+            return exited_before_stop(&self.docker, server).await;
+        }
+        let sent = self
+            .signal(&self.server, &server.pid.to_string(), "TERM")
+            .await;
+        if sent.as_ref().map_or(true, |s| s.exit_code != Some(0)) {
+            // It may have died between the check and the signal.
+            if server.stream.output.is_finished() {
+                return exited_before_stop(&self.docker, server).await;
+            }
+            let why = match sent {
+                Ok(s) => s.describe(),
+                Err(e) => format!("{e:#}"),
+            };
+            return Err(anyhow!("SIGTERM to echo-server pid {}: {why}", server.pid));
+        }
+        match exec::finish(&self.docker, server.stream, STOP_DEADLINE).await {
+            Ok(out) => Ok(out),
+            Err(e) => {
+                let _ = self
+                    .signal(&self.server, &server.pid.to_string(), "KILL")
+                    .await;
+                Err(anyhow!(
+                    "echo-server pid {} after SIGTERM: {e:#}; killed",
+                    server.pid
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Calibration across the link: `echolab-netem calib-server` in the server host,
+//! `echolab-netem calibrate` from the client host; it checks RTT and goodput against the
+//! profile (the verdict is `echolab_core::calibration`'s) and becomes the manifest's
+//! calibration record.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::anyhow;
+use bollard::Docker;
+use echolab_core::cmd::{json_from_stdout, CalibServerReady, CalibrationReport, NetemCmd};
+use echolab_core::profile::Profile;
+use echolab_core::results::{CalibrationCheck, CalibrationRecord};
+
+use super::netem::{bin, netem};
+use crate::docker::exec;
+use crate::hosts::{READY_DEADLINE, STOP_DEADLINE};
+
+/// Deadline of one calibration (40 RTT probes and two 1.3 s bulk transfers at most take
+/// seconds; generous for a loaded 2-core machine).
+pub(super) const CALIBRATION_DEADLINE: Duration = Duration::from_secs(120);
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// The calibration record of an `echolab-netem calibrate --json` report.
+pub(super) fn record_of(report: &CalibrationReport) -> CalibrationRecord {
+    let mut measured = BTreeMap::new();
+    measured.insert("rtt_min_us".to_string(), report.rtt_min_us);
+    measured.insert("rtt_median_us".to_string(), report.rtt_median_us);
+    for (k, v) in [
+        ("goodput_uplink_mbit", report.goodput_uplink_mbit),
+        ("goodput_downlink_mbit", report.goodput_downlink_mbit),
+    ] {
+        if let Some(v) = v {
+            measured.insert(k.to_string(), v);
+        }
+    }
+    CalibrationRecord {
+        passed: report.pass,
+        reason: report.reason.clone(),
+        measured,
+        checks: report
+            .checks
+            .iter()
+            .map(|c| CalibrationCheck {
+                name: c.name.clone(),
+                unit: c.unit.clone(),
+                measured: c.measured,
+                low: c.low,
+                high: c.high,
+                pass: c.pass,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Sends SIGKILL to echolab-netem in the server host (the calib-server), best effort: a
+/// failure here leaves it to the host's removal at teardown.
+async fn kill_calib_server(docker: &Docker, server: &str) {
+    let _ = exec::run(
+        docker,
+        server,
+        &strings(&[&bin("echolab-up"), "__signal", NetemCmd::PROGRAM, "KILL"]),
+        STOP_DEADLINE,
+    )
+    .await;
+}
+
+/// Calibrates across the link with echolab-netem: calib-server in `server` (reached at
+/// `server_ip`), calibrate in `client`.
+///
+/// # Errors
+/// The tools could not run or printed no report (a miss is `passed: false`).
+pub(super) async fn calibrate(
+    docker: &Docker,
+    server: &str,
+    client: &str,
+    server_ip: IpAddr,
+    profile: &Profile,
+) -> anyhow::Result<CalibrationRecord> {
+    let cmd = netem(&NetemCmd::CalibServer {
+        port: 0,
+        bind: [0, 0, 0, 0].into(),
+    });
+    let mut s = exec::start(docker, server, &cmd, CalibServerReady::PREFIX).await?;
+    let line = match tokio::time::timeout(READY_DEADLINE, &mut s.ready).await {
+        Ok(Ok(line)) => line,
+        _ => {
+            kill_calib_server(docker, server).await;
+            return Err(anyhow!(
+                "echolab-netem calib-server in the server host did not get ready"
+            ));
+        }
+    };
+    let port = CalibServerReady::parse(&line)
+        .map(|r| r.addr.port())
+        .ok_or_else(|| anyhow!("calib-server readiness line has no address: {line}"))?;
+    let cmd = netem(&NetemCmd::Calibrate {
+        target: SocketAddr::new(server_ip, port),
+        profile: profile.clone(),
+        json: true,
+    });
+    let out = exec::run(docker, client, &cmd, CALIBRATION_DEADLINE).await;
+    kill_calib_server(docker, server).await;
+    let _ = exec::finish(docker, s, STOP_DEADLINE).await;
+    let out = out?;
+    let report: CalibrationReport = json_from_stdout(&out.stdout).map_err(|e| {
+        anyhow!(
+            "echolab-netem calibrate printed no calibration report ({e}; {})",
+            out.describe()
+        )
+    })?;
+    Ok(record_of(&report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_netem_report_becomes_a_calibration_record() {
+        let report: CalibrationReport = serde_json::from_value(json!({
+            "profile": "crossnet", "target": "10.0.0.2:7070", "probes": 40,
+            "rtt_min_us": 19800.0, "rtt_median_us": 20900.0,
+            "goodput_uplink_mbit": 46.5, "goodput_downlink_mbit": 47.0,
+            "checks": [{"name": "rtt_median", "measured": 20900.0, "low": 18600.0, "high": 22100.0, "unit": "us", "pass": true, "reason": "ok"}],
+            "pass": true, "reason": "all checks passed"
+        }))
+        .unwrap();
+        let r = record_of(&report);
+        assert!(r.passed);
+        assert_eq!(r.measured["rtt_median_us"], 20900.0);
+        assert_eq!((r.checks[0].low, r.checks[0].high), (18600.0, 22100.0));
+        assert_eq!(r.checks[0].name, "rtt_median");
+        let failed = record_of(&CalibrationReport {
+            goodput_uplink_mbit: None,
+            goodput_downlink_mbit: None,
+            checks: vec![],
+            pass: false,
+            reason: "rtt_median 5000 us below 18600 us".into(),
+            ..report
+        });
+        assert!(!failed.passed && failed.reason.contains("below"));
+        assert!(
+            !failed.measured.contains_key("goodput_uplink_mbit"),
+            "an unmeasured goodput is left out, not recorded as 0"
+        );
+    }
+}

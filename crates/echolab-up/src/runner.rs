@@ -208,10 +208,14 @@ pub(crate) async fn run_all<H: Hosts>(
         }
         match stopped {
             Ok(output) if output.exited_before_stop => {
-                errors.push(format!(
-                    "server exited during the cell: {}",
-                    output.server_exit_reason()
-                ));
+                // The cause first: the client's failures follow from it.
+                errors.insert(
+                    0,
+                    format!(
+                        "server exited during the cell: {}",
+                        output.server_exit_reason()
+                    ),
+                );
                 replace_hosts = true;
             }
             Ok(output) => match final_stats(&output.stdout) {

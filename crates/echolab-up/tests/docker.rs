@@ -616,7 +616,7 @@ impl Drop for Child {
     }
 }
 
-/// The results directory under `out` once it has its first run record (cells are running).
+/// The results directory under `out` once its manifest counts a first run (cells are running).
 fn first_run_recorded(out: &Path, launcher: &mut Child) -> PathBuf {
     wait_until(
         Duration::from_secs(180),
@@ -631,7 +631,8 @@ fn first_run_recorded(out: &Path, launcher: &mut Child) -> PathBuf {
                 .and_then(|mut d| d.next())
                 .and_then(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|d| std::fs::read_dir(d.join("runs")).is_ok_and(|mut r| r.next().is_some()))
+                // The manifest counts a run once its record is written: wait for the count.
+                .filter(|d| ResultsDir::load(d).is_ok_and(|r| r.manifest.runs_done >= 1))
         },
     )
 }
@@ -639,10 +640,10 @@ fn first_run_recorded(out: &Path, launcher: &mut Child) -> PathBuf {
 #[test]
 fn down_removes_only_runs_whose_launcher_is_gone() {
     let e = engine();
-    // Four cells, each on fresh hosts after a wait for a quiet machine (up to 10 s while the
-    // other runs are busy): still going when --down runs, which is right after the last of
-    // the three has finished its first cell.
-    let yaml = "name: busy\nquestion: does --down leave a live run alone?\nrepetitions: 4\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n";
+    // Twenty cells of 40,000 echoes: still going when --down runs, right after the last of
+    // the three has finished its first cell (checked below, so that a machine fast enough to
+    // finish them first fails the test instead of passing it unexercised).
+    let yaml = "name: busy\nquestion: does --down leave a live run alone?\nrepetitions: 20\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [20000]\n";
     let bases: Vec<TempDir> = ["live-a", "live-b", "killed"]
         .into_iter()
         .map(TempDir::new)
@@ -651,7 +652,12 @@ fn down_removes_only_runs_whose_launcher_is_gone() {
     let mut outs = Vec::new();
     for base in &bases {
         let (mut cmd, out) = loopback_experiment(base, "busy.yaml", yaml);
-        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+        // Hosts kept across cells: a run never has a moment without objects for --down to see.
+        let child = cmd
+            .arg("--reuse-hosts")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
         launchers.push(Child(child.unwrap()));
         outs.push(out);
     }
@@ -684,6 +690,11 @@ fn down_removes_only_runs_whose_launcher_is_gone() {
     assert!(abandoned.runs_done >= 1, "its finished runs are kept");
     for (dir, launcher) in dirs.iter().zip(launchers.iter_mut()) {
         let run_id = ResultsDir::load(dir).unwrap().manifest.run_id;
+        assert!(
+            launcher.0.try_wait().unwrap().is_none(),
+            "run {run_id} ended before --down; the test needs longer runs"
+        );
+        // Its hosts live through the whole run (--reuse-hosts), so --down saw and kept them.
         assert!(
             err.contains(&format!(
                 "kept run {run_id}: its launcher (pid {}",

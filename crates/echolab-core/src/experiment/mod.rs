@@ -378,6 +378,19 @@ impl Experiment {
                         "reference.claims[{i}].{side}: {sel} matches no cell of the matrix"
                     ));
                 }
+                // A ratio is of two cells: a selector that names several cannot say which.
+                let matched: Vec<String> = cells
+                    .iter()
+                    .filter(|c| sel.matches(c))
+                    .map(Cell::id)
+                    .collect();
+                if matched.len() > 1 {
+                    return Err(format!(
+                        "reference.claims[{i}].{side}: {sel} matches {} cells ({}); name conns, mode or the other coordinates that tell them apart",
+                        matched.len(),
+                        matched.join(", ")
+                    ));
+                }
             }
         }
         Ok(())

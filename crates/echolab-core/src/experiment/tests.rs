@@ -59,6 +59,13 @@ fn errors_name_file_field_and_position() {
         msg.contains("reference.claims[0].numerator: server=epoll-ett mode=long matches no cell"),
         "{msg}"
     );
+    // Without its mode, the numerator names both epoll-et cells (short and long).
+    let bad = EXP31.replace("server: epoll-et, mode: long}", "server: epoll-et}");
+    let msg = Experiment::parse(&bad, "x.yaml").unwrap_err().to_string();
+    assert!(
+        msg.contains("reference.claims[0].numerator: server=epoll-et matches 2 cells (epoll-et_short_c100_r10, epoll-et_long_c100_r10)"),
+        "{msg}"
+    );
     let bad = EXP31.replace(
         "servers: [epoll-lt, epoll-et]",
         "servers: [epoll-lt, epoll-zz]",

@@ -8,13 +8,13 @@ use crate::setup::{self, PlanInputs, SetupError};
 use crate::Finished;
 
 /// Interval of the per-interval records of a `--duration` run.
-pub const INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Runs the short/long benchmark described by `args`.
 ///
 /// # Errors
 /// Unresolvable host, too few file descriptors, or an engine that could not start.
-pub fn run(args: &RunArgs) -> Result<Finished, SetupError> {
+pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
     // clap guarantees these (required unless a subcommand is given, and there is none here).
     let (Some(host), Some(port), Some(conns)) = (&args.host, args.port, args.conns) else {
         return Err(SetupError::usage("HOST, PORT and CONNS are required"));

@@ -7,7 +7,7 @@ use std::time::Instant;
 /// A one-shot barrier for a fixed number of parties that hands each of them the instant at
 /// which the last one arrived.
 #[derive(Debug)]
-pub struct StartGate {
+pub(crate) struct StartGate {
     parties: usize,
     state: Mutex<(usize, Option<Instant>)>,
     opened: Condvar,
@@ -15,7 +15,7 @@ pub struct StartGate {
 
 impl StartGate {
     /// A gate that opens when `parties` parties have arrived.
-    pub fn new(parties: usize) -> Self {
+    pub(crate) fn new(parties: usize) -> Self {
         Self {
             parties,
             state: Mutex::new((0, None)),
@@ -25,7 +25,7 @@ impl StartGate {
 
     /// A ticket for one party; it arrives (without waiting) when dropped unused, so a worker
     /// that fails or panics before the gate cannot leave the others waiting forever.
-    pub fn ticket(&self) -> Ticket<'_> {
+    pub(crate) fn ticket(&self) -> Ticket<'_> {
         Ticket {
             gate: self,
             used: false,
@@ -45,14 +45,14 @@ impl StartGate {
 
 /// One party's right to pass a [`StartGate`] once.
 #[derive(Debug)]
-pub struct Ticket<'a> {
+pub(crate) struct Ticket<'a> {
     gate: &'a StartGate,
     used: bool,
 }
 
 impl Ticket<'_> {
     /// Arrives and blocks until every party has; returns the instant the gate opened.
-    pub fn wait(mut self) -> Instant {
+    pub(crate) fn wait(mut self) -> Instant {
         self.used = true;
         let mut st = self.gate.arrive();
         loop {

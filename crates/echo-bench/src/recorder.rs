@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 
 /// Why a request failed; the names are the `failures` keys of `BenchReport`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
+pub(crate) enum FailureKind {
     /// No progress within `--timeout`.
     Timeout,
     /// ECONNREFUSED: nothing listens (or the backlog refused us).
@@ -38,7 +38,7 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Classifies an I/O error.
-    pub fn from_io(e: &io::Error) -> Self {
+    pub(crate) fn from_io(e: &io::Error) -> Self {
         match e.raw_os_error() {
             Some(libc::ECONNREFUSED) => FailureKind::Refused,
             Some(libc::ECONNRESET) | Some(libc::EPIPE) => FailureKind::Reset,
@@ -55,7 +55,7 @@ impl FailureKind {
 
     /// The report key: `"timeout"`, `"refused"`, ..., or the lower-case errno name
     /// (`"emfile"`), from nix's errno table.
-    pub fn name(self) -> String {
+    pub(crate) fn name(self) -> String {
         match self {
             FailureKind::Timeout => "timeout".into(),
             FailureKind::Refused => "refused".into(),
@@ -94,7 +94,7 @@ impl IntervalAcc {
 
 /// The measurement window shared by all workers of a run.
 #[derive(Debug, Clone, Copy)]
-pub struct Window {
+pub(crate) struct Window {
     /// End of warm-up: measurement starts here.
     pub start: Instant,
     /// End of a timed run (`None`: run until the rounds are done).
@@ -105,7 +105,7 @@ pub struct Window {
 
 /// One worker's measurements.
 #[derive(Debug, Clone)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     window: Window,
     /// Latencies of successful requests, nanoseconds.
     pub hist: Histogram<u64>,
@@ -127,7 +127,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// An empty recorder for `window`.
-    pub fn new(window: Window) -> Self {
+    pub(crate) fn new(window: Window) -> Self {
         Self {
             window,
             hist: hist::new_latency_histogram(),
@@ -165,14 +165,14 @@ impl Recorder {
 
     /// Whether a request that started at `started` counts against the measurement (ROUNDS
     /// are counted with the same rule as the figures).
-    pub fn in_window(&self, started: Instant) -> bool {
+    pub(crate) fn in_window(&self, started: Instant) -> bool {
         started >= self.window.start && self.window.end.is_none_or(|end| started < end)
     }
 
     /// Records a request that started at `started` (its latency origin) and completed
     /// correctly at `ended` after `latency_ns`, having received `rx_bytes` reply bytes.
     #[inline]
-    pub fn ok(&mut self, started: Instant, ended: Instant, latency_ns: u64, rx_bytes: u64) {
+    pub(crate) fn ok(&mut self, started: Instant, ended: Instant, latency_ns: u64, rx_bytes: u64) {
         let Some(slot) = self.admit(started, ended) else {
             return;
         };
@@ -188,7 +188,7 @@ impl Recorder {
     }
 
     /// Records a request that started at `started` and failed at `ended` for `kind`.
-    pub fn failure(&mut self, started: Instant, ended: Instant, kind: FailureKind) {
+    pub(crate) fn failure(&mut self, started: Instant, ended: Instant, kind: FailureKind) {
         let Some(slot) = self.admit(started, ended) else {
             return;
         };
@@ -200,7 +200,7 @@ impl Recorder {
     }
 
     /// Adds `other` (same window) into `self`.
-    pub fn merge(&mut self, other: &Recorder) {
+    pub(crate) fn merge(&mut self, other: &Recorder) {
         self.hist
             .add(&other.hist)
             .expect("histograms of one run share their bounds");
@@ -230,7 +230,7 @@ impl Recorder {
 
     /// Per-interval records up to `measured` seconds; a trailing partial interval is reported
     /// with its own (shorter) length so its QPS is not understated.
-    pub fn interval_records(&self, measured: Duration) -> Vec<IntervalRecord> {
+    pub(crate) fn interval_records(&self, measured: Duration) -> Vec<IntervalRecord> {
         let Some(iv) = self.window.interval else {
             return Vec::new();
         };

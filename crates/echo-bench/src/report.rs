@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use crate::engine::{EngineKind, Plan, RunOutcome, Stop};
 
 /// The report fields every command fills the same way; the caller adds mode-specific ones.
-pub fn base_report(
+pub(crate) fn base_report(
     plan: &Plan,
     outcome: &RunOutcome,
     engine: EngineKind,
@@ -69,7 +69,7 @@ pub fn base_report(
 
 /// The CPUs this process may run on (sched_getaffinity(2)) as a cpuset list: `"1"`, `"0-3"`,
 /// `"0,2"`; empty when the call fails.
-pub fn allowed_cpus() -> String {
+pub(crate) fn allowed_cpus() -> String {
     let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
         return String::new();
     };
@@ -81,7 +81,7 @@ pub fn allowed_cpus() -> String {
 
 /// Formats ascending CPU numbers as a cpuset list (cpuset(7) "List format"): runs of three or
 /// more become `a-b`.
-pub fn cpu_list(cpus: &[usize]) -> String {
+pub(crate) fn cpu_list(cpus: &[usize]) -> String {
     let mut parts = Vec::new();
     let mut i = 0;
     while i < cpus.len() {
@@ -101,7 +101,7 @@ pub fn cpu_list(cpus: &[usize]) -> String {
 
 /// Adds `extra.setup_connect_failures` to `report` when connections of the closed/open-loop
 /// commands failed to connect before the measurement began (nothing when none did).
-pub fn note_setup_failures(report: &mut BenchReport, outcome: &RunOutcome) {
+pub(crate) fn note_setup_failures(report: &mut BenchReport, outcome: &RunOutcome) {
     if outcome.setup_failures > 0 {
         report.extra.insert(
             "setup_connect_failures".into(),
@@ -111,13 +111,13 @@ pub fn note_setup_failures(report: &mut BenchReport, outcome: &RunOutcome) {
 }
 
 /// Client CPU microseconds per successful request, `None` without requests.
-pub fn cpu_us_per_request(r: &BenchReport) -> Option<f64> {
+pub(crate) fn cpu_us_per_request(r: &BenchReport) -> Option<f64> {
     (r.requests_ok > 0)
         .then(|| (r.client_cpu.user_s + r.client_cpu.sys_s) * 1e6 / r.requests_ok as f64)
 }
 
 /// The seed-shaped summary: one header line and a table row.
-pub fn render_summary(r: &BenchReport) -> String {
+pub(crate) fn render_summary(r: &BenchReport) -> String {
     let mut out = String::new();
     let bound = match (r.rounds, r.target_rate) {
         (Some(n), None) => format!("rounds={n}"),
@@ -168,7 +168,7 @@ pub fn render_summary(r: &BenchReport) -> String {
 }
 
 /// The `--syscalls` table: calls, total and mean time, calls per successful request.
-pub fn render_syscalls(r: &BenchReport) -> String {
+pub(crate) fn render_syscalls(r: &BenchReport) -> String {
     let mut out = String::from("syscall        calls     total ms    mean ns  per request\n");
     for (name, s) in &r.syscalls {
         let total = s.total_ns.unwrap_or(0);
@@ -189,12 +189,12 @@ pub fn render_syscalls(r: &BenchReport) -> String {
 }
 
 /// Bars of a `--hist`: at most this many geometric buckets between min and max.
-pub const HIST_BUCKETS: usize = 16;
+pub(crate) const HIST_BUCKETS: usize = 16;
 const BAR_WIDTH: usize = 40;
 
 /// A latency histogram (nanoseconds) as text bars over geometric buckets in µs, so that both
 /// the body and the tail of a skewed distribution are visible.
-pub fn render_histogram(h: &Histogram<u64>) -> String {
+pub(crate) fn render_histogram(h: &Histogram<u64>) -> String {
     if h.is_empty() {
         return "latency histogram: no successful requests\n".into();
     }

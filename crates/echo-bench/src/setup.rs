@@ -12,11 +12,11 @@ use crate::engine::{self, EngineKind, Pattern, Plan, RunOutcome, Stop};
 use crate::syscalls::SocketOptions;
 
 /// Descriptors needed besides the connections: stdio, epoll instances, the Rust runtime.
-pub const FD_HEADROOM: u64 = 64;
+pub(crate) const FD_HEADROOM: u64 = 64;
 
 /// A problem with the input or the environment, reported as one line.
 #[derive(Debug)]
-pub struct SetupError {
+pub(crate) struct SetupError {
     /// The message.
     pub message: String,
     /// Exit status: `echolab_core::cli::EXIT_USAGE` (2) for bad input, 1 for an environment
@@ -26,7 +26,7 @@ pub struct SetupError {
 
 impl SetupError {
     /// Bad input: `message` with exit status `echolab_core::cli::EXIT_USAGE`.
-    pub fn usage(message: impl Into<String>) -> Self {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
         SetupError {
             message: message.into(),
             exit_code: echolab_core::cli::EXIT_USAGE.into(),
@@ -38,7 +38,7 @@ impl SetupError {
 ///
 /// # Errors
 /// Exit code 2 naming the host when it does not resolve.
-pub fn resolve(host: &str, port: u16) -> Result<SockAddr, SetupError> {
+pub(crate) fn resolve(host: &str, port: u16) -> Result<SockAddr, SetupError> {
     let bad = |why: String| SetupError::usage(format!("cannot resolve HOST {host:?}: {why}"));
     let mut addrs = (host, port)
         .to_socket_addrs()
@@ -55,7 +55,7 @@ pub fn resolve(host: &str, port: u16) -> Result<SockAddr, SetupError> {
 /// # Errors
 /// Exit code 1 when even the hard limit is too low, saying how many are needed and how to
 /// raise it (getrlimit(2): an unprivileged process may not raise its hard limit).
-pub fn ensure_fd_limit(conns: u64) -> Result<u64, SetupError> {
+pub(crate) fn ensure_fd_limit(conns: u64) -> Result<u64, SetupError> {
     let needed = conns + FD_HEADROOM;
     let env = |message: String| SetupError {
         message,
@@ -82,14 +82,14 @@ pub fn ensure_fd_limit(conns: u64) -> Result<u64, SetupError> {
 }
 
 /// Event-engine workers: `--threads`, else the number of CPUs.
-pub fn threads(sock: &SocketArgs) -> usize {
+pub(crate) fn threads(sock: &SocketArgs) -> usize {
     sock.threads
         .map(|t| t as usize)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The parts of a [`Plan`] every command builds the same way.
-pub struct PlanInputs {
+pub(crate) struct PlanInputs {
     /// Server address.
     pub addr: SockAddr,
     /// Connection usage.
@@ -114,7 +114,7 @@ pub struct PlanInputs {
 ///
 /// # Errors
 /// See [`ensure_fd_limit`].
-pub fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupError> {
+pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupError> {
     ensure_fd_limit(inputs.conns)?;
     Ok(Plan {
         addr: inputs.addr,
@@ -140,7 +140,7 @@ pub fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupError> {
 ///
 /// # Errors
 /// Exit code 1, `"<engine> engine failed: <why>"`, when the engine cannot start.
-pub fn run_engine(plan: &Plan, engine: EngineKind) -> Result<RunOutcome, SetupError> {
+pub(crate) fn run_engine(plan: &Plan, engine: EngineKind) -> Result<RunOutcome, SetupError> {
     engine::run(plan, engine).map_err(|e| SetupError {
         message: format!("{} engine failed: {e}", engine.name()),
         exit_code: 1,

@@ -15,7 +15,7 @@ use crate::setup::{self, PlanInputs, SetupError};
 use crate::Finished;
 
 /// Bytes of the echo that proves a connection.
-pub const PROOF_BYTES: usize = 1;
+pub(crate) const PROOF_BYTES: usize = 1;
 
 /// Runs the storm described by `args` on the event engine.
 ///
@@ -26,7 +26,7 @@ pub const PROOF_BYTES: usize = 1;
 ///
 /// # Errors
 /// Unresolvable host, too few file descriptors, or an engine that could not start.
-pub fn run(args: &StormArgs) -> Result<Finished, SetupError> {
+pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
     let request = protocol::payload(PROOF_BYTES);
     let plan = setup::plan(
         PlanInputs {

@@ -16,7 +16,7 @@ use crate::Finished;
 ///
 /// # Errors
 /// Unresolvable host, too few file descriptors, or an engine that could not start.
-pub fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
+pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
     let request = protocol::DEFAULT_PAYLOAD.to_vec();
     debug_assert_eq!(request.last(), Some(&protocol::REQUEST_END));
     let plan = setup::plan(

@@ -19,7 +19,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 /// The system calls echo-bench counts, named as in the man pages (section 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Call {
+pub(crate) enum Call {
     /// socket(2).
     Socket,
     /// setsockopt(2): TCP_NODELAY, SO_LINGER, SO_RCVTIMEO/SO_SNDTIMEO.
@@ -45,7 +45,7 @@ pub enum Call {
 
 impl Call {
     /// Every call, in report order.
-    pub const ALL: [Call; 10] = [
+    pub(crate) const ALL: [Call; 10] = [
         Call::Socket,
         Call::Setsockopt,
         Call::Getsockopt,
@@ -59,7 +59,7 @@ impl Call {
     ];
 
     /// The name used as key in `BenchReport.syscalls`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Call::Socket => "socket",
             Call::Setsockopt => "setsockopt",
@@ -79,7 +79,7 @@ const N_CALLS: usize = Call::ALL.len();
 
 /// Count and total nanoseconds per [`Call`], owned by one thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SyscallCounters {
+pub(crate) struct SyscallCounters {
     count: [u64; N_CALLS],
     total_ns: [u64; N_CALLS],
 }
@@ -87,7 +87,7 @@ pub struct SyscallCounters {
 impl SyscallCounters {
     /// Runs `f` (one system call) and charges its count and duration to `call`.
     #[inline]
-    pub fn timed<R>(&mut self, call: Call, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn timed<R>(&mut self, call: Call, f: impl FnOnce() -> R) -> R {
         let t0 = Instant::now();
         let r = f();
         let ns = t0.elapsed().as_nanos() as u64;
@@ -97,12 +97,12 @@ impl SyscallCounters {
     }
 
     /// Number of `call`s made.
-    pub fn count(&self, call: Call) -> u64 {
+    pub(crate) fn count(&self, call: Call) -> u64 {
         self.count[call as usize]
     }
 
     /// Adds `other`'s counts and times to these.
-    pub fn merge(&mut self, other: &Self) {
+    pub(crate) fn merge(&mut self, other: &Self) {
         for i in 0..N_CALLS {
             self.count[i] += other.count[i];
             self.total_ns[i] += other.total_ns[i];
@@ -110,7 +110,7 @@ impl SyscallCounters {
     }
 
     /// These counters minus an earlier snapshot of the same thread (warm-up removal).
-    pub fn since(&self, baseline: &Self) -> Self {
+    pub(crate) fn since(&self, baseline: &Self) -> Self {
         let mut out = self.clone();
         for i in 0..N_CALLS {
             out.count[i] -= baseline.count[i];
@@ -120,7 +120,7 @@ impl SyscallCounters {
     }
 
     /// The report table: every call made at least once, with count and total time.
-    pub fn to_table(&self) -> SyscallTable {
+    pub(crate) fn to_table(&self) -> SyscallTable {
         Call::ALL
             .iter()
             .filter(|c| self.count(**c) > 0)
@@ -137,7 +137,7 @@ impl SyscallCounters {
 
 /// Per-socket options of a run.
 #[derive(Debug, Clone, Copy)]
-pub struct SocketOptions {
+pub(crate) struct SocketOptions {
     /// Set TCP_NODELAY (disable Nagle's algorithm, tcp(7)).
     pub nodelay: bool,
     /// Set SO_LINGER {on, 0}: close(2) sends RST and the client keeps no TIME_WAIT (socket(7)).
@@ -152,7 +152,7 @@ pub struct SocketOptions {
 ///
 /// # Errors
 /// socket(2) or setsockopt(2) failures (EMFILE when out of descriptors); nothing leaks.
-pub fn open_tcp_socket(
+pub(crate) fn open_tcp_socket(
     c: &mut SyscallCounters,
     addr: &SockAddr,
     opts: &SocketOptions,
@@ -197,7 +197,7 @@ fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
 
 /// connect(2). A non-blocking socket reports `EINPROGRESS` as an error; the caller waits for
 /// writability and then learns the outcome from the next write or [`take_socket_error`].
-pub fn connect(c: &mut SyscallCounters, fd: RawFd, addr: &SockAddr) -> io::Result<()> {
+pub(crate) fn connect(c: &mut SyscallCounters, fd: RawFd, addr: &SockAddr) -> io::Result<()> {
     // SAFETY: `addr` is a valid sockaddr of `addr.len()` bytes for the duration of the call;
     // connect(2) only reads it. An invalid fd yields EBADF, not undefined behaviour.
     let ret = c.timed(Call::Connect, || unsafe {
@@ -207,7 +207,7 @@ pub fn connect(c: &mut SyscallCounters, fd: RawFd, addr: &SockAddr) -> io::Resul
 }
 
 /// write(2) of `buf`; returns the number of bytes taken (possibly fewer than `buf.len()`).
-pub fn write(c: &mut SyscallCounters, fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+pub(crate) fn write(c: &mut SyscallCounters, fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, initialised slice of `buf.len()` bytes that write(2) only reads.
     let ret = c.timed(Call::Write, || unsafe {
         libc::write(fd, buf.as_ptr().cast(), buf.len())
@@ -216,7 +216,7 @@ pub fn write(c: &mut SyscallCounters, fd: RawFd, buf: &[u8]) -> io::Result<usize
 }
 
 /// read(2) into `buf`; `Ok(0)` is end of stream.
-pub fn read(c: &mut SyscallCounters, fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read(c: &mut SyscallCounters, fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, exclusively borrowed slice of `buf.len()` writable bytes.
     let ret = c.timed(Call::Read, || unsafe {
         libc::read(fd, buf.as_mut_ptr().cast(), buf.len())
@@ -226,7 +226,7 @@ pub fn read(c: &mut SyscallCounters, fd: RawFd, buf: &mut [u8]) -> io::Result<us
 
 /// send(2) of `buf` with MSG_DONTWAIT (a blocking socket behaves as a non-blocking one for
 /// this call); charged to [`Call::Write`]. `WouldBlock` when the send buffer is full.
-pub fn write_nowait(c: &mut SyscallCounters, fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+pub(crate) fn write_nowait(c: &mut SyscallCounters, fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, initialised slice of `buf.len()` bytes that send(2) only reads.
     let ret = c.timed(Call::Write, || unsafe {
         libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
@@ -236,7 +236,7 @@ pub fn write_nowait(c: &mut SyscallCounters, fd: RawFd, buf: &[u8]) -> io::Resul
 
 /// recv(2) into `buf` with MSG_DONTWAIT; charged to [`Call::Read`]. `Ok(0)` is end of
 /// stream, `WouldBlock` means nothing is queued.
-pub fn read_nowait(c: &mut SyscallCounters, fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_nowait(c: &mut SyscallCounters, fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, exclusively borrowed slice of `buf.len()` writable bytes.
     let ret = c.timed(Call::Read, || unsafe {
         libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
@@ -250,7 +250,7 @@ pub fn read_nowait(c: &mut SyscallCounters, fd: RawFd, buf: &mut [u8]) -> io::Re
 ///
 /// # Errors
 /// ppoll(2)'s own errors (EINTR is returned to the caller, which retries).
-pub fn poll_one(
+pub(crate) fn poll_one(
     c: &mut SyscallCounters,
     fd: RawFd,
     events: libc::c_short,
@@ -275,13 +275,13 @@ pub fn poll_one(
 
 /// close(2). The fd is gone afterwards whatever the result (close(2), "NOTES"), so errors are
 /// ignored.
-pub fn close(c: &mut SyscallCounters, fd: RawFd) {
+pub(crate) fn close(c: &mut SyscallCounters, fd: RawFd) {
     // SAFETY: the caller gives up `fd`, which it owns and does not use again.
     c.timed(Call::Close, || unsafe { libc::close(fd) });
 }
 
 /// getsockopt(SO_ERROR): the pending error of a socket whose non-blocking connect failed.
-pub fn take_socket_error(c: &mut SyscallCounters, fd: RawFd) -> Option<io::Error> {
+pub(crate) fn take_socket_error(c: &mut SyscallCounters, fd: RawFd) -> Option<io::Error> {
     let mut err: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `err` and `len` are valid for writes of the sizes getsockopt(2) is told.
@@ -301,14 +301,14 @@ pub fn take_socket_error(c: &mut SyscallCounters, fd: RawFd) -> Option<io::Error
 }
 
 /// epoll_create1(EPOLL_CLOEXEC); not counted (once per worker).
-pub fn epoll_create() -> io::Result<RawFd> {
+pub(crate) fn epoll_create() -> io::Result<RawFd> {
     // SAFETY: no pointers involved.
     cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })
 }
 
 /// A non-blocking CLOEXEC timerfd on CLOCK_MONOTONIC that expires every `period`
 /// (timerfd_create(2)); not counted (once per worker).
-pub fn periodic_timerfd(period: Duration) -> io::Result<RawFd> {
+pub(crate) fn periodic_timerfd(period: Duration) -> io::Result<RawFd> {
     // SAFETY: no pointers involved.
     let fd = cvt(unsafe {
         libc::timerfd_create(
@@ -337,14 +337,14 @@ pub fn periodic_timerfd(period: Duration) -> io::Result<RawFd> {
 /// Reads a timerfd's expiration count, which also re-arms a periodic timerfd (the kernel
 /// restarts the interval timer on read, fs/timerfd.c). Not counted: it is the engine's clock
 /// (at most 1000 reads/s per worker, 10/s with the default --timeout), not the I/O path.
-pub fn drain_timerfd(fd: RawFd) {
+pub(crate) fn drain_timerfd(fd: RawFd) {
     let mut expirations = 0u64;
     // SAFETY: reads at most 8 bytes into a live u64; an EAGAIN leaves it untouched.
     unsafe { libc::read(fd, (&mut expirations as *mut u64).cast(), 8) };
 }
 
 /// epoll_ctl(EPOLL_CTL_ADD) of `fd` for `events`, tagged with `token`.
-pub fn epoll_add(
+pub(crate) fn epoll_add(
     c: &mut SyscallCounters,
     epfd: RawFd,
     fd: RawFd,
@@ -363,7 +363,7 @@ pub fn epoll_add(
 /// resolution through epoll_pwait2(2) so that open-loop send times are not rounded to
 /// milliseconds; falls back to epoll_wait(2) (ms, rounded up) where the kernel lacks it.
 /// Returns the number of events written to the front of `events`; EINTR gives 0.
-pub fn epoll_wait(
+pub(crate) fn epoll_wait(
     c: &mut SyscallCounters,
     epfd: RawFd,
     events: &mut [libc::epoll_event],

@@ -17,32 +17,32 @@ use nix::errno::Errno;
 /// value at most one update old, which is all a statistics line needs.
 #[derive(Default)]
 #[repr(transparent)]
-pub struct Counter(AtomicU64);
+pub(crate) struct Counter(AtomicU64);
 
 impl Counter {
     /// Adds `n`; the caller must be the only writer of this counter.
     #[inline(always)]
-    pub fn add(&self, n: u64) {
+    pub(crate) fn add(&self, n: u64) {
         self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
     }
     /// Adds 1; the caller must be the only writer of this counter.
     #[inline(always)]
-    pub fn inc(&self) {
+    pub(crate) fn inc(&self) {
         self.add(1);
     }
     /// Adds `n` with an atomic read-modify-write, for the few slots several threads share
     /// (the `thread` model's connection threads).
     #[inline]
-    pub fn add_shared(&self, n: u64) {
+    pub(crate) fn add_shared(&self, n: u64) {
         self.0.fetch_add(n, Relaxed);
     }
     /// Replaces the value (prefork's worker pid, when a worker is replaced); the caller must
     /// be the only writer of this counter.
-    pub fn set(&self, v: u64) {
+    pub(crate) fn set(&self, v: u64) {
         self.0.store(v, Relaxed);
     }
     /// Current value.
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }
 }
@@ -52,14 +52,14 @@ macro_rules! kinds {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         #[repr(usize)]
-        pub enum $name { $($variant),+ }
+        pub(crate) enum $name { $($variant),+ }
         impl $name {
             /// Every kind, in index order.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub(crate) const ALL: &'static [$name] = &[$($name::$variant),+];
             /// Number of kinds.
-            pub const COUNT: usize = $name::ALL.len();
+            pub(crate) const COUNT: usize = $name::ALL.len();
             /// The name used in ServerStats JSON.
-            pub fn name(self) -> &'static str {
+            pub(crate) fn name(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }
         }
@@ -96,7 +96,7 @@ kinds!(
 
 impl ErrKind {
     /// Maps an errno to its kind.
-    pub fn from_errno(e: Errno) -> Self {
+    pub(crate) fn from_errno(e: Errno) -> Self {
         match e {
             Errno::EMFILE => Self::Emfile,
             Errno::ENFILE => Self::Enfile,
@@ -111,7 +111,7 @@ impl ErrKind {
     }
 
     /// Maps an I/O error to its kind (`Other` when it carries no errno).
-    pub fn from_io(e: &std::io::Error) -> Self {
+    pub(crate) fn from_io(e: &std::io::Error) -> Self {
         e.raw_os_error()
             .map_or(Self::Other, |n| Self::from_errno(Errno::from_raw(n)))
     }
@@ -121,7 +121,7 @@ impl ErrKind {
 /// which is what a fresh anonymous mapping holds.
 #[repr(C, align(128))]
 #[derive(Default)]
-pub struct WorkerCounters {
+pub(crate) struct WorkerCounters {
     /// Process id of the worker (set by the worker when it starts; 0 if it never did).
     pub pid: Counter,
     /// Connections accepted.
@@ -148,23 +148,23 @@ pub struct WorkerCounters {
 impl WorkerCounters {
     /// The counter of system call `s`.
     #[inline(always)]
-    pub fn sys(&self, s: Sys) -> &Counter {
+    pub(crate) fn sys(&self, s: Sys) -> &Counter {
         &self.sys[s as usize]
     }
     /// The counter of io_uring operation `o`.
     #[inline(always)]
-    pub fn op(&self, o: Op) -> &Counter {
+    pub(crate) fn op(&self, o: Op) -> &Counter {
         &self.ops[o as usize]
     }
     /// The counter of error kind `k`.
     #[inline(always)]
-    pub fn error(&self, k: ErrKind) -> &Counter {
+    pub(crate) fn error(&self, k: ErrKind) -> &Counter {
         &self.errors[k as usize]
     }
 
     /// Reads every counter into the JSON shape. `always` names the system calls listed even at
     /// zero (the model's own set); others appear only when non-zero.
-    pub fn snapshot(&self, always: &[Sys]) -> ServerCounters {
+    pub(crate) fn snapshot(&self, always: &[Sys]) -> ServerCounters {
         let mut syscalls = SyscallTable::new();
         for &s in Sys::ALL {
             let count = self.sys(s).get();
@@ -212,7 +212,7 @@ impl WorkerCounters {
 ///
 /// # Errors
 /// When mmap(2) fails (ENOMEM).
-pub fn alloc_shared(n: usize) -> nix::Result<&'static [WorkerCounters]> {
+pub(crate) fn alloc_shared(n: usize) -> nix::Result<&'static [WorkerCounters]> {
     let n = n.max(1);
     let len = NonZeroUsize::new(n * std::mem::size_of::<WorkerCounters>()).expect("n >= 1");
     // SAFETY: a fresh anonymous mapping has no other users; it is page-aligned (more than the
@@ -233,7 +233,10 @@ pub fn alloc_shared(n: usize) -> nix::Result<&'static [WorkerCounters]> {
 }
 
 /// Sums the slots into server totals plus one [`WorkerStats`] per slot.
-pub fn merge(slots: &[WorkerCounters], always: &[Sys]) -> (ServerCounters, Vec<WorkerStats>) {
+pub(crate) fn merge(
+    slots: &[WorkerCounters],
+    always: &[Sys],
+) -> (ServerCounters, Vec<WorkerStats>) {
     let mut total = ServerCounters::default();
     let mut workers = Vec::with_capacity(slots.len());
     for (i, slot) in slots.iter().enumerate() {

@@ -22,24 +22,24 @@ use echolab_core::cmd::Fatal;
 use nix::sys::signal::Signal;
 
 /// Exit status of an error or a panic.
-pub const STATUS: i32 = 1;
+pub(crate) const STATUS: i32 = 1;
 
 /// Prints the line for `reason` (one `write`, so that lines of dying threads do not interleave).
-pub fn print(reason: &str) {
+pub(crate) fn print(reason: &str) {
     let line = format!("{}\n", Fatal::new(reason));
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// Prints the line for `reason` and ends the process with status [`STATUS`] (from any thread
 /// of the server's own process).
-pub fn exit(reason: &str) -> ! {
+pub(crate) fn exit(reason: &str) -> ! {
     print(reason);
     std::process::exit(STATUS)
 }
 
 /// Like [`exit`], for a forked child (prefork's workers): `_exit`, so that nothing of the
 /// parent's (exit handlers, stdio buffers it inherited) runs twice.
-pub fn exit_child(reason: &str) -> ! {
+pub(crate) fn exit_child(reason: &str) -> ! {
     print(reason);
     // SAFETY: _exit ends the process at once; it touches no memory of this program.
     unsafe { libc::_exit(STATUS) }
@@ -63,7 +63,7 @@ static FAULT_LINES: OnceLock<Vec<(libc::c_int, Vec<u8>, libc::sigaction)>> = Onc
 static REPORTED: AtomicBool = AtomicBool::new(false);
 
 /// The reason for a fault signal `sig`, as the handler reports it.
-pub fn fault_reason(sig: Signal) -> String {
+pub(crate) fn fault_reason(sig: Signal) -> String {
     let what = FAULTS
         .iter()
         .find(|(s, _)| *s == sig)
@@ -72,7 +72,7 @@ pub fn fault_reason(sig: Signal) -> String {
 }
 
 /// Installs the panic hook and the fault-signal handlers. Call once, first thing in `main`.
-pub fn install() {
+pub(crate) fn install() {
     std::panic::set_hook(Box::new(|info| {
         let thread = std::thread::current();
         let message = info
@@ -153,7 +153,7 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
 
 /// `ECHO_SERVER_FAULT`, read once: what fault to inject after the readiness line, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Inject {
+pub(crate) enum Inject {
     /// A thread of the server panics.
     Panic,
     /// The main thread fails with an error.
@@ -164,7 +164,7 @@ pub enum Inject {
 ///
 /// # Errors
 /// Any other value, named.
-pub fn inject() -> Result<Option<Inject>, String> {
+pub(crate) fn inject() -> Result<Option<Inject>, String> {
     match std::env::var("ECHO_SERVER_FAULT").as_deref() {
         Err(_) => Ok(None),
         Ok("panic") => Ok(Some(Inject::Panic)),

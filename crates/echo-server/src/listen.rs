@@ -20,7 +20,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 ///
 /// # Errors
 /// socket/bind/listen failures, e.g. EADDRINUSE when another socket holds the port.
-pub fn listeners(
+pub(crate) fn listeners(
     addr: SocketAddr,
     backlog: i32,
     count: usize,

@@ -13,14 +13,14 @@ const BODY_TARGET_BYTES: usize = 64 << 10;
 /// `reply_body(n)` repeated back to back (at least once, about 64 KiB in all), shared read-only
 /// by every connection of a model.
 #[derive(Debug)]
-pub struct ReplyBody {
+pub(crate) struct ReplyBody {
     bytes: Box<[u8]>,
     reply_len: usize,
 }
 
 impl ReplyBody {
     /// The body for replies of `reply_len` bytes (`--reply-bytes`); 0 means empty replies.
-    pub fn new(reply_len: usize) -> Self {
+    pub(crate) fn new(reply_len: usize) -> Self {
         let copies = BODY_TARGET_BYTES
             .checked_div(reply_len)
             .map_or(0, |n| n.max(1));
@@ -37,26 +37,26 @@ impl ReplyBody {
 
 /// What reply mode owes one connection: `left` bytes, starting `phase` bytes into a reply.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Owed {
+pub(crate) struct Owed {
     phase: usize,
     left: u64,
 }
 
 impl Owed {
     /// Adds one reply per request terminator (`'\n'`) in `input`.
-    pub fn add_requests(&mut self, body: &ReplyBody, input: &[u8]) {
+    pub(crate) fn add_requests(&mut self, body: &ReplyBody, input: &[u8]) {
         let requests = input.iter().filter(|&&b| b == REQUEST_END).count() as u64;
         self.left += requests * body.reply_len as u64;
     }
 
     /// Bytes still owed.
-    pub fn left(&self) -> u64 {
+    pub(crate) fn left(&self) -> u64 {
         self.left
     }
 
     /// The next bytes to write (empty when nothing is owed): a prefix of what is owed, from
     /// `body`, which must be the body the requests were counted with.
-    pub fn next<'b>(&self, body: &'b ReplyBody) -> &'b [u8] {
+    pub(crate) fn next<'b>(&self, body: &'b ReplyBody) -> &'b [u8] {
         let end = body
             .bytes
             .len()
@@ -65,7 +65,7 @@ impl Owed {
     }
 
     /// Records that the first `written` bytes of [`Owed::next`] reached the socket.
-    pub fn consume(&mut self, body: &ReplyBody, written: usize) {
+    pub(crate) fn consume(&mut self, body: &ReplyBody, written: usize) {
         debug_assert!(written as u64 <= self.left);
         self.left -= written as u64;
         self.phase = (self.phase + written) % body.reply_len.max(1);

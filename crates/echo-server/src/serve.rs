@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use crate::counters::WorkerCounters;
 
 /// Everything a model needs to serve.
-pub struct ServeCtx {
+pub(crate) struct ServeCtx {
     /// Per-connection read buffer, bytes (`--read-buf`, at least 1).
     pub read_buf: usize,
     /// `Some(n)`: reply mode, n bytes per '\n'-terminated request; `None`: echo mode.
@@ -24,7 +24,7 @@ pub struct ServeCtx {
 
 /// What a started model leaves for the main thread to manage.
 #[derive(Default)]
-pub struct Running {
+pub(crate) struct Running {
     /// Worker processes the main thread watches (prefork); `None` for the models whose
     /// workers are threads of this process.
     pub children: Option<Box<dyn Children>>,
@@ -32,7 +32,7 @@ pub struct Running {
 
 /// Worker processes, supervised by the main thread: a worker that dies is replaced at once,
 /// and said so on stderr, or the server ends with the reason.
-pub trait Children {
+pub(crate) trait Children {
     /// Reaps every worker that exited (after a SIGCHLD) and starts a replacement for each,
     /// printing one line per replacement on stderr.
     ///

@@ -17,7 +17,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 /// What a signal asks of the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Meaning {
+pub(crate) enum Meaning {
     /// SIGTERM, SIGINT: print the final stats line and exit 0.
     Stop,
     /// SIGCHLD: a worker process changed state (prefork).
@@ -45,7 +45,7 @@ const FATAL: [Signal; 12] = [
 ];
 
 /// What `sig` asks of the server.
-pub fn meaning(sig: Signal) -> Meaning {
+pub(crate) fn meaning(sig: Signal) -> Meaning {
     match sig {
         Signal::SIGTERM | Signal::SIGINT => Meaning::Stop,
         Signal::SIGCHLD => Meaning::Child,
@@ -65,7 +65,7 @@ fn handled() -> SigSet {
 }
 
 /// The blocked signals, readable from one descriptor.
-pub struct Signals {
+pub(crate) struct Signals {
     fd: SignalFd,
 }
 
@@ -75,7 +75,7 @@ impl Signals {
     ///
     /// # Errors
     /// pthread_sigmask or signalfd failing.
-    pub fn block() -> nix::Result<Self> {
+    pub(crate) fn block() -> nix::Result<Self> {
         let set = handled();
         set.thread_block()?;
         let fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
@@ -87,7 +87,7 @@ impl Signals {
     ///
     /// # Errors
     /// poll or read failing other than with EINTR/EAGAIN.
-    pub fn wait(&mut self, timeout: Option<Duration>) -> nix::Result<Vec<Signal>> {
+    pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> nix::Result<Vec<Signal>> {
         let limit = match timeout {
             None => PollTimeout::NONE,
             // Rounded up so that the wake-up is not a millisecond early.
@@ -121,7 +121,7 @@ impl Signals {
 ///
 /// # Errors
 /// pthread_sigmask failing.
-pub fn unblock_in_child() -> nix::Result<()> {
+pub(crate) fn unblock_in_child() -> nix::Result<()> {
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
 }
 

@@ -447,12 +447,19 @@ pub enum ResultsError {
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// Why it could not be read.
         source: std::io::Error,
     },
     /// A file did not parse.
     #[error("{path}: {message}")]
-    Parse { path: String, message: String },
+    Parse {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the field.
+        message: String,
+    },
 }
 
 /// A results directory read back: the manifest and every run record, sorted by file name.

@@ -65,14 +65,24 @@ struct ImageFile {
 pub enum ImageError {
     /// A required binary is not in the binary directory.
     #[error("{path} not found; build the lab binaries first with `cargo build --release --workspace --bins` (or pass --bin-dir, or --image REF for a prebuilt image)")]
-    MissingBinary { path: String },
+    MissingBinary {
+        /// Where it was looked for.
+        path: String,
+    },
     /// `ldd` could not be run or did not understand a binary.
     #[error("ldd {path}: {message}")]
-    Ldd { path: String, message: String },
+    Ldd {
+        /// The binary.
+        path: String,
+        /// What ldd said, or why it could not run.
+        message: String,
+    },
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
         path: String,
+        /// Why it could not be read.
         source: std::io::Error,
     },
 }

@@ -158,12 +158,12 @@ impl ResultsWriter {
 /// launcher is gone ([`echolab_core::launcher`]) as `abandoned`, keeping the runs it finished;
 /// returns those directories. Manifests without a launcher (older ones) or whose launcher ran
 /// on another host are left as they are; unreadable ones are skipped.
-pub fn mark_abandoned(base: &Path) -> Vec<PathBuf> {
+pub(crate) fn mark_abandoned(base: &Path) -> Vec<PathBuf> {
     mark_abandoned_with(base, |id| id.liveness())
 }
 
 /// [`mark_abandoned`] with the liveness judge given.
-pub fn mark_abandoned_with(
+pub(crate) fn mark_abandoned_with(
     base: &Path,
     live: impl Fn(&echolab_core::launcher::LauncherId) -> echolab_core::launcher::Liveness,
 ) -> Vec<PathBuf> {

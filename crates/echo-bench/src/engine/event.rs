@@ -30,7 +30,7 @@ use crate::syscalls::{self as sys, SyscallCounters};
 ///
 /// # Errors
 /// A worker could not create its epoll instance or its thread.
-pub fn run(plan: &Plan) -> io::Result<RunOutcome> {
+pub(crate) fn run(plan: &Plan) -> io::Result<RunOutcome> {
     let workers = plan.threads.clamp(1, plan.conns.max(1));
     let start_gate = StartGate::new(workers + 1);
     // The storm keeps every connection open until all workers have established theirs.

@@ -5,8 +5,8 @@
 //! - [`thread`]: one blocking OS thread per connection, like seed 000's echo-kp-bench, kept
 //!   for comparison.
 
-pub mod event;
-pub mod thread;
+pub(crate) mod event;
+pub(crate) mod thread;
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use crate::syscalls::{SocketOptions, SyscallCounters};
 
 /// How a connection is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pattern {
+pub(crate) enum Pattern {
     /// Every request is connect, send, receive, close; latency is connect to close.
     Short,
     /// Connect once before the start barrier, then send/receive rounds; latency is send to
@@ -32,7 +32,7 @@ pub enum Pattern {
 
 impl Pattern {
     /// The `BenchReport.mode` name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Pattern::Short => "short",
             Pattern::Long => "long",
@@ -43,7 +43,7 @@ impl Pattern {
 
 /// When a run stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// Each connection completes this many requests (ok or failed), counted after warm-up.
     Rounds(u64),
     /// Measure for this long after warm-up; requests still in flight at the end are dropped.
@@ -52,7 +52,7 @@ pub enum Stop {
 
 /// Everything an engine needs to run, resolved from the command line.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Server address.
     pub addr: SockAddr,
     /// Connection usage.
@@ -81,7 +81,7 @@ pub struct Plan {
 
 impl Plan {
     /// The measurement window for a run whose start gate opened at `opened`.
-    pub fn window(&self, opened: Instant) -> Window {
+    pub(crate) fn window(&self, opened: Instant) -> Window {
         let start = opened + self.warmup;
         let end = match self.stop {
             Stop::Duration(d) => Some(start + d),
@@ -95,13 +95,13 @@ impl Plan {
     }
 
     /// The open-loop schedule of connection `conn_id`, or `None` for closed loop.
-    pub fn pacer(&self, conn_id: usize, opened: Instant) -> Option<Pacer> {
+    pub(crate) fn pacer(&self, conn_id: usize, opened: Instant) -> Option<Pacer> {
         self.rate
             .map(|rate| Pacer::new(opened, conn_id, self.conns, rate))
     }
 
     /// Rounds still to do for a fresh connection (`u64::MAX` for a timed run).
-    pub fn rounds(&self) -> u64 {
+    pub(crate) fn rounds(&self) -> u64 {
         match self.stop {
             Stop::Rounds(n) => n,
             Stop::Duration(_) => u64::MAX,
@@ -117,14 +117,14 @@ impl Plan {
 /// and its latency is still measured from its intended time: this is the coordinated-omission
 /// correction of wrk2 (Gil Tene, "How NOT to Measure Latency", 2015).
 #[derive(Debug, Clone, Copy)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     next: Instant,
     period: Duration,
 }
 
 impl Pacer {
     /// The schedule of connection `conn_id` of `conns` at `rate` requests/s in total.
-    pub fn new(start: Instant, conn_id: usize, conns: usize, rate: f64) -> Self {
+    pub(crate) fn new(start: Instant, conn_id: usize, conns: usize, rate: f64) -> Self {
         let period = Duration::from_secs_f64(conns as f64 / rate);
         Self {
             next: start + Duration::from_secs_f64(conn_id as f64 / rate),
@@ -133,12 +133,12 @@ impl Pacer {
     }
 
     /// Intended send time of the next request.
-    pub fn due(&self) -> Instant {
+    pub(crate) fn due(&self) -> Instant {
         self.next
     }
 
     /// Consumes the next slot; returns its intended send time.
-    pub fn take(&mut self) -> Instant {
+    pub(crate) fn take(&mut self) -> Instant {
         let t = self.next;
         self.next += self.period;
         t
@@ -147,7 +147,7 @@ impl Pacer {
 
 /// The merged result of one run.
 #[derive(Debug)]
-pub struct RunOutcome {
+pub(crate) struct RunOutcome {
     /// All workers' measurements.
     pub recorder: Recorder,
     /// Connect latencies (connect(2) until writable), nanoseconds; filled by the storm.
@@ -200,7 +200,7 @@ impl RunOutcome {
     }
 
     /// Measured wall time: the window of a timed run, else start to last completion.
-    pub fn measured(&self, plan: &Plan) -> Duration {
+    pub(crate) fn measured(&self, plan: &Plan) -> Duration {
         match plan.stop {
             Stop::Duration(d) => d,
             Stop::Rounds(_) => self.recorder.last_completion.map_or(Duration::ZERO, |l| {
@@ -211,7 +211,7 @@ impl RunOutcome {
 }
 
 /// Process CPU time so far (getrusage(2), RUSAGE_SELF).
-pub fn process_cpu() -> CpuTime {
+pub(crate) fn process_cpu() -> CpuTime {
     use nix::sys::resource::{getrusage, UsageWho};
     match getrusage(UsageWho::RUSAGE_SELF) {
         Ok(u) => {
@@ -226,7 +226,7 @@ pub fn process_cpu() -> CpuTime {
 }
 
 /// CPU time used between two [`process_cpu`] snapshots.
-pub fn cpu_between(before: CpuTime, after: CpuTime) -> CpuTime {
+pub(crate) fn cpu_between(before: CpuTime, after: CpuTime) -> CpuTime {
     CpuTime {
         user_s: (after.user_s - before.user_s).max(0.0),
         sys_s: (after.sys_s - before.sys_s).max(0.0),
@@ -297,7 +297,7 @@ pub(crate) fn await_start(
 /// # Errors
 /// Only for failures of the client itself (cannot create an epoll instance or a thread);
 /// everything that goes wrong with a connection is counted as a failure instead.
-pub fn run(plan: &Plan, engine: EngineKind) -> std::io::Result<RunOutcome> {
+pub(crate) fn run(plan: &Plan, engine: EngineKind) -> std::io::Result<RunOutcome> {
     match engine {
         EngineKind::Event => event::run(plan),
         EngineKind::Thread => thread::run(plan),

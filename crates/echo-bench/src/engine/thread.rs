@@ -27,13 +27,13 @@ use crate::recorder::{FailureKind, Recorder, Window};
 use crate::syscalls::{self as sys, SocketOptions, SyscallCounters};
 
 /// Results a connection thread buffers before taking the shared lock.
-pub const FLUSH_EVERY: usize = 256;
+pub(crate) const FLUSH_EVERY: usize = 256;
 
 /// Largest request written whole before its reply is read (the seed's blocking shape). The
 /// echo of a request this size fits in the client's receive buffer (tcp_rmem's default,
 /// 128 KiB, advertises about half of it as window: tcp(7), tcp_adv_win_scale) while the
 /// server blocks on nothing; larger requests take the interleaved path.
-pub const BLOCKING_REQUEST_MAX: usize = 64 * 1024;
+pub(crate) const BLOCKING_REQUEST_MAX: usize = 64 * 1024;
 
 /// How late a call of the blocking path may start and still rely on the socket timeout
 /// alone: SO_RCVTIMEO would end it at most this much after the deadline.
@@ -69,7 +69,7 @@ enum Sample {
 /// # Errors
 /// connect-storm (event engine only), or a thread that could not be created (EAGAIN: see
 /// RLIMIT_NPROC and /proc/sys/kernel/threads-max); the threads that did start run to the end.
-pub fn run(plan: &Plan) -> io::Result<RunOutcome> {
+pub(crate) fn run(plan: &Plan) -> io::Result<RunOutcome> {
     if plan.pattern == Pattern::Storm {
         return Err(io::Error::other(
             "connect-storm runs on the event engine only",

@@ -15,11 +15,11 @@ use echolab_core::stats::BenchReport;
 
 /// Upper bound for one echo-bench run in a test; generous for a loaded 2-core machine. A run
 /// that exceeds it is killed and the test fails (echo-bench must never hang).
-pub const RUN_DEADLINE: Duration = Duration::from_secs(120);
+pub(crate) const RUN_DEADLINE: Duration = Duration::from_secs(120);
 
 /// Runs echo-bench with `args` (and `prepare` applied to the command), killing it after
 /// [`RUN_DEADLINE`].
-pub fn run_with(args: &[&str], prepare: impl FnOnce(&mut Command)) -> (Output, Duration) {
+pub(crate) fn run_with(args: &[&str], prepare: impl FnOnce(&mut Command)) -> (Output, Duration) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_echo-bench"));
     cmd.args(args)
         .stdin(Stdio::null())
@@ -47,7 +47,7 @@ pub fn run_with(args: &[&str], prepare: impl FnOnce(&mut Command)) -> (Output, D
 /// User plus system CPU seconds of every child this test process has reaped so far
 /// (getrusage(2), RUSAGE_CHILDREN): the difference around one [`run`] is that echo-bench's whole
 /// CPU time, measured from outside it.
-pub fn reaped_children_cpu_s() -> f64 {
+pub(crate) fn reaped_children_cpu_s() -> f64 {
     // SAFETY: getrusage(2) only writes the rusage struct it is given, which we own.
     let ru = unsafe {
         let mut ru = std::mem::zeroed::<libc::rusage>();
@@ -59,12 +59,12 @@ pub fn reaped_children_cpu_s() -> f64 {
 }
 
 /// Runs echo-bench with `args`.
-pub fn run(args: &[&str]) -> (Output, Duration) {
+pub(crate) fn run(args: &[&str]) -> (Output, Duration) {
     run_with(args, |_| {})
 }
 
 /// Runs echo-bench with `args` plus `--json`, expects exit 0 and returns the parsed report.
-pub fn report(args: &[&str]) -> BenchReport {
+pub(crate) fn report(args: &[&str]) -> BenchReport {
     let mut all = args.to_vec();
     all.push("--json");
     let (out, _) = run(&all);
@@ -79,21 +79,21 @@ pub fn report(args: &[&str]) -> BenchReport {
 }
 
 /// Count of `name` in a report's syscall table (0 when absent).
-pub fn calls(r: &BenchReport, name: &str) -> u64 {
+pub(crate) fn calls(r: &BenchReport, name: &str) -> u64 {
     r.syscalls.get(name).map_or(0, |s| s.count)
 }
 
 /// Failures of `kind` in a report (0 when absent).
-pub fn failures(r: &BenchReport, kind: &str) -> u64 {
+pub(crate) fn failures(r: &BenchReport, kind: &str) -> u64 {
     r.failures.get(kind).copied().unwrap_or(0)
 }
 
 /// Gap between the bytes of [`FaultyServer::trickler`]'s replies.
-pub const TRICKLE_GAP: Duration = Duration::from_millis(400);
+pub(crate) const TRICKLE_GAP: Duration = Duration::from_millis(400);
 
 /// A misbehaving TCP server on 127.0.0.1: every connection gets its own thread running
 /// `serve`. Stopped (listener closed, threads joined) on drop.
-pub struct FaultyServer {
+pub(crate) struct FaultyServer {
     /// The port it listens on.
     pub port: u16,
     stop: Arc<AtomicBool>,
@@ -102,7 +102,7 @@ pub struct FaultyServer {
 
 impl FaultyServer {
     /// Starts a server whose connections run `serve`.
-    pub fn start(serve: fn(TcpStream)) -> Self {
+    pub(crate) fn start(serve: fn(TcpStream)) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
@@ -130,7 +130,7 @@ impl FaultyServer {
     }
 
     /// An echo server that flips one bit of the first byte of every chunk it echoes.
-    pub fn bit_flipper() -> Self {
+    pub(crate) fn bit_flipper() -> Self {
         Self::start(|mut s| {
             let mut buf = [0u8; 4096];
             while let Ok(n) = s.read(&mut buf) {
@@ -147,7 +147,7 @@ impl FaultyServer {
 
     /// An echo server that answers each chunk one byte at a time, [`TRICKLE_GAP`] apart: a
     /// reply that keeps coming, but slower than any request timeout of a test.
-    pub fn trickler() -> Self {
+    pub(crate) fn trickler() -> Self {
         Self::start(|mut s| {
             let mut buf = [0u8; 4096];
             while let Ok(n) = s.read(&mut buf) {
@@ -166,7 +166,7 @@ impl FaultyServer {
 
     /// A server that reads the first request and closes without answering: the client sees
     /// end of stream (FIN), not a reset, because nothing it sent is left unread.
-    pub fn closer() -> Self {
+    pub(crate) fn closer() -> Self {
         Self::start(|mut s| {
             let mut buf = [0u8; 12];
             let _ = s.read_exact(&mut buf);
@@ -174,7 +174,7 @@ impl FaultyServer {
     }
 
     /// A server that reads everything and never answers.
-    pub fn mute() -> Self {
+    pub(crate) fn mute() -> Self {
         Self::start(|mut s| {
             let mut buf = [0u8; 4096];
             while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
@@ -196,14 +196,14 @@ impl Drop for FaultyServer {
 }
 
 /// A loopback port on which nothing listens (bound once, then released).
-pub fn closed_port() -> u16 {
+pub(crate) fn closed_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     l.local_addr().unwrap().port()
 }
 
 /// Client-side TIME_WAIT sockets towards `port` on 127.0.0.1, from /proc/net/tcp
 /// (proc(5): state 06 is TIME_WAIT; addresses are hex, the port after the colon).
-pub fn time_wait_towards(port: u16) -> usize {
+pub(crate) fn time_wait_towards(port: u16) -> usize {
     let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
     let remote = format!(":{port:04X}");
     table

@@ -14,13 +14,13 @@ use std::time::Duration;
 use crate::counters::ErrKind;
 
 /// Delay after the first failure in a row.
-pub const FIRST_DELAY: Duration = Duration::from_millis(1);
+pub(crate) const FIRST_DELAY: Duration = Duration::from_millis(1);
 /// Longest delay between retries.
-pub const MAX_DELAY: Duration = Duration::from_millis(250);
+pub(crate) const MAX_DELAY: Duration = Duration::from_millis(250);
 
 /// Consecutive-failure backoff for an accept loop.
 #[derive(Debug, Clone)]
-pub struct AcceptBackoff {
+pub(crate) struct AcceptBackoff {
     next: Duration,
 }
 
@@ -32,14 +32,14 @@ impl Default for AcceptBackoff {
 
 impl AcceptBackoff {
     /// Records a failed accept and returns how long to wait before the next attempt.
-    pub fn failed(&mut self) -> Duration {
+    pub(crate) fn failed(&mut self) -> Duration {
         let wait = self.next;
         self.next = (self.next * 2).min(MAX_DELAY);
         wait
     }
 
     /// Records a successful accept: the next failure waits [`FIRST_DELAY`] again.
-    pub fn succeeded(&mut self) {
+    pub(crate) fn succeeded(&mut self) {
         self.next = FIRST_DELAY;
     }
 }
@@ -47,7 +47,7 @@ impl AcceptBackoff {
 /// Whether an accept error means "no descriptor or memory right now" (EMFILE, ENFILE,
 /// ENOBUFS, ENOMEM): retrying at once would fail the same way, so the loop backs off. Other
 /// errors (ECONNABORTED: the peer left before accept) concern one connection only.
-pub fn accept_error_needs_backoff(e: &io::Error) -> bool {
+pub(crate) fn accept_error_needs_backoff(e: &io::Error) -> bool {
     matches!(
         ErrKind::from_io(e),
         ErrKind::Emfile | ErrKind::Enfile | ErrKind::Enobufs | ErrKind::Enomem

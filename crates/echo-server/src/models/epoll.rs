@@ -28,7 +28,7 @@ use crate::serve::{Running, ServeCtx};
 
 /// Level- or edge-triggered readiness (epoll(7)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
+pub(super) enum Trigger {
     /// EPOLLIN/EPOLLOUT reported while the condition holds.
     Level,
     /// Reported on changes only (EPOLLET): the reactor must drain.
@@ -36,7 +36,7 @@ pub enum Trigger {
 }
 
 /// Full reads one connection gets per round before the others are served (edge-triggered).
-pub const EDGE_READ_BUDGET: u32 = 16;
+pub(super) const EDGE_READ_BUDGET: u32 = 16;
 
 /// Events fetched per epoll_wait.
 const MAX_EVENTS: usize = 1024;
@@ -46,7 +46,7 @@ const LISTENER: u64 = u64::MAX;
 
 /// How a reactor registers its listener.
 #[derive(Debug, Clone, Copy)]
-pub struct ReactorSpec {
+pub(super) struct ReactorSpec {
     /// Trigger mode for the listener and the connections.
     pub trigger: Trigger,
     /// Add EPOLLEXCLUSIVE to the listener registration (prefork's shared listener; epoll_ctl(2)).
@@ -57,7 +57,7 @@ pub struct ReactorSpec {
 ///
 /// # Errors
 /// When the listener cannot be made non-blocking or the thread cannot start.
-pub fn start(ctx: ServeCtx, trigger: Trigger) -> anyhow::Result<Running> {
+pub(super) fn start(ctx: ServeCtx, trigger: Trigger) -> anyhow::Result<Running> {
     let listener = ctx.listeners.into_iter().next().context("no listener")?;
     let proto = Protocol::new(ctx.read_buf, ctx.reply_bytes);
     let counters = &ctx.counters[0];
@@ -77,7 +77,7 @@ pub fn start(ctx: ServeCtx, trigger: Trigger) -> anyhow::Result<Running> {
 
 /// Serves `listener` forever with one epoll instance; returns only on a fatal error (epoll
 /// creation or epoll_wait failing, or the listener's registration failing).
-pub fn run(
+pub(super) fn run(
     listener: TcpListener,
     spec: ReactorSpec,
     proto: Protocol,

@@ -41,7 +41,7 @@ use crate::serve::{Running, ServeCtx};
 use echolab_core::cmd::ServerModel;
 
 /// The system calls a model's stats always list, even at zero: its I/O calls and its wait call.
-pub fn listed_syscalls(model: ServerModel) -> &'static [Sys] {
+pub(crate) fn listed_syscalls(model: ServerModel) -> &'static [Sys] {
     use Sys::*;
     match model {
         ServerModel::Select => &[Accept, Read, Write, Close, Select],
@@ -62,7 +62,7 @@ pub fn listed_syscalls(model: ServerModel) -> &'static [Sys] {
 ///
 /// # Errors
 /// Setup failures (epoll_create, io_uring_setup, fork, thread spawn) as a message for the user.
-pub fn start(model: ServerModel, ctx: ServeCtx) -> anyhow::Result<Running> {
+pub(crate) fn start(model: ServerModel, ctx: ServeCtx) -> anyhow::Result<Running> {
     match model {
         ServerModel::Select => select::start(ctx),
         ServerModel::Poll => poll::start(ctx),

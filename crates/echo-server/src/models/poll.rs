@@ -14,7 +14,7 @@ use crate::serve::{Running, ServeCtx};
 ///
 /// # Errors
 /// When the thread cannot start.
-pub fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
+pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
     scan::start("poll", PollScanner, ctx)
 }
 

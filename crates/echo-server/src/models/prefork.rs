@@ -29,9 +29,9 @@ use crate::readiness::conn::Protocol;
 use crate::serve::{Children, Running, ServeCtx};
 
 /// Restarts allowed within [`RESTART_WINDOW`] before the server gives up on its workers.
-pub const RESTART_LIMIT: usize = 10;
+pub(super) const RESTART_LIMIT: usize = 10;
 /// See [`RESTART_LIMIT`].
-pub const RESTART_WINDOW: Duration = Duration::from_secs(10);
+pub(super) const RESTART_WINDOW: Duration = Duration::from_secs(10);
 
 /// Forks `ctx.workers` children and returns them for the main thread to supervise; only the
 /// parent returns.
@@ -43,7 +43,7 @@ pub const RESTART_WINDOW: Duration = Duration::from_secs(10);
 /// # Errors
 /// When fork fails (children already forked are killed first) or the process is not
 /// single-threaded.
-pub fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
+pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
     let listener = ctx.listeners.into_iter().next().context("no listener")?;
     let mut pool = Pool {
         listener,

@@ -11,7 +11,7 @@ use crate::serve::{Running, ServeCtx};
 ///
 /// # Errors
 /// When a thread cannot start.
-pub fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
+pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
     anyhow::ensure!(
         ctx.listeners.len() <= ctx.counters.len(),
         "{} listeners but {} counter slots",

@@ -21,7 +21,7 @@ use crate::serve::{Running, ServeCtx};
 /// # Errors
 /// When the listener's own descriptor is >= FD_SETSIZE (it could never be watched) or the thread
 /// cannot start.
-pub fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
+pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
     if let Some(listener) = ctx.listeners.first() {
         anyhow::ensure!(
             watchable(listener.as_raw_fd()),

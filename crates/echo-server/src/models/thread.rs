@@ -42,7 +42,7 @@ struct Shared {
 ///
 /// # Errors
 /// When the accept thread cannot be spawned.
-pub fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
+pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
     let listener = ctx
         .listeners
         .into_iter()

@@ -96,7 +96,7 @@ fn build_runtime(workers: usize) -> io::Result<tokio::runtime::Runtime> {
 ///
 /// # Errors
 /// When the runtime's threads cannot be started or the listener cannot be registered with it.
-pub fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
+pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
     let listener = ctx
         .listeners
         .into_iter()

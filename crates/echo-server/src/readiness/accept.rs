@@ -21,11 +21,11 @@ use crate::counters::{ErrKind, WorkerCounters};
 /// How long the listener stays out of the interest set after running out of descriptors when no
 /// connection closes meanwhile: at most 10 failing accept calls a second, negligible CPU, while a
 /// freed descriptor resumes accepting at once.
-pub const PAUSE: Duration = Duration::from_millis(100);
+pub(crate) const PAUSE: Duration = Duration::from_millis(100);
 
 /// Result of one accept attempt.
 #[derive(Debug)]
-pub enum Accepted {
+pub(crate) enum Accepted {
     /// A new non-blocking connection.
     Conn(OwnedFd),
     /// The backlog is empty (EAGAIN).
@@ -38,7 +38,7 @@ pub enum Accepted {
 }
 
 /// A non-blocking listener with the pause state described in the module documentation.
-pub struct Acceptor {
+pub(crate) struct Acceptor {
     listener: TcpListener,
     paused_until: Option<Instant>,
 }
@@ -49,7 +49,7 @@ impl Acceptor {
     ///
     /// # Errors
     /// fcntl failure.
-    pub fn new(listener: TcpListener) -> io::Result<Self> {
+    pub(crate) fn new(listener: TcpListener) -> io::Result<Self> {
         listener.set_nonblocking(true)?;
         Ok(Self {
             listener,
@@ -58,12 +58,12 @@ impl Acceptor {
     }
 
     /// The listening socket.
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.listener.as_fd()
     }
 
     /// One accept4(2) call; counts errors by kind.
-    pub fn accept(&mut self, c: &WorkerCounters) -> Accepted {
+    pub(crate) fn accept(&mut self, c: &WorkerCounters) -> Accepted {
         match sys::accept(self.listener.as_raw_fd(), c) {
             Ok(fd) => Accepted::Conn(fd),
             Err(Errno::EAGAIN) => Accepted::Empty,
@@ -82,19 +82,19 @@ impl Acceptor {
     }
 
     /// Whether the listener is out of the interest set.
-    pub fn is_paused(&self) -> bool {
+    pub(crate) fn is_paused(&self) -> bool {
         self.paused_until.is_some()
     }
 
     /// How long the wait call may block before the pause ends (`None`: not paused, no limit).
-    pub fn wait_limit(&self) -> Option<Duration> {
+    pub(crate) fn wait_limit(&self) -> Option<Duration> {
         self.paused_until
             .map(|t| t.saturating_duration_since(Instant::now()))
     }
 
     /// Ends the pause if `fd_freed` (a connection of this reactor closed) or the pause expired.
     /// Returns `true` when the reactor must put the listener back into its interest set.
-    pub fn resume(&mut self, fd_freed: bool) -> bool {
+    pub(crate) fn resume(&mut self, fd_freed: bool) -> bool {
         match self.paused_until {
             Some(t) if fd_freed || Instant::now() >= t => {
                 self.paused_until = None;

@@ -14,7 +14,7 @@ use crate::counters::WorkerCounters;
 use crate::reply::{Owed, ReplyBody};
 
 /// What the server answers, shared by all connections of one reactor.
-pub struct Protocol {
+pub(crate) struct Protocol {
     read_buf: usize,
     /// Reply mode's shared reply bytes (crate::reply); `None` in echo mode.
     reply: Option<ReplyBody>,
@@ -23,7 +23,7 @@ pub struct Protocol {
 impl Protocol {
     /// `read_buf`: bytes per connection read buffer (>= 1). `reply_bytes`: `Some(n)` answers each
     /// '\n' with `reply_body(n)` (echolab_core::protocol); `None` echoes.
-    pub fn new(read_buf: usize, reply_bytes: Option<usize>) -> Self {
+    pub(crate) fn new(read_buf: usize, reply_bytes: Option<usize>) -> Self {
         Self {
             read_buf: read_buf.max(1),
             reply: reply_bytes.map(ReplyBody::new),
@@ -33,7 +33,7 @@ impl Protocol {
 
 /// Outcome of handling one readiness notification, telling the reactor what to wait for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// No output pending: wait until readable.
     WantRead,
     /// Output pending and the send buffer is full: wait until writable, do not read.
@@ -59,7 +59,7 @@ enum ReadStep {
 }
 
 /// One accepted connection.
-pub struct Conn {
+pub(crate) struct Conn {
     fd: OwnedFd,
     buf: Box<[u8]>,
     /// Echo mode: `buf[out_start..out_end]` is read but not yet written back.
@@ -74,7 +74,7 @@ pub struct Conn {
 
 impl Conn {
     /// Wraps an accepted non-blocking socket with a zeroed read buffer of the protocol's size.
-    pub fn new(fd: OwnedFd, proto: &Protocol) -> Self {
+    pub(crate) fn new(fd: OwnedFd, proto: &Protocol) -> Self {
         Self {
             fd,
             buf: vec![0; proto.read_buf].into_boxed_slice(),
@@ -86,29 +86,29 @@ impl Conn {
     }
 
     /// The socket.
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
     /// The socket's number (the reactors' slab index).
-    pub fn raw_fd(&self) -> RawFd {
+    pub(crate) fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
     /// Gives the socket back for closing.
-    pub fn into_fd(self) -> OwnedFd {
+    pub(crate) fn into_fd(self) -> OwnedFd {
         self.fd
     }
 
     /// Whether output waits to be written (the connection must not be read meanwhile).
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         self.out_start < self.out_end || self.owed.left() > 0
     }
 
     /// Level-triggered handling (select, poll, epoll-lt): at most one read per notification, as
     /// the seeds' LT server does. `readable`/`writable` are what the wait call reported (hang-up
     /// and error conditions count as readable: the read then reports them).
-    pub fn on_level_event(
+    pub(crate) fn on_level_event(
         &mut self,
         readable: bool,
         writable: bool,
@@ -140,7 +140,7 @@ impl Conn {
     /// `ngx_unix_recv` applies), which saves the EAGAIN read per request. `peer_closed` (EPOLLRDHUP,
     /// EPOLLHUP or EPOLLERR was reported, now or by an earlier notification) disables that
     /// shortcut: the FIN's edge is not repeated, so reading continues until EOF or EAGAIN.
-    pub fn on_edge_event(
+    pub(crate) fn on_edge_event(
         &mut self,
         peer_closed: bool,
         max_reads: u32,
@@ -214,14 +214,14 @@ impl Conn {
 /// Open connections of one reactor, indexed by descriptor number (descriptors are small
 /// integers that the kernel reuses lowest-first, so the vector stays as long as the peak count).
 #[derive(Default)]
-pub struct Slab {
+pub(crate) struct Slab {
     conns: Vec<Option<Conn>>,
     len: usize,
 }
 
 impl Slab {
     /// Stores `conn` under its descriptor.
-    pub fn insert(&mut self, conn: Conn) {
+    pub(crate) fn insert(&mut self, conn: Conn) {
         let i = conn.raw_fd() as usize;
         if i >= self.conns.len() {
             self.conns.resize_with(i + 1, || None);
@@ -233,12 +233,12 @@ impl Slab {
 
     /// The connection on descriptor `fd`, if open.
     #[inline]
-    pub fn get_mut(&mut self, fd: RawFd) -> Option<&mut Conn> {
+    pub(crate) fn get_mut(&mut self, fd: RawFd) -> Option<&mut Conn> {
         self.conns.get_mut(fd as usize).and_then(Option::as_mut)
     }
 
     /// Takes the connection on `fd` out (to close it).
-    pub fn remove(&mut self, fd: RawFd) -> Option<Conn> {
+    pub(crate) fn remove(&mut self, fd: RawFd) -> Option<Conn> {
         let taken = self.conns.get_mut(fd as usize).and_then(Option::take);
         if taken.is_some() {
             self.len -= 1;
@@ -247,12 +247,12 @@ impl Slab {
     }
 
     /// Open connections, in descriptor order.
-    pub fn iter(&self) -> impl Iterator<Item = &Conn> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Conn> {
         self.conns.iter().flatten()
     }
 
     /// Number of open connections.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 }

@@ -13,7 +13,7 @@ use crate::counters::{ErrKind, Sys, WorkerCounters};
 
 /// Result of one read(2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadResult {
+pub(crate) enum ReadResult {
     /// `n > 0` bytes were read into the front of the buffer.
     Data(usize),
     /// The peer closed its sending side (read returned 0).
@@ -26,7 +26,7 @@ pub enum ReadResult {
 
 /// Result of one send(2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteResult {
+pub(crate) enum WriteResult {
     /// `n > 0` bytes were queued (possibly fewer than offered).
     Wrote(usize),
     /// The socket send buffer is full (EAGAIN); counted in `eagain_write`.
@@ -37,7 +37,7 @@ pub enum WriteResult {
 
 /// read(2) on `fd` into `buf`, retried on EINTR; counts the call, the bytes and the outcome.
 #[inline]
-pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8], c: &WorkerCounters) -> ReadResult {
+pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8], c: &WorkerCounters) -> ReadResult {
     loop {
         c.sys(Sys::Read).inc();
         match nix::unistd::read(fd, buf) {
@@ -61,7 +61,7 @@ pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8], c: &WorkerCounters) -> ReadResul
 
 /// send(2) of `buf` (non-empty) on `fd` with MSG_NOSIGNAL, retried on EINTR; counted as `write`.
 #[inline]
-pub fn write(fd: BorrowedFd<'_>, buf: &[u8], c: &WorkerCounters) -> WriteResult {
+pub(crate) fn write(fd: BorrowedFd<'_>, buf: &[u8], c: &WorkerCounters) -> WriteResult {
     loop {
         c.sys(Sys::Write).inc();
         match send(fd.as_raw_fd(), buf, MsgFlags::MSG_NOSIGNAL) {
@@ -85,7 +85,7 @@ pub fn write(fd: BorrowedFd<'_>, buf: &[u8], c: &WorkerCounters) -> WriteResult 
 /// accept4(2) on `listener` with SOCK_NONBLOCK | SOCK_CLOEXEC (no fcntl needed afterwards),
 /// retried on EINTR. Counts the call and, on success, `accepted`; the caller classifies errors.
 #[inline]
-pub fn accept(listener: RawFd, c: &WorkerCounters) -> Result<OwnedFd, Errno> {
+pub(crate) fn accept(listener: RawFd, c: &WorkerCounters) -> Result<OwnedFd, Errno> {
     loop {
         c.sys(Sys::Accept).inc();
         match accept4(listener, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC) {
@@ -103,7 +103,7 @@ pub fn accept(listener: RawFd, c: &WorkerCounters) -> Result<OwnedFd, Errno> {
 
 /// Closes a connection, counting the close(2) and the closed connection.
 #[inline]
-pub fn close(fd: OwnedFd, c: &WorkerCounters) {
+pub(crate) fn close(fd: OwnedFd, c: &WorkerCounters) {
     c.sys(Sys::Close).inc();
     c.closed.inc();
     drop(fd);

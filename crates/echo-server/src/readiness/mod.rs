@@ -5,8 +5,8 @@
 //! Each model only decides *when* to call these (which readiness API, which trigger mode);
 //! what a readable or writable connection does is written once, in [`conn`].
 
-pub mod accept;
-pub mod conn;
-pub mod io;
-pub mod scan;
-pub mod worker;
+pub(crate) mod accept;
+pub(crate) mod conn;
+pub(crate) mod io;
+pub(crate) mod scan;
+pub(crate) mod worker;

@@ -19,7 +19,7 @@ use crate::serve::{Running, ServeCtx};
 
 /// A connection the wait call reported.
 #[derive(Debug, Clone, Copy)]
-pub struct Ready {
+pub(crate) struct Ready {
     /// Descriptor of the connection.
     pub fd: RawFd,
     /// Readable, hung up, or in error.
@@ -29,7 +29,7 @@ pub struct Ready {
 }
 
 /// One readiness API that takes the whole interest set on every call.
-pub trait Scanner {
+pub(crate) trait Scanner {
     /// Waits up to `timeout` (`None`: without limit) for `listener` (when given) to become
     /// readable or a connection of `conns` to become ready: readable when it has no pending
     /// output, writable when it has. Pushes the ready connections onto `ready` (empty on entry),
@@ -59,7 +59,7 @@ pub trait Scanner {
 ///
 /// # Errors
 /// When `ctx` has no listener or the thread cannot start.
-pub fn start<S: Scanner + Send + 'static>(
+pub(crate) fn start<S: Scanner + Send + 'static>(
     name: &str,
     scanner: S,
     ctx: ServeCtx,
@@ -81,7 +81,7 @@ pub fn start<S: Scanner + Send + 'static>(
 ///
 /// # Errors
 /// When the call fails other than with EINTR, as `"<sys name>: <errno>"`.
-pub fn counted_wait(
+pub(crate) fn counted_wait(
     sys: Sys,
     c: &WorkerCounters,
     call: impl FnOnce() -> nix::Result<i32>,
@@ -101,7 +101,7 @@ pub fn counted_wait(
 }
 
 /// Serves `listener` forever with `scanner`; returns only when the wait call fails.
-pub fn run<S: Scanner>(
+pub(crate) fn run<S: Scanner>(
     mut scanner: S,
     listener: TcpListener,
     proto: Protocol,

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 ///
 /// # Errors
 /// When the thread cannot be created.
-pub fn spawn<F>(name: String, serve: F) -> anyhow::Result<()>
+pub(crate) fn spawn<F>(name: String, serve: F) -> anyhow::Result<()>
 where
     F: FnOnce() -> anyhow::Result<Infallible> + Send + 'static,
 {
@@ -23,6 +23,6 @@ where
 }
 
 /// Prints the fatal error of worker `who` and exits the process with status 1.
-pub fn fatal(who: &str, e: &anyhow::Error) -> ! {
+pub(crate) fn fatal(who: &str, e: &anyhow::Error) -> ! {
     crate::fatal::exit(&format!("{who}: {e:#}"))
 }

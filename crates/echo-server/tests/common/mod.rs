@@ -13,11 +13,11 @@ use echolab_testkit::{workspace_bin, ServerProcess};
 
 /// Every model `--model` accepts, as typed on the command line: the names of
 /// `echolab_core::cmd::ServerModel`, which experiments are checked against too.
-pub const ALL_MODELS: &[&str] = &echolab_core::cmd::ServerModel::NAMES;
+pub(crate) const ALL_MODELS: &[&str] = &echolab_core::cmd::ServerModel::NAMES;
 
 /// The readiness models (built on `readiness::`): for these the tests also check the syscall and
 /// error counters in detail, because their counting rules are known exactly.
-pub const READINESS_MODELS: &[&str] = &[
+pub(crate) const READINESS_MODELS: &[&str] = &[
     "select",
     "poll",
     "epoll-lt",
@@ -28,16 +28,16 @@ pub const READINESS_MODELS: &[&str] = &[
 
 /// Generous deadline for anything a healthy server does in milliseconds: the machine has two
 /// cores shared with other engineers' builds and tests.
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 
 /// Whether `model` is one of [`READINESS_MODELS`].
-pub fn is_readiness(model: &str) -> bool {
+pub(crate) fn is_readiness(model: &str) -> bool {
     READINESS_MODELS.contains(&model)
 }
 
 /// Starts echo-server `model` with `args` on an ephemeral loopback port, its RLIMIT_NOFILE set
 /// to `nofile` (soft and hard) before exec; the server inherits nothing else from the test.
-pub fn spawn_with_nofile(model: &str, args: &[&str], nofile: u64) -> ServerProcess {
+pub(crate) fn spawn_with_nofile(model: &str, args: &[&str], nofile: u64) -> ServerProcess {
     let mut cmd = Command::new(workspace_bin("echo-server"));
     cmd.args(["--model", model, "--port", "0", "--bind", "127.0.0.1"])
         .args(args);
@@ -61,7 +61,7 @@ pub fn spawn_with_nofile(model: &str, args: &[&str], nofile: u64) -> ServerProce
 
 /// Raises this test process's RLIMIT_NOFILE soft limit to its hard limit (20000 here) so that a
 /// test can hold more than 1024 client sockets.
-pub fn raise_own_nofile() {
+pub(crate) fn raise_own_nofile() {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -75,7 +75,7 @@ pub fn raise_own_nofile() {
 }
 
 /// Polls `cond` every 10 ms until it holds; panics naming `what` after `deadline`.
-pub fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
     let end = Instant::now() + deadline;
     while !cond() {
         assert!(
@@ -87,7 +87,7 @@ pub fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool
 }
 
 /// `pid` and all its descendants (prefork's children), from /proc/PID/task/*/children.
-pub fn process_tree(pid: u32) -> Vec<u32> {
+pub(crate) fn process_tree(pid: u32) -> Vec<u32> {
     let mut out = vec![pid];
     let mut i = 0;
     while i < out.len() {
@@ -108,7 +108,7 @@ pub fn process_tree(pid: u32) -> Vec<u32> {
 
 /// CPU seconds (user + system, all threads) used so far by `pid` and its descendants, from
 /// fields 14 and 15 of /proc/PID/stat (proc(5)), in clock ticks of sysconf(_SC_CLK_TCK).
-pub fn tree_cpu_seconds(pid: u32) -> f64 {
+pub(crate) fn tree_cpu_seconds(pid: u32) -> f64 {
     // SAFETY: sysconf only reads a configuration value.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     process_tree(pid)
@@ -126,14 +126,14 @@ pub fn tree_cpu_seconds(pid: u32) -> f64 {
 }
 
 /// CPU seconds the server tree uses during `window` (a measurement interval, not a wait).
-pub fn cpu_during(pid: u32, window: Duration) -> f64 {
+pub(crate) fn cpu_during(pid: u32, window: Duration) -> f64 {
     let before = tree_cpu_seconds(pid);
     std::thread::sleep(window);
     tree_cpu_seconds(pid) - before
 }
 
 /// Open descriptors of each process in `pid`'s tree.
-pub fn tree_fd_counts(pid: u32) -> Vec<usize> {
+pub(crate) fn tree_fd_counts(pid: u32) -> Vec<usize> {
     process_tree(pid)
         .into_iter()
         .map(|p| std::fs::read_dir(format!("/proc/{p}/fd")).map_or(0, |d| d.count()))
@@ -142,7 +142,7 @@ pub fn tree_fd_counts(pid: u32) -> Vec<usize> {
 
 /// Sum of RssAnon (resident anonymous memory, KiB: heap and stacks, not the binary's pages that
 /// a process faults in as it runs more code) over `pid`'s tree, from /proc/PID/status.
-pub fn tree_rss_anon_kib(pid: u32) -> u64 {
+pub(crate) fn tree_rss_anon_kib(pid: u32) -> u64 {
     process_tree(pid)
         .into_iter()
         .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
@@ -160,7 +160,7 @@ pub fn tree_rss_anon_kib(pid: u32) -> u64 {
 
 /// TCP sockets in CLOSE_WAIT (state 08, include/net/tcp_states.h) whose local port is `port`,
 /// from /proc/net/tcp and /proc/net/tcp6.
-pub fn close_wait_count(port: u16) -> usize {
+pub(crate) fn close_wait_count(port: u16) -> usize {
     ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|f| std::fs::read_to_string(f).ok())
@@ -178,7 +178,7 @@ pub fn close_wait_count(port: u16) -> usize {
 
 /// Connects to `addr` with read and write timeouts of [`DEADLINE`] (a hung server fails the
 /// test instead of hanging it).
-pub fn connect(addr: SocketAddr) -> TcpStream {
+pub(crate) fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
     s.set_read_timeout(Some(DEADLINE)).unwrap();
     s.set_write_timeout(Some(DEADLINE)).unwrap();
@@ -186,7 +186,7 @@ pub fn connect(addr: SocketAddr) -> TcpStream {
 }
 
 /// Sends `msg` and reads back exactly as many bytes; returns them.
-pub fn round_trip(s: &mut TcpStream, msg: &[u8]) -> std::io::Result<Vec<u8>> {
+pub(crate) fn round_trip(s: &mut TcpStream, msg: &[u8]) -> std::io::Result<Vec<u8>> {
     s.write_all(msg)?;
     let mut back = vec![0; msg.len()];
     s.read_exact(&mut back)?;
@@ -195,22 +195,22 @@ pub fn round_trip(s: &mut TcpStream, msg: &[u8]) -> std::io::Result<Vec<u8>> {
 
 /// A byte pattern with period 251 (prime), so that a lost, repeated or reordered block of any
 /// power-of-two size changes the bytes at its position.
-pub fn pattern(offset: usize, len: usize) -> Vec<u8> {
+pub(crate) fn pattern(offset: usize, len: usize) -> Vec<u8> {
     (offset..offset + len).map(|i| (i % 251) as u8).collect()
 }
 
 /// Count of error kind `kind` in a stats line (0 when absent).
-pub fn errors(stats: &echolab_core::stats::ServerStats, kind: &str) -> u64 {
+pub(crate) fn errors(stats: &echolab_core::stats::ServerStats, kind: &str) -> u64 {
     stats.totals.errors.get(kind).copied().unwrap_or(0)
 }
 
 /// Count of system call `name` in a stats line (0 when absent).
-pub fn syscalls(stats: &echolab_core::stats::ServerStats, name: &str) -> u64 {
+pub(crate) fn syscalls(stats: &echolab_core::stats::ServerStats, name: &str) -> u64 {
     stats.totals.syscalls.get(name).map_or(0, |s| s.count)
 }
 
 /// Stops `server` (SIGTERM) and returns its final stats, asserting the clean exit status 0.
-pub fn stop_ok(server: ServerProcess) -> echolab_core::stats::ServerStats {
+pub(crate) fn stop_ok(server: ServerProcess) -> echolab_core::stats::ServerStats {
     let (code, stats, _) = server.stop();
     assert_eq!(code, 0, "server exit status after SIGTERM");
     stats

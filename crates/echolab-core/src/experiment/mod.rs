@@ -239,15 +239,27 @@ pub enum ExperimentError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// Why it could not be read.
         source: std::io::Error,
     },
     /// YAML syntax or schema error; serde_yaml's message carries field, line and column.
     #[error("{path}: {message}")]
-    Parse { path: String, message: String },
+    Parse {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the field.
+        message: String,
+    },
     /// The file parsed but makes no sense.
     #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the field.
+        message: String,
+    },
 }
 
 impl Experiment {

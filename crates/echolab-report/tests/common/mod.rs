@@ -20,10 +20,10 @@ use echolab_report::claims::Verdict;
 
 /// A directory under the system temp dir, removed on drop (also when a test fails), unless
 /// `ECHOLAB_REPORT_KEEP` is set, to look at the report a test made.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         static N: AtomicU32 = AtomicU32::new(0);
         let p = std::env::temp_dir().join(format!(
             "echolab-report-test-{tag}-{}-{}",
@@ -46,7 +46,7 @@ impl Drop for TempDir {
     }
 }
 
-pub const EXPERIMENT: &str = r#"
+pub(crate) const EXPERIMENT: &str = r#"
 name: exp-test
 question: Do long connections beat short ones, and does select accept slower than epoll?
 repetitions: 3
@@ -105,7 +105,7 @@ reference:
 /// inconclusive (ET at 500: 1.17, interval 0.294–4.67 across 1.58–2.14; noisy long cell).
 /// Interval values computed by hand (Python, `statistics` module) from the module doc's
 /// formulas: Welch df = 2, t = 4.303.
-pub fn qps_of(id: &str) -> [f64; 3] {
+pub(crate) fn qps_of(id: &str) -> [f64; 3] {
     match id {
         "epoll-lt_short_c100_r10" => [26000.0, 26500.0, 27000.0],
         "epoll-lt_long_c100_r10" => [26400.0, 26500.0, 26600.0],
@@ -118,17 +118,17 @@ pub fn qps_of(id: &str) -> [f64; 3] {
 }
 
 /// The cell whose measured QPS is half of connections / mean latency (Little's law flag).
-pub const CLIENT_BOUND: &str = "epoll-et_short_c500_r10";
+pub(crate) const CLIENT_BOUND: &str = "epoll-et_short_c500_r10";
 
 /// Seed 002's strace summaries (s33-short.sum / s33-long.sum).
-pub const STRACE_SHORT: &str = "% time     seconds  usecs/call     calls    errors syscall
+pub(crate) const STRACE_SHORT: &str = "% time     seconds  usecs/call     calls    errors syscall
 ------ ----------- ----------- --------- --------- ----------------
  54.46    1.757608        1757      1000           connect
  45.54    1.469822        1463      1004           close
 ------ ----------- ----------- --------- --------- ----------------
 100.00    3.227430                  2004           total
 ";
-pub const STRACE_LONG: &str = "% time     seconds  usecs/call     calls    errors syscall
+pub(crate) const STRACE_LONG: &str = "% time     seconds  usecs/call     calls    errors syscall
 ------ ----------- ----------- --------- --------- ----------------
  45.88    0.197627        1976       100           connect
  54.12    0.233087        2241       104           close
@@ -138,7 +138,7 @@ pub const STRACE_LONG: &str = "% time     seconds  usecs/call     calls    error
 
 /// A latency histogram (ns) with mean `mean_ns`: 90% of 1000 requests at 0.9 × mean and 10%
 /// at 1.9 × mean (0.9·0.9 + 0.1·1.9 = 1).
-pub fn histogram(mean_ns: f64) -> (String, LatencySummary) {
+pub(crate) fn histogram(mean_ns: f64) -> (String, LatencySummary) {
     let mut h = hist::new_latency_histogram();
     for i in 0..1000 {
         let v = if i % 10 == 9 {
@@ -151,7 +151,7 @@ pub fn histogram(mean_ns: f64) -> (String, LatencySummary) {
     (hist::encode(&h), LatencySummary::from_histogram(&h))
 }
 
-pub fn record(cell: &Cell, rep: u64) -> RunRecord {
+pub(crate) fn record(cell: &Cell, rep: u64) -> RunRecord {
     let id = cell.id();
     let i = (rep - 1) as usize;
     let mut bench = BenchReport {
@@ -241,7 +241,7 @@ pub fn record(cell: &Cell, rep: u64) -> RunRecord {
     }
 }
 
-pub fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64) -> Manifest {
+pub(crate) fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64) -> Manifest {
     let runs_planned = experiment.cells().len() as u64 * experiment.repetitions;
     let mut cal = CalibrationRecord {
         passed: true,
@@ -308,7 +308,7 @@ pub fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64) -> Ma
 
 /// Writes a results directory; `keep(cell_id, rep)` decides which records exist, `fail`
 /// which ones carry an error.
-pub fn results_dir(
+pub(crate) fn results_dir(
     dir: &Path,
     status: RunStatus,
     keep: impl Fn(&str, u64) -> bool,
@@ -340,7 +340,7 @@ pub fn results_dir(
 }
 
 /// The body of the section whose heading starts with `## {title}`, up to the next heading.
-pub fn section<'m>(md: &'m str, title: &str) -> &'m str {
+pub(crate) fn section<'m>(md: &'m str, title: &str) -> &'m str {
     let start = md
         .find(&format!("## {title}"))
         .unwrap_or_else(|| panic!("no section {title:?} in:\n{md}"));
@@ -349,7 +349,7 @@ pub fn section<'m>(md: &'m str, title: &str) -> &'m str {
 }
 
 /// The cells of the table row whose first cell is `key`, in `text`.
-pub fn row(text: &str, key: &str) -> Vec<String> {
+pub(crate) fn row(text: &str, key: &str) -> Vec<String> {
     let line = text
         .lines()
         .find(|l| l.starts_with(&format!("| {key} |")))
@@ -361,7 +361,7 @@ pub fn row(text: &str, key: &str) -> Vec<String> {
 }
 
 /// The text of every `<text>` element of an SVG document, trimmed and unescaped.
-pub fn svg_texts(svg: &str) -> Vec<String> {
+pub(crate) fn svg_texts(svg: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = svg;
     while let Some(start) = rest.find("<text") {
@@ -382,7 +382,7 @@ pub fn svg_texts(svg: &str) -> Vec<String> {
 }
 
 /// Each of `ticks` is the text of exactly one `<text>` element of `texts`.
-pub fn assert_ticks_once(texts: &[String], ticks: &[&str]) {
+pub(crate) fn assert_ticks_once(texts: &[String], ticks: &[&str]) {
     for tick in ticks {
         let n = texts.iter().filter(|t| t == tick).count();
         assert_eq!(n, 1, "tick {tick} labelled {n} times in {texts:?}");
@@ -390,7 +390,7 @@ pub fn assert_ticks_once(texts: &[String], ticks: &[&str]) {
 }
 
 /// A shipped experiment file, as the launcher loads it.
-pub fn shipped(name: &str) -> Experiment {
+pub(crate) fn shipped(name: &str) -> Experiment {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../experiments/{name}.yaml"));
     Experiment::load(&path).unwrap()
 }
@@ -398,7 +398,7 @@ pub fn shipped(name: &str) -> Experiment {
 /// A short or long run as echo-bench reports it: `qps`, latency with mean `mean_us` (P50 =
 /// 0.9 × mean, see [`histogram`]), and the client's connect/close counts without extra
 /// closes: conns × rounds for short, conns for long, 1.5 ms per call.
-pub fn closed_loop_run(cell: &Cell, rep: u64, qps: f64, mean_us: f64) -> RunRecord {
+pub(crate) fn closed_loop_run(cell: &Cell, rep: u64, qps: f64, mean_us: f64) -> RunRecord {
     let (h, latency) = histogram(mean_us * 1000.0);
     let calls = if cell.mode == BenchMode::Short {
         cell.conns * cell.rounds.unwrap_or(1)
@@ -443,7 +443,7 @@ pub fn closed_loop_run(cell: &Cell, rep: u64, qps: f64, mean_us: f64) -> RunReco
 }
 
 /// Writes `manifest` and `runs` as a results directory.
-pub fn write_dir(dir: &Path, manifest: &Manifest, runs: &[RunRecord]) {
+pub(crate) fn write_dir(dir: &Path, manifest: &Manifest, runs: &[RunRecord]) {
     std::fs::create_dir_all(dir.join(RUNS_DIR)).unwrap();
     for r in runs {
         std::fs::write(
@@ -462,7 +462,7 @@ pub fn write_dir(dir: &Path, manifest: &Manifest, runs: &[RunRecord]) {
 
 /// Writes `manifest` and `runs` to a fresh directory tagged `tag` and renders it: the
 /// directory (kept alive), the summary and report.md.
-pub fn rendered(
+pub(crate) fn rendered(
     tag: &str,
     manifest: &Manifest,
     runs: &[RunRecord],
@@ -476,7 +476,7 @@ pub fn rendered(
 
 /// exp31 as published, every cell at 26000, 26500 and 27000 req/s with the mean latency
 /// Little's law gives (conns / QPS): a steady run for tests that change one aspect of it.
-pub fn steady_exp31() -> (Experiment, Vec<RunRecord>) {
+pub(crate) fn steady_exp31() -> (Experiment, Vec<RunRecord>) {
     let e = shipped("exp31").as_published();
     let runs = closed_loop_runs(
         &e,
@@ -488,7 +488,7 @@ pub fn steady_exp31() -> (Experiment, Vec<RunRecord>) {
 
 /// Closed-loop runs of every cell of `e`: QPS per repetition from `qps(cell)`, mean latency
 /// from Little's law (conns / QPS) unless `mean_us` says otherwise.
-pub fn closed_loop_runs(
+pub(crate) fn closed_loop_runs(
     e: &Experiment,
     qps: impl Fn(&Cell) -> Vec<f64>,
     mean_us: impl Fn(&Cell, f64) -> f64,
@@ -507,7 +507,7 @@ pub fn closed_loop_runs(
 
 /// Every `95% CI lo–hi` of `md` has a lower bound that is not negative; changes in % (a
 /// ratio − 1, `-90.0%`) are the one signed quantity and may be.
-pub fn assert_no_negative_bound(md: &str) {
+pub(crate) fn assert_no_negative_bound(md: &str) {
     for (i, _) in md.match_indices("95% CI ") {
         let rest = &md[i + "95% CI ".len()..];
         let first: String = rest
@@ -522,6 +522,6 @@ pub fn assert_no_negative_bound(md: &str) {
     }
 }
 
-pub fn verdicts(summary: &echolab_report::ReportSummary) -> Vec<(String, Verdict)> {
+pub(crate) fn verdicts(summary: &echolab_report::ReportSummary) -> Vec<(String, Verdict)> {
     summary.claims.clone()
 }

@@ -22,7 +22,7 @@ use nix::sys::mman::{mmap_anonymous, munmap, MapFlags, ProtFlags};
 /// A registered buffer ring. Must be dropped after the `IoUring` it was registered with (the
 /// kernel may write into the buffers until the ring is gone); the owner guarantees that by
 /// field order.
-pub struct BufRing {
+pub(super) struct BufRing {
     entries: NonNull<BufRingEntry>,
     entries_bytes: usize,
     bufs: NonNull<u8>,
@@ -56,7 +56,7 @@ impl BufRing {
     /// # Errors
     /// `InvalidInput` unless `count` is a power of two in 1..=32768; mmap failures; the
     /// kernel's refusal (EINVAL before Linux 5.19, EEXIST for a used `bgid`).
-    pub fn register(
+    pub(super) fn register(
         submitter: &Submitter<'_>,
         bgid: u16,
         count: u16,
@@ -103,18 +103,18 @@ impl BufRing {
     }
 
     /// Number of buffers.
-    pub fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         usize::from(self.mask) + 1
     }
 
     /// Bytes per buffer.
-    pub fn buf_size(&self) -> usize {
+    pub(super) fn buf_size(&self) -> usize {
         self.buf_size
     }
 
     /// Queues buffer `bid` for reuse by the kernel (visible after [`BufRing::publish`]). The
     /// caller must be done with its bytes and must not give the same buffer back twice.
-    pub fn give_back(&mut self, bid: u16) {
+    pub(super) fn give_back(&mut self, bid: u16) {
         debug_assert!(bid <= self.mask);
         let slot = usize::from(self.tail & self.mask);
         // SAFETY: `slot` < count, so the entry lies inside the mapping. The kernel only reads
@@ -130,7 +130,7 @@ impl BufRing {
 
     /// Makes the buffers given back since the last call visible to the kernel. Returns whether
     /// there were any.
-    pub fn publish(&mut self) -> bool {
+    pub(super) fn publish(&mut self) -> bool {
         if self.tail == self.published {
             return false;
         }
@@ -146,7 +146,7 @@ impl BufRing {
     }
 
     /// Start of buffer `bid`.
-    pub fn buf_ptr(&self, bid: u16) -> *mut u8 {
+    pub(super) fn buf_ptr(&self, bid: u16) -> *mut u8 {
         debug_assert!(bid <= self.mask);
         // SAFETY: bid < count, so the offset stays inside the buffer mapping.
         unsafe { self.bufs.as_ptr().add(usize::from(bid) * self.buf_size) }
@@ -154,7 +154,7 @@ impl BufRing {
 
     /// The first `len` bytes of buffer `bid`, which a completion reported as filled and which
     /// has not been given back since.
-    pub fn filled(&self, bid: u16, len: usize) -> &[u8] {
+    pub(super) fn filled(&self, bid: u16, len: usize) -> &[u8] {
         assert!(len <= self.buf_size, "completion longer than its buffer");
         // SAFETY: the range lies inside buffer `bid`; the kernel wrote it before posting the
         // completion and does not touch the buffer again until it is given back, which needs

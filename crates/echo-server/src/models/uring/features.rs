@@ -8,14 +8,14 @@ use nix::errno::Errno;
 
 /// Submission queue entries; more pending operations than this are flushed with an extra
 /// enter mid-batch (counted like any other).
-pub const SQ_ENTRIES: u32 = 1024;
+pub(super) const SQ_ENTRIES: u32 = 1024;
 /// Completion queue entries: multishot receives post many completions per submission, so the
 /// CQ is sized well above the SQ (the kernel keeps overflowing completions anyway, NODROP).
-pub const CQ_ENTRIES: u32 = 8 * SQ_ENTRIES;
+pub(super) const CQ_ENTRIES: u32 = 8 * SQ_ENTRIES;
 
 /// What the running kernel supports, decided once at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Features {
+pub(super) struct Features {
     /// IORING_ACCEPT_MULTISHOT (Linux 5.19).
     pub multishot_accept: bool,
     /// Multishot recv (Linux 6.0) with a registered buffer ring (Linux 5.19).
@@ -30,7 +30,7 @@ impl Features {
     /// multishot flags are not opcodes, so io_uring's opcode probe cannot see them. A kernel
     /// that claims a version but refuses a flag (EINVAL) is handled at run time by falling
     /// back for good.
-    pub fn detect() -> Self {
+    pub(super) fn detect() -> Self {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         let version = kernel_version(&release).unwrap_or((0, 0));
         Self {
@@ -51,7 +51,7 @@ const SQE_OPTLEN_OFFSET: usize = 44;
 /// may arrive. Kernels before 6.17 read
 /// the field as `file_index` and refuse the recv with EINVAL. The io-uring crate has no setter
 /// for this field.
-pub fn with_total_limit(mut entry: squeue::Entry, bytes: u32) -> squeue::Entry {
+pub(super) fn with_total_limit(mut entry: squeue::Entry, bytes: u32) -> squeue::Entry {
     const _: () = assert!(std::mem::size_of::<squeue::Entry>() == 64);
     // SAFETY: `squeue::Entry` is `#[repr(C)]` around the kernel's 64-byte `io_uring_sqe`
     // (size checked above), so bytes 44..48 are the `optlen` union member, a plain u32 in
@@ -74,7 +74,7 @@ fn kernel_version(release: &str) -> Option<(u32, u32)> {
 
 /// Creates a ring, preferring the flags that cut task-work overhead for a single-threaded
 /// reactor (Linux 6.1) and retrying without them on older kernels.
-pub fn new_ring() -> anyhow::Result<IoUring> {
+pub(super) fn new_ring() -> anyhow::Result<IoUring> {
     let tuned = IoUring::builder()
         .setup_cqsize(CQ_ENTRIES)
         .setup_submit_all()
@@ -100,7 +100,7 @@ pub fn new_ring() -> anyhow::Result<IoUring> {
 }
 
 /// Fails unless the kernel has every opcode this model issues.
-pub fn check_opcodes(ring: &IoUring) -> anyhow::Result<()> {
+pub(super) fn check_opcodes(ring: &IoUring) -> anyhow::Result<()> {
     let mut probe = Probe::new();
     ring.submitter().register_probe(&mut probe).map_err(|e| {
         anyhow!("io_uring opcode probe failed ({e}); the uring model needs Linux 5.6 or later")

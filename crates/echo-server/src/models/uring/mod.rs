@@ -74,7 +74,7 @@ use crate::serve::{Running, ServeCtx};
 /// # Errors
 /// io_uring unavailable (seccomp, `kernel.io_uring_disabled`, kernel too old: one line saying
 /// so), or the thread cannot be spawned.
-pub fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
+pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
     let listener = ctx
         .listeners
         .into_iter()

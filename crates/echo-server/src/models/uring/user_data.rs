@@ -4,7 +4,7 @@
 /// What a completion belongs to: the low [`KIND_BITS`] bits of `user_data`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u64)]
-pub enum Kind {
+pub(super) enum Kind {
     Accept = 0,
     AcceptBackoff = 1,
     Recv = 2,
@@ -13,18 +13,18 @@ pub enum Kind {
     Close = 5,
 }
 
-pub const KIND_BITS: u32 = 3;
-pub const SLOT_BITS: u32 = 29;
+pub(super) const KIND_BITS: u32 = 3;
+pub(super) const SLOT_BITS: u32 = 29;
 
 /// `user_data` layout: kind (3 bits) | connection slot (29 bits) | tag (32 bits). The tag is the
 /// connection's generation for sends and the arm number for receives, so a completion can be
 /// matched to the exact operation it ends.
-pub fn user_data(kind: Kind, slot: usize, tag: u32) -> u64 {
+pub(super) fn user_data(kind: Kind, slot: usize, tag: u32) -> u64 {
     debug_assert!(slot < 1 << SLOT_BITS);
     kind as u64 | (slot as u64) << KIND_BITS | u64::from(tag) << (KIND_BITS + SLOT_BITS)
 }
 
-pub fn split_user_data(data: u64) -> (Option<Kind>, usize, u32) {
+pub(super) fn split_user_data(data: u64) -> (Option<Kind>, usize, u32) {
     let kind = match data & ((1 << KIND_BITS) - 1) {
         0 => Some(Kind::Accept),
         1 => Some(Kind::AcceptBackoff),

@@ -142,7 +142,7 @@ pub const LINK_BASE_MEMORY: u64 = 128 << 20;
 pub const LINK_PACKET_BYTES: u64 = 65_535;
 /// Tasks of the link host: the wire's pump and stats threads and the launcher's execs.
 pub const LINK_PIDS: u64 = 128;
-/// Tasks of a route helper: one `echolab-up __route` process.
+/// Tasks of a route helper: one `echolab-netem route` process.
 pub const HELPER_PIDS: u64 = 16;
 /// Memory of a route helper.
 pub const HELPER_MEMORY: u64 = 64 << 20;

@@ -606,11 +606,21 @@ fn the_image_id_is_the_same_for_the_same_binaries() {
         .is_some());
 }
 
-/// A child process killed on drop (the test's launchers, whatever the test's outcome).
+/// A child process stopped on drop (the test's launchers, whatever the test's outcome).
 struct Child(std::process::Child);
 
 impl Drop for Child {
+    /// SIGINT first, so that a launcher still running when a test fails removes its hosts;
+    /// SIGKILL after 60 s.
     fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            // SAFETY: kill(2) on our own child's pid, not yet reaped (try_wait said running).
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+            let until = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < until && matches!(self.0.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -640,10 +650,9 @@ fn first_run_recorded(out: &Path, launcher: &mut Child) -> PathBuf {
 #[test]
 fn down_removes_only_runs_whose_launcher_is_gone() {
     let e = engine();
-    // Twenty cells of 40,000 echoes: still going when --down runs, right after the last of
-    // the three has finished its first cell (checked below, so that a machine fast enough to
-    // finish them first fails the test instead of passing it unexercised).
-    let yaml = "name: busy\nquestion: does --down leave a live run alone?\nrepetitions: 20\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [20000]\n";
+    // Planned far longer than the test (1000 cells of 40,000 echoes): still going when --down
+    // runs, whenever each launcher got through its start; the test stops them with SIGINT.
+    let yaml = "name: busy\nquestion: does --down leave a live run alone?\nrepetitions: 1000\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [20000]\n";
     let bases: Vec<TempDir> = ["live-a", "live-b", "killed"]
         .into_iter()
         .map(TempDir::new)
@@ -689,10 +698,12 @@ fn down_removes_only_runs_whose_launcher_is_gone() {
     assert_eq!(abandoned.status, RunStatus::Abandoned, "{err}");
     assert!(abandoned.runs_done >= 1, "its finished runs are kept");
     for (dir, launcher) in dirs.iter().zip(launchers.iter_mut()) {
-        let run_id = ResultsDir::load(dir).unwrap().manifest.run_id;
+        let at_down = ResultsDir::load(dir).unwrap().manifest;
+        let run_id = at_down.run_id.clone();
         assert!(
             launcher.0.try_wait().unwrap().is_none(),
-            "run {run_id} ended before --down; the test needs longer runs"
+            "run {run_id} ended before --down: {:?}",
+            at_down.error
         );
         // Its hosts live through the whole run (--reuse-hosts), so --down saw and kept them.
         assert!(
@@ -702,15 +713,35 @@ fn down_removes_only_runs_whose_launcher_is_gone() {
             )),
             "{err}"
         );
+        // It goes on measuring on the hosts --down kept: two more runs recorded after it.
+        wait_until(
+            Duration::from_secs(300),
+            "a live run recorded no further runs after --down",
+            || {
+                assert!(
+                    launcher.0.try_wait().unwrap().is_none(),
+                    "run {run_id} ended after --down"
+                );
+                let done = ResultsDir::load(dir).ok()?.manifest.runs_done;
+                (done >= at_down.runs_done + 2).then_some(())
+            },
+        );
+        // Then it is stopped as a user would (it is planned far longer than the test).
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped (we still own it).
+        unsafe { libc::kill(launcher.0.id() as i32, libc::SIGINT) };
         let status = wait_until(
-            Duration::from_secs(600),
-            "a live run did not finish within 600 s",
+            Duration::from_secs(120),
+            "a live run did not stop within 120 s of SIGINT",
             || launcher.0.try_wait().unwrap(),
         );
         let r = ResultsDir::load(dir).unwrap();
-        assert!(status.success(), "{run_id}: {:?}", r.manifest.error);
-        assert_eq!(r.manifest.status, RunStatus::Complete);
-        assert_eq!(r.manifest.runs_done, r.manifest.runs_planned);
+        assert_eq!(status.code(), Some(130), "{run_id}: {:?}", r.manifest.error);
+        assert_eq!(r.manifest.status, RunStatus::Interrupted);
+        let failed: Vec<_> = r.runs.iter().filter_map(|x| x.error.as_ref()).collect();
+        assert!(
+            failed.is_empty(),
+            "{run_id}: every recorded run measured: {failed:?}"
+        );
         assert_nothing_left(&e, &run_id);
     }
 }

@@ -69,6 +69,59 @@ pub fn rtt_check(profile: &Profile, median: Duration) -> Check {
     }
 }
 
+/// The `added_rtt` check: what the link adds, `median` (through it) minus `baseline` (the
+/// same path forwarded plainly, measured just before the link was installed), against
+/// [`Profile::expected_added_rtt`] for probes of `ip_bytes` with the profile's
+/// [`added_rtt_tolerance`](Profile::added_rtt_tolerance). In µs. A link that adds too little
+/// is "not in effect"; one that adds too much is "too slow"; both reasons give the three
+/// numbers (total, baseline, added).
+pub fn added_rtt_check(
+    profile: &Profile,
+    baseline: Duration,
+    median: Duration,
+    ip_bytes: usize,
+) -> Check {
+    let expected = profile.expected_added_rtt(ip_bytes);
+    let (low, high) = profile.added_rtt_tolerance().range(expected);
+    let us = |d: Duration| d.as_nanos() as f64 / 1e3;
+    let added_us = us(median) - us(baseline);
+    let numbers = format!(
+        "added RTT {added_us:.1} us (median {:.1} us through the link - baseline {:.1} us)",
+        us(median),
+        us(baseline)
+    );
+    let range = format!(
+        "{}..{} (expected {})",
+        format_duration(low),
+        format_duration(high),
+        format_duration(expected)
+    );
+    let (pass, reason) = if added_us < us(low) {
+        (
+            false,
+            format!("{numbers} is below {range}: the link's delay is not in effect"),
+        )
+    } else if added_us > us(high) {
+        (
+            false,
+            format!(
+                "{numbers} is above {range}: the link is too slow (its own overhead adds delay)"
+            ),
+        )
+    } else {
+        (true, format!("{numbers} within {range}"))
+    };
+    Check {
+        name: "added_rtt".into(),
+        measured: added_us,
+        low: us(low),
+        high: us(high),
+        unit: "us".into(),
+        pass,
+        reason,
+    }
+}
+
 /// The `goodput_<direction>` check (`direction` is `uplink` or `downlink`) of a measured
 /// goodput in bits per second against the profile's goodput range; in Mbit/s. `None` when the
 /// profile expects no goodput.
@@ -156,5 +209,64 @@ mod tests {
             goodput_check(&profile(""), "uplink", 1.0).is_none(),
             "no expectation, no check"
         );
+    }
+
+    /// lan100's links: 100 us and 100 Mbit/s with 38 bytes of framing each way.
+    fn lan100(extra: &str) -> Profile {
+        let text = format!(
+            "name: l\ndescription: d\nsource: s\ntopology: link\n\
+             uplink: {{ delay: 100us, rate: 100mbit, overhead: 38 }}\n\
+             downlink: {{ delay: 100us, rate: 100mbit, overhead: 38 }}\n\
+             expected:\n  rtt: {{ value: 250us, minus: 30us, plus: 300us }}\n{extra}"
+        );
+        Profile::from_yaml(&text, "l.yaml").unwrap()
+    }
+
+    #[test]
+    fn the_added_rtt_is_checked_against_delay_plus_serialization_with_the_larger_tolerance() {
+        // 68-byte probes: (68 + 38) x 8 bits at 100 Mbit/s = 8.48 us per direction, so
+        // 2 x 108.48 = 216.96 us; 10% is 21.7 us, less than 50 us, so 166.96..266.96 us.
+        let p = lan100("");
+        let at = |added_us: u64| {
+            added_rtt_check(
+                &p,
+                Duration::from_micros(40),
+                Duration::from_micros(40 + added_us),
+                68,
+            )
+        };
+        let c = at(200);
+        assert!(c.pass, "{}", c.reason);
+        assert_eq!((c.name.as_str(), c.unit.as_str()), ("added_rtt", "us"));
+        assert_eq!((c.measured, c.low, c.high), (200.0, 166.96, 266.96));
+        let short = at(160);
+        assert!(
+            !short.pass && short.reason.contains("not in effect"),
+            "{}",
+            short.reason
+        );
+        // The reason gives all three numbers.
+        for n in ["added RTT 160.0 us", "median 200.0 us", "baseline 40.0 us"] {
+            assert!(short.reason.contains(n), "{n}: {}", short.reason);
+        }
+        let slow = at(270);
+        assert!(
+            !slow.pass && slow.reason.contains("too slow"),
+            "{}",
+            slow.reason
+        );
+        assert!(at(167).pass && at(266).pass && !at(166).pass && !at(267).pass);
+    }
+
+    #[test]
+    fn a_relative_tolerance_wins_on_a_long_link_and_the_profile_can_set_both() {
+        // 20 ms with no rate: 10% = 2 ms, more than 50 us.
+        let c = added_rtt_check(&profile(""), Duration::ZERO, Duration::from_millis(20), 68);
+        // profile(): 10 ms each way at 50 Mbit/s, no overhead: 2 x (10 ms + 10.88 us).
+        assert_eq!((c.low, c.high), (18_019.584, 22_023.936));
+        let tight = lan100("  added_rtt: { relative: 1%, at_least: 5us }\n");
+        let c = added_rtt_check(&tight, Duration::ZERO, Duration::from_micros(210), 68);
+        assert_eq!((c.low, c.high), (211.96, 221.96));
+        assert!(!c.pass);
     }
 }

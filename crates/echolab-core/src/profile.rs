@@ -209,6 +209,43 @@ pub struct Expected {
     /// Goodput of a bulk transfer, each direction; absent when the link sets no rate.
     #[serde(default)]
     pub goodput: Option<GoodputExpectation>,
+    /// How far the RTT the link adds (median RTT through it minus the median RTT of the same
+    /// path forwarded plainly) may be from [`Profile::expected_added_rtt`]; absent:
+    /// [`AddedRttTolerance::default`]. Only `link` profiles add RTT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_rtt: Option<AddedRttTolerance>,
+}
+
+/// The accepted deviation of the measured added RTT from the expected one: `relative` of
+/// the expected value or `at_least`, whichever is larger (a small added RTT, such as
+/// lan100's 217 µs, would otherwise get a tolerance below the host's own noise).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddedRttTolerance {
+    /// Relative tolerance, e.g. `"10%"`.
+    pub relative: Percent,
+    /// The smallest tolerance, e.g. `"50us"`.
+    pub at_least: Dur,
+}
+
+impl Default for AddedRttTolerance {
+    /// ±10% or ±50 µs, whichever is larger (issue 15's figures: what a userspace link can
+    /// hold on a 2-core host, and what a reader of a 200 µs or a 20 ms link needs).
+    fn default() -> Self {
+        Self {
+            relative: Percent(10.0),
+            at_least: Dur(Duration::from_micros(50)),
+        }
+    }
+}
+
+impl AddedRttTolerance {
+    /// The accepted range `(low, high)` around `expected`.
+    pub fn range(&self, expected: Duration) -> (Duration, Duration) {
+        let relative = expected.mul_f64(self.relative.0 / 100.0);
+        let t = relative.max(self.at_least.0);
+        (expected.saturating_sub(t), expected + t)
+    }
 }
 
 /// One `netem/*.yaml` file.
@@ -332,6 +369,12 @@ impl Profile {
                             .into(),
                     );
                 }
+                if self.expected.added_rtt.is_some() {
+                    return Err(
+                        "expected.added_rtt: loopback has no link, so it adds no RTT to check"
+                            .into(),
+                    );
+                }
             }
             Topology::Link => {
                 let (Some(up), Some(down)) = (&self.uplink, &self.downlink) else {
@@ -405,6 +448,28 @@ impl Profile {
     pub fn added_rtt(&self) -> Duration {
         let d = |s: &Option<LinkSpec>| s.as_ref().map(|s| s.delay.0).unwrap_or_default();
         d(&self.uplink) + d(&self.downlink)
+    }
+
+    /// The RTT the link adds to one exchange of two isolated `ip_bytes`-byte IP packets (one
+    /// each way, the calibration probe): per direction, the delay plus the serialization of
+    /// `ip_bytes + overhead` at the rate (none without a rate). Jitter is left out: it is
+    /// symmetric, so the median of many exchanges is not moved by it. Zero for `loopback`.
+    pub fn expected_added_rtt(&self, ip_bytes: usize) -> Duration {
+        let one_way = |s: &Option<LinkSpec>| {
+            s.as_ref().map_or(Duration::ZERO, |s| {
+                let ser = s.rate.map_or(Duration::ZERO, |r| {
+                    let bits = (ip_bytes as u64 + u64::from(s.overhead)) * 8;
+                    Duration::from_secs_f64(bits as f64 / r.0 as f64)
+                });
+                s.delay.0 + ser
+            })
+        };
+        one_way(&self.uplink) + one_way(&self.downlink)
+    }
+
+    /// The added-RTT tolerance in force: the profile's, or [`AddedRttTolerance::default`].
+    pub fn added_rtt_tolerance(&self) -> AddedRttTolerance {
+        self.expected.added_rtt.clone().unwrap_or_default()
     }
 }
 
@@ -630,5 +695,30 @@ expected:
         assert_eq!(spec.bdp_packets(), 8334);
         assert_eq!(spec.effective_limit(), 16_668);
         assert_eq!(LinkSpec::default().effective_limit(), NETEM_DEFAULT_LIMIT);
+    }
+
+    #[test]
+    fn added_rtt_tolerance_is_a_link_only_key_with_a_documented_default() {
+        let lo = "name: lo\ndescription: d\nsource: s\ntopology: loopback\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1ms }\n";
+        let e = err(&format!(
+            "{lo}  added_rtt: {{ relative: 5%, at_least: 10us }}\n"
+        ));
+        assert!(
+            e.contains("expected.added_rtt") && e.contains("loopback"),
+            "{e}"
+        );
+        let e = err(&format!("{CROSSNET}  added_rtt: {{ relative: 5% }}\n"));
+        assert!(e.contains("at_least"), "{e}");
+        let p = Profile::from_yaml(CROSSNET, "x.yaml").unwrap();
+        assert_eq!(p.added_rtt_tolerance(), AddedRttTolerance::default());
+        assert_eq!(
+            AddedRttTolerance::default().range(Duration::from_micros(200)),
+            (Duration::from_micros(150), Duration::from_micros(250))
+        );
+        // Jitter does not move the expected value; no rate on the downlink, no serialization.
+        // Uplink: 10 ms + (100 + 0) x 8 bits at 50 Mbit/s = 16 us.
+        assert_eq!(p.expected_added_rtt(100), Duration::from_micros(20_016));
+        let json = Profile::from_json(&p.to_json(), "j").unwrap();
+        assert_eq!(json, p, "an absent key stays absent through JSON");
     }
 }

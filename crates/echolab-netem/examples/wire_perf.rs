@@ -20,7 +20,10 @@
 //! 4. the CPU an idle wire uses over 2 s (from /proc/PID/stat).
 //!
 //! Run: `cargo build --release -p echolab-netem --bins --examples &&
-//!       target/release/examples/wire_perf [--reps N] target/release/echolab-netem [OTHER_BUILD...]`
+//!       target/release/examples/wire_perf [--reps N] [--section release|delay|rate]...
+//!       [--readme README.md] target/release/echolab-netem [OTHER_BUILD...]` (all sections
+//! when none is named; `--readme` puts the output between the file's wire_perf markers, which
+//! is how the README's figures are made: `scripts/readme-wire`).
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -31,9 +34,43 @@ use echolab_netem::testbed::{
     ChildGuard, Testbed, CLIENT_ADDR, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
 };
 use echolab_netem::wire::counters::WireStats;
-use echolab_netem::wire::endtoend::{self, AddedDelayError, PROBE_IP_BYTES};
+use echolab_netem::wire::endtoend::{self, AddedDelayError, ClientWait, PROBE_IP_BYTES};
 
 const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Everything printed, kept for `--readme`.
+static OUTPUT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// `println!` that also keeps the line for `--readme`.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let line = format!($($arg)*);
+        println!("{line}");
+        let mut o = OUTPUT.lock().unwrap_or_else(|p| p.into_inner());
+        o.push_str(&line);
+        o.push('\n');
+    }};
+}
+
+/// The README's markers; what lies between them is replaced by this run's output.
+const README_BEGIN: &str = "<!-- wire_perf:begin -->";
+const README_END: &str = "<!-- wire_perf:end -->";
+
+/// Replaces the text between the markers in `readme` with this run's output in a text block,
+/// after the command that produced it.
+fn splice_readme(readme: &Path, command: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(readme).map_err(|e| format!("{}: {e}", readme.display()))?;
+    let (Some(b), Some(e)) = (text.find(README_BEGIN), text.find(README_END)) else {
+        return Err(format!(
+            "{}: no {README_BEGIN} ... {README_END} markers",
+            readme.display()
+        ));
+    };
+    let output = OUTPUT.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let body = format!("{README_BEGIN}\n```text\n$ {command}\n{output}```\n");
+    let new = format!("{}{body}{}", &text[..b], &text[e..]);
+    std::fs::write(readme, new).map_err(|e| format!("{}: {e}", readme.display()))
+}
 
 fn netem_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../netem")
@@ -89,8 +126,8 @@ fn calibrated(tb: &Testbed, bin: &Path, profile: &str) -> (bool, String, WireSta
     (out.status.success(), verdict, stop_wire(wire))
 }
 
-fn udp_rtts(tb: &Testbed, n: usize, pace: Duration) -> Vec<f64> {
-    endtoend::udp_round_trips(tb, n, pace, DEADLINE).expect("UDP round trips")
+fn udp_rtts(tb: &Testbed, n: usize, pace: Duration, wait: ClientWait) -> Vec<f64> {
+    endtoend::round_trips(tb, n, pace, DEADLINE, wait).expect("UDP round trips")
 }
 
 /// Packets device `dev` in namespace `ns` has transmitted (`ip -s -j link`).
@@ -180,14 +217,32 @@ fn cpu_seconds(pid: u32) -> f64 {
 struct Args {
     reps: usize,
     bins: Vec<PathBuf>,
+    /// Sections to run ([`SECTIONS`]); all when none is named.
+    sections: Vec<String>,
+    /// `--readme FILE`: splice the output into FILE between its wire_perf markers.
+    readme: Option<PathBuf>,
 }
+
+/// `--section` names: 1, 2, and 3 with 4 (the idle CPU is measured on the rate test's wire).
+const SECTIONS: [&str; 3] = ["release", "delay", "rate"];
 
 fn args() -> Args {
     let mut reps = 3;
     let mut bins = Vec::new();
+    let mut sections = Vec::new();
+    let mut readme = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        if a == "--reps" {
+        if a == "--readme" {
+            readme = it.next().map(PathBuf::from);
+        } else if a == "--section" {
+            let v = it.next().unwrap_or_default();
+            if !SECTIONS.contains(&v.as_str()) {
+                eprintln!("wire_perf: --section {v:?}: expected one of {SECTIONS:?}");
+                std::process::exit(2);
+            }
+            sections.push(v);
+        } else if a == "--reps" {
             let v = it.next().unwrap_or_default();
             reps = v.parse().unwrap_or_else(|_| {
                 eprintln!("wire_perf: --reps {v:?}: expected a positive whole number");
@@ -212,23 +267,60 @@ fn args() -> Args {
     Args {
         reps: reps.max(1),
         bins,
+        sections,
+        readme,
     }
 }
 
 fn main() {
-    let Args { reps, bins } = args();
+    let Args {
+        reps,
+        bins,
+        sections,
+        readme,
+    } = args();
+    let run = |section: &str| sections.is_empty() || sections.iter().any(|s| s == section);
     let tb = Testbed::new().expect("namespaces (run as root)");
     let names: Vec<String> = bins.iter().map(|b| b.display().to_string()).collect();
-    println!("wire builds: {names:?}; {reps} repetitions, interleaved");
+    out!("wire builds: {names:?}; {reps} repetitions, interleaved");
 
-    println!("== release error under calibration traffic (us), per build and profile");
+    if run("release") {
+        release_section(&tb, &bins, &names, reps);
+    }
+    if run("delay") {
+        delay_section(&tb, &bins, &names, reps);
+    }
+    if run("rate") {
+        rate_and_idle_section(&tb, &bins, &names, reps);
+    }
+    if let Some(readme) = readme {
+        // The command as typed, without the --readme pair (where the output went).
+        let mut command = vec!["target/release/examples/wire_perf".to_string()];
+        let mut args = std::env::args().skip(1);
+        while let Some(a) = args.next() {
+            if a == "--readme" {
+                args.next();
+            } else {
+                command.push(a);
+            }
+        }
+        if let Err(e) = splice_readme(&readme, &command.join(" ")) {
+            eprintln!("wire_perf: --readme: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Section 1: release error under calibration traffic.
+fn release_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) {
+    out!("== release error under calibration traffic (us), per build and profile");
     for profile in ["crossnet", "lan100"] {
-        for (bin, name) in bins.iter().zip(&names) {
+        for (bin, name) in bins.iter().zip(names) {
             let mut passes = 0;
             let mut cols: [Vec<f64>; 8] = Default::default();
             let mut verdicts = Vec::new();
             for _ in 0..reps {
-                let (pass, verdict, s) = calibrated(&tb, bin, profile);
+                let (pass, verdict, s) = calibrated(tb, bin, profile);
                 passes += pass as usize;
                 if !pass {
                     verdicts.push(verdict);
@@ -240,9 +332,9 @@ fn main() {
                     cols[i * 4 + 3].push(d.compensation_us);
                 }
             }
-            println!("  {profile} {name}: calibration passed {passes} of {reps} {verdicts:?}");
+            out!("  {profile} {name}: calibration passed {passes} of {reps} {verdicts:?}");
             for (i, dir) in ["uplink", "downlink"].into_iter().enumerate() {
-                println!(
+                out!(
                     "    {dir}: p50 {}  p99 {}  max {}  compensation {}",
                     show(&cols[i * 4], 1),
                     show(&cols[i * 4 + 1], 1),
@@ -252,15 +344,25 @@ fn main() {
             }
         }
     }
+}
 
-    println!("== added delay seen from outside: error vs the link model (us)");
-    for (profile, n) in [("lan100", 1000), ("crossnet", 300)] {
+/// Section 2: the added delay seen from outside, against the link model.
+fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) {
+    out!("== added delay seen from outside: error vs the link model (us)");
+    let cases = [("lan100", 1000), ("crossnet", 300)]
+        .into_iter()
+        .flat_map(|(p, n)| [ClientWait::Block, ClientWait::Spin].map(|w| (p, n, w)));
+    for (profile, n, wait) in cases {
         let p = Profile::load(&netem_dir().join(format!("{profile}.yaml"))).expect("profile");
         let (up, down) = (p.uplink.unwrap(), p.downlink.unwrap());
         let model = endtoend::model_added_rtt(&up, &down, PROBE_IP_BYTES, 100_000, 9);
-        println!(
-            "  {profile}: model added RTT p50 {:.1} p99 {:.1}; {n} round trips per block, \
+        out!(
+            "  {profile}, client {}: model added RTT p50 {:.1} p99 {:.1}; {n} round trips per block, \
              compared with the model's draws for the wire's own seed",
+            match wait {
+                ClientWait::Block => "blocked in recv (its wake-up counts)",
+                ClientWait::Spin => "polling (its wake-up left out)",
+            },
             endtoend::quantile(&model, 0.5),
             endtoend::quantile(&model, 0.99)
         );
@@ -268,19 +370,27 @@ fn main() {
         let pace = Duration::from_secs_f64(endtoend::quantile(&model, 0.5) / 1e6);
         let mut noise = Vec::new();
         let mut errs: Vec<[Vec<f64>; 3]> = bins.iter().map(|_| Default::default()).collect();
+        // The wire's own view: release error p50 and p99 (both directions' worse) and the
+        // compensation it subtracted (uplink + downlink), per build.
+        let mut own: Vec<[Vec<f64>; 4]> = bins.iter().map(|_| Default::default()).collect();
         for rep in 0..reps {
             // A new seed each repetition, the same for every build within it; the model is
             // drawn with it too, so jitter's sampling noise cancels instead of adding up.
             let seed = 1 + rep as u64;
             let model = endtoend::model_added_rtt(&up, &down, PROBE_IP_BYTES, n, seed);
-            let before = udp_rtts(&tb, 1000.min(n), pace);
+            let before = udp_rtts(tb, 1000.min(n), pace, wait);
             let mut shaped = Vec::new();
-            for bin in &bins {
-                let wire = start_wire_seeded(&tb, bin, profile, seed);
-                shaped.push(udp_rtts(&tb, n, Duration::ZERO));
-                stop_wire(wire);
+            for (i, bin) in bins.iter().enumerate() {
+                let wire = start_wire_seeded(tb, bin, profile, seed);
+                shaped.push(udp_rtts(tb, n, Duration::ZERO, wait));
+                let s = stop_wire(wire);
+                let (u, d) = (&s.uplink, &s.downlink);
+                own[i][0].push(u.release_error_us.p50.max(d.release_error_us.p50));
+                own[i][1].push(u.release_error_us.p99.max(d.release_error_us.p99));
+                own[i][2].push(u.compensation_us + d.compensation_us);
+                own[i][3].push(u.tun_wait_us.p50.max(d.tun_wait_us.p50));
             }
-            let after = udp_rtts(&tb, 1000.min(n), pace);
+            let after = udp_rtts(tb, 1000.min(n), pace, wait);
             let base_p50 =
                 (endtoend::quantile(&before, 0.5) + endtoend::quantile(&after, 0.5)) / 2.0;
             noise.push(endtoend::quantile(&before, 0.99) - endtoend::quantile(&before, 0.5));
@@ -291,18 +401,28 @@ fn main() {
                 errs[i][2].push(e.max);
             }
         }
-        println!("    baseline p99 - p50 (host noise): {}", show(&noise, 1));
-        for (name, e) in names.iter().zip(&errs) {
-            println!(
+        out!("    baseline p99 - p50 (host noise): {}", show(&noise, 1));
+        for ((name, e), o) in names.iter().zip(&errs).zip(&own) {
+            out!(
                 "    {name}: error p50 {}  p99 {}  max {}",
                 show(&e[0], 1),
                 show(&e[1], 1),
                 show(&e[2], 0)
             );
+            out!(
+                "      the wire's own release error p50 {}  p99 {} (worse direction); compensation up + down {}; TUN wait p50 {} (worse direction, kernel stamps only)",
+                show(&o[0], 1),
+                show(&o[1], 1),
+                show(&o[2], 1),
+                show(&o[3], 1)
+            );
         }
     }
+}
 
-    println!("== packet rate, 64-byte UDP flood for 2 s per direction (pkt/s; ratio to plain forwarding in the same repetition)");
+/// Sections 3 and 4: packet rate against plain forwarding, and the idle wire's CPU.
+fn rate_and_idle_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) {
+    out!("== packet rate, 64-byte UDP flood for 2 s per direction (pkt/s; ratio to plain forwarding in the same repetition)");
     let dir = std::env::temp_dir().join(format!("wire-perf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pass = dir.join("passthrough.yaml");
@@ -318,19 +438,19 @@ fn main() {
         ]
     };
     for _ in 0..reps {
-        let base = floods(&tb);
+        let base = floods(tb);
         for (d, r) in base.iter().enumerate() {
             plain[d * 2].push(r.forwarded);
             plain[d * 2 + 1].push(r.received);
         }
         for (i, bin) in bins.iter().enumerate() {
-            let wire = start_wire(&tb, bin, pass.to_str().unwrap());
+            let wire = start_wire(tb, bin, pass.to_str().unwrap());
             let pid = wire.child.as_ref().expect("running").id();
             let (c0, t0) = (cpu_seconds(pid), Instant::now());
             // The idle window itself is the measurement, not a wait for readiness.
             std::thread::sleep(Duration::from_secs(2));
             idle_cpu[i].push((cpu_seconds(pid) - c0) / t0.elapsed().as_secs_f64() * 100.0);
-            let through = floods(&tb);
+            let through = floods(tb);
             let s = stop_wire(wire);
             for (d, (r, b)) in through.iter().zip(&base).enumerate() {
                 rates[i][d * 4].push(r.forwarded);
@@ -339,22 +459,24 @@ fn main() {
                 rates[i][d * 4 + 3].push(r.received / b.received);
             }
             if s.uplink.drops_queue + s.downlink.drops_queue > 0 {
-                println!(
+                out!(
                     "    ({} dropped at the queue limit: up {} down {})",
-                    names[i], s.uplink.drops_queue, s.downlink.drops_queue
+                    names[i],
+                    s.uplink.drops_queue,
+                    s.downlink.drops_queue
                 );
             }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
     for (d, dir) in ["uplink", "downlink"].into_iter().enumerate() {
-        println!(
+        out!(
             "  {dir} plain forwarding: forwarded {}  received {}",
             show(&plain[d * 2], 0),
             show(&plain[d * 2 + 1], 0)
         );
         for (name, r) in names.iter().zip(&rates) {
-            println!(
+            out!(
                 "  {dir} {name}: forwarded {} ({} of plain)  received {} ({} of plain)",
                 show(&r[d * 4], 0),
                 show(&r[d * 4 + 1], 2),
@@ -363,8 +485,8 @@ fn main() {
             );
         }
     }
-    println!("== idle wire CPU over 2 s (% of one core)");
+    out!("== idle wire CPU over 2 s (% of one core)");
     for (name, c) in names.iter().zip(&idle_cpu) {
-        println!("  {name}: {}", show(c, 2));
+        out!("  {name}: {}", show(c, 2));
     }
 }

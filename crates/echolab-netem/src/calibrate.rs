@@ -19,14 +19,18 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use echolab_core::calibration::{goodput_check, rtt_check};
+use echolab_core::calibration::{added_rtt_check, goodput_check, rtt_check};
 // What `echolab-netem calibrate --json` prints lives in core, so that the launcher reads it
 // back with the same type.
-use echolab_core::cmd::CalibrationReport;
+use echolab_core::cmd::{CalibrationReport, RttReport};
 use echolab_core::profile::{Profile, Topology};
 
 /// Size of one RTT probe, bytes: small, so serialization barely adds to the RTT.
 pub(crate) const PROBE_BYTES: usize = 16;
+/// One RTT probe as an IP packet, bytes: IPv4 header 20 + TCP header 32 (20 and the 12-byte
+/// timestamps option Linux sends by default) + the probe. The `added_rtt` check expects the
+/// link to serialize this much each way.
+pub const PROBE_IP_BYTES: usize = 20 + 32 + PROBE_BYTES;
 /// Bytes per write in a bulk transfer.
 const CHUNK: usize = 64 * 1024;
 /// How long to wait for any one step before calling the link broken.
@@ -41,6 +45,9 @@ pub struct CalibrationPlan {
     pub measure: Duration,
     /// Bulk transfer time discarded first (slow start).
     pub warmup: Duration,
+    /// Median RTT of the path before the link was installed ([`rtt_report`]); with it the
+    /// `added_rtt` check runs.
+    pub baseline_rtt: Option<Duration>,
 }
 
 impl Default for CalibrationPlan {
@@ -50,6 +57,7 @@ impl Default for CalibrationPlan {
             probes: 40,
             measure: Duration::from_secs(1),
             warmup: Duration::from_millis(300),
+            baseline_rtt: None,
         }
     }
 }
@@ -231,6 +239,27 @@ fn median(sorted: &[Duration]) -> Duration {
     }
 }
 
+/// Times `probes` round trips to the calib-server at `target` and summarizes them: the
+/// baseline before a link is installed.
+///
+/// # Errors
+/// The connection failed or the server answered short.
+pub fn rtt_report(target: SocketAddr, probes: usize) -> io::Result<RttReport> {
+    let mut rtts = measure_rtts(target, probes)?;
+    rtts.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    Ok(RttReport {
+        target: target.to_string(),
+        probes: rtts.len(),
+        rtt_min_us: rtts.first().map_or(0.0, |d| us(*d)),
+        rtt_median_us: if rtts.is_empty() {
+            0.0
+        } else {
+            us(median(&rtts))
+        },
+    })
+}
+
 /// Measures RTT and (when the profile expects one, or `always_goodput`) goodput in both
 /// directions against a calibration peer at `target`, and compares them with `profile`.
 ///
@@ -247,6 +276,10 @@ pub fn calibrate(
     rtts.sort();
     let (min, med) = (rtts[0], median(&rtts));
     let mut checks = vec![rtt_check(profile, med)];
+    let baseline = plan.baseline_rtt;
+    if let Some(b) = baseline {
+        checks.push(added_rtt_check(profile, b, med, PROBE_IP_BYTES));
+    }
     let (mut up_mbit, mut down_mbit) = (None, None);
     if profile.expected.goodput.is_some() || always_goodput {
         let up = measure_upload(target, plan)?.bits_per_s();
@@ -277,6 +310,8 @@ pub fn calibrate(
         probes: rtts.len(),
         rtt_min_us: min.as_secs_f64() * 1e6,
         rtt_median_us: med.as_secs_f64() * 1e6,
+        rtt_baseline_median_us: baseline.map(|b| b.as_secs_f64() * 1e6),
+        added_rtt_us: baseline.map(|b| (med.as_secs_f64() - b.as_secs_f64()) * 1e6),
         goodput_uplink_mbit: up_mbit,
         goodput_downlink_mbit: down_mbit,
         checks,
@@ -300,6 +335,7 @@ mod tests {
             probes: 20,
             measure: Duration::from_millis(200),
             warmup: Duration::from_millis(50),
+            baseline_rtt: None,
         };
         let up = measure_upload(addr, &plan).unwrap();
         let down = measure_download(addr, &plan).unwrap();
@@ -334,6 +370,7 @@ mod tests {
             probes: 1,
             measure: Duration::from_millis(200),
             warmup: WARMUP,
+            baseline_rtt: None,
         };
         let down = measure_download(addr, &plan).unwrap();
         peer.join().unwrap();

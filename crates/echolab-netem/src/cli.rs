@@ -23,7 +23,10 @@ Examples (on the link host unless said otherwise):
       userspace wire; `echolab-netem wire ready: ...` on stderr once it carries packets,
       stats JSON on stdout on SIGUSR1, every --stats-interval and on SIGTERM/SIGINT
   echolab-netem calib-server --port 7070                      (on the server host)
-  echolab-netem calibrate --target 10.0.2.2:7070 --profile crossnet --json   (on the client host)
+  echolab-netem rtt --target 10.0.2.2:7070      (on the client host, before the link is installed)
+      {\"target\":\"10.0.2.2:7070\",\"probes\":40,\"rtt_min_us\":24.1,\"rtt_median_us\":31.0}
+  echolab-netem calibrate --target 10.0.2.2:7070 --profile crossnet --baseline-rtt 31us --json
+      (on the client host, once the link is installed)
   echolab-netem route --dst 10.0.2.0/24 --via 10.0.1.2     (in a client host, with NET_ADMIN)
   echolab-netem ifname 10.0.1.2
       eth0
@@ -141,6 +144,22 @@ pub enum Cmd {
         /// Measure goodput even when the profile expects none.
         #[arg(long)]
         goodput: bool,
+        /// Median RTT of the same path before the link was installed (what `rtt` printed);
+        /// with it, calibration also checks the RTT the link adds (`added_rtt`) against the
+        /// profile's delays, within `expected.added_rtt`'s tolerance.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        baseline_rtt: Option<Duration>,
+    },
+    /// Times small TCP round trips to a calib-server and prints them as JSON, judged against
+    /// nothing: the baseline for `calibrate --baseline-rtt`, measured before the link is
+    /// installed.
+    Rtt {
+        /// The calib-server, IP:PORT.
+        #[arg(long)]
+        target: SocketAddr,
+        /// Round trips (at least 20).
+        #[arg(long, default_value_t = 40)]
+        probes: usize,
     },
     /// Serves calibration probes and transfers (echo, sink, source) until killed.
     CalibServer {

@@ -38,6 +38,16 @@ fn load_profile(dir: &Path, arg: ProfileArg) -> Result<Profile, Failure> {
     }
 }
 
+/// A median needs enough samples to be stable: `--probes` below 20 is refused.
+fn check_probes(probes: usize) -> Result<(), Failure> {
+    if probes < 20 {
+        return Err(bad_input(format!(
+            "--probes {probes}: at least 20 are needed for a median"
+        )));
+    }
+    Ok(())
+}
+
 fn print_json<T: serde::Serialize>(v: &T) {
     println!(
         "{}",
@@ -153,16 +163,20 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             probes,
             measure,
             goodput,
+            baseline_rtt,
         } => {
             let p = load_profile(&cli.profile_dir, profile)?;
-            if probes < 20 {
+            check_probes(probes)?;
+            if baseline_rtt.is_some() && p.topology == Topology::Loopback {
                 return Err(bad_input(format!(
-                    "--probes {probes}: at least 20 are needed for a median"
+                    "--baseline-rtt: profile {} is loopback, which adds no RTT to check",
+                    p.name
                 )));
             }
             let plan = CalibrationPlan {
                 probes,
                 measure,
+                baseline_rtt,
                 ..CalibrationPlan::default()
             };
             let report = calibrate::calibrate(&p, target, &plan, goodput)
@@ -183,6 +197,13 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             } else {
                 ExitCode::from(1)
             })
+        }
+        Cmd::Rtt { target, probes } => {
+            check_probes(probes)?;
+            let report = calibrate::rtt_report(target, probes)
+                .map_err(|e| failed(format!("round trips to {target}: {e}")))?;
+            print_json(&report);
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::CalibServer { port, bind } => {
             let listener = TcpListener::bind((bind, port))

@@ -127,12 +127,9 @@ fn cpu_seconds(pid: u32) -> f64 {
     (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / ticks
 }
 
-#[test]
-fn idle_wire_sleeps_and_reports_its_compensation() {
-    let tb = Testbed::new().expect("namespaces");
-    let mut wire = start_wire(&tb, "lan100");
-    let ready = wire.stderr_seen.last().cloned().unwrap_or_default();
-    assert!(ready.contains("compensation uplink"), "{ready}");
+/// Starts the wire for lan100, checks that it uses no CPU while idle, sends one UDP datagram
+/// through it, and returns its stats.
+fn idle_then_one_packet(tb: &Testbed, wire: &mut ChildGuard) -> WireStats {
     let pid = wire.child.as_ref().expect("running").id();
     let (cpu0, t0) = (cpu_seconds(pid), Instant::now());
     // The idle window is the measurement itself, not a wait for a condition.
@@ -145,7 +142,78 @@ fn idle_wire_sleeps_and_reports_its_compensation() {
         used < 0.05 * window,
         "idle wire used {used:.3} s CPU in {window:.1} s"
     );
-    let s = wire_stats(&mut wire);
+    let rtts = endtoend::udp_round_trips(tb, 1, Duration::ZERO, Duration::from_secs(10)).unwrap();
+    assert_eq!(rtts.len(), 1, "one round trip through the wire");
+    let s = wire_stats(wire);
+    // The probe's temporary rules are gone once the wire is ready.
+    let rules = Command::new("ip")
+        .args(["-n", &tb.lnk, "rule", "show"])
+        .output()
+        .unwrap();
+    let rules = String::from_utf8_lossy(&rules.stdout);
+    assert!(!rules.contains("192.0.2.1"), "{rules}");
+    assert!(rules.contains("iif cs lookup 2701"), "{rules}");
+    s
+}
+
+#[test]
+fn idle_wire_sleeps_and_counts_delays_from_kernel_arrival_stamps() {
+    let tb = Testbed::new().expect("namespaces");
+    let mut wire = start_wire(&tb, "lan100");
+    let ready = wire.stderr_seen.last().cloned().unwrap_or_default();
+    assert!(ready.contains("delay from kernel stamp"), "{ready}");
+    let s = idle_then_one_packet(&tb, &mut wire);
+    for (dir, d) in [("uplink", &s.uplink), ("downlink", &s.downlink)] {
+        // Every packet the TUN carried had its stamp (the tap is open before the TUN comes
+        // up, so even the kernel's own IPv6 chatter has one), and nothing is subtracted.
+        assert_eq!(
+            (d.arrival_from.as_str(), d.unstamped, d.compensation_us),
+            ("kernel stamp", 0, 0.0),
+            "{dir}: {d:?}"
+        );
+        // Exactly the one datagram each way: the TUNs' own IPv6 chatter is not carried.
+        assert!(d.packets == 1 && d.tun_wait_us.max > 0.0, "{dir}: {d:?}");
+        assert_eq!(d.self_probe_us.max, 0.0, "{dir}: no self-probe ran");
+        assert_eq!(d.early_wake_us, 400.0, "{dir}");
+    }
+}
+
+#[test]
+fn without_cap_net_raw_the_wire_compensates_the_self_probe_median() {
+    let tb = Testbed::new().expect("namespaces");
+    // The same wire with CAP_NET_RAW out of its bounding set (so root loses it at exec):
+    // no packet socket, so delays count from read time minus the self-probe's median.
+    let mut cmd = Command::new("ip");
+    cmd.args([
+        "netns",
+        "exec",
+        &tb.lnk,
+        "setpriv",
+        "--bounding-set=-net_raw",
+    ])
+    .arg(BIN)
+    .arg("--profile-dir")
+    .arg(profile_dir())
+    .args([
+        "wire",
+        "--profile",
+        "lan100",
+        "--client-side",
+        LINK_CLIENT_SIDE,
+        "--server-side",
+        LINK_SERVER_SIDE,
+        "--seed",
+        "1",
+    ]);
+    let mut wire = ChildGuard::spawn(cmd).unwrap();
+    wire.wait_for_stderr("echolab-netem wire ready", DEADLINE)
+        .unwrap();
+    let said = wire.stderr_seen.join("\n");
+    assert!(
+        said.contains("no kernel arrival stamps") && said.contains("CAP_NET_RAW"),
+        "{said}"
+    );
+    let s = idle_then_one_packet(&tb, &mut wire);
     for (dir, d) in [("uplink", &s.uplink), ("downlink", &s.downlink)] {
         // The self-probe ran through the TUN and its median is what is compensated, below
         // the profile's 100 us delay.
@@ -155,16 +223,12 @@ fn idle_wire_sleeps_and_reports_its_compensation() {
                 && d.compensation_us == d.self_probe_us.p50,
             "{dir}: {d:?}"
         );
-        assert_eq!(d.early_wake_us, 50.0, "{dir}");
+        assert_eq!(
+            (d.arrival_from.as_str(), d.tun_wait_us.max),
+            ("read time", 0.0),
+            "{dir}"
+        );
     }
-    // The probe's temporary rules are gone once the wire is ready.
-    let rules = Command::new("ip")
-        .args(["-n", &tb.lnk, "rule", "show"])
-        .output()
-        .unwrap();
-    let rules = String::from_utf8_lossy(&rules.stdout);
-    assert!(!rules.contains("192.0.2.1"), "{rules}");
-    assert!(rules.contains("iif cs lookup 2701"), "{rules}");
 }
 
 /// The floor for the added delay: ±100 µs (at lan100, 5% of the added delay is less).

@@ -95,18 +95,6 @@ pub struct Interval {
     pub high: f64,
 }
 
-impl Interval {
-    /// Whether `x` lies in the closed interval.
-    pub fn contains(&self, x: f64) -> bool {
-        self.low <= x && x <= self.high
-    }
-
-    /// Whether the interval lies entirely inside `outer`.
-    pub fn within(&self, outer: Interval) -> bool {
-        outer.low <= self.low && self.high <= outer.high
-    }
-}
-
 /// Resamples of the percentile bootstrap.
 pub const BOOTSTRAP_RESAMPLES: usize = 4000;
 
@@ -592,6 +580,8 @@ mod tests {
             "falls back to the next lower tabulated df"
         );
         assert_eq!(t_975(1000), Some(1.960));
+        // The table's last row still counts; only above it does the normal value take over.
+        assert_eq!((t_975(120), t_975(121)), (Some(1.980), Some(1.960)));
     }
 
     #[test]

@@ -182,16 +182,22 @@ fn check_netem(cmd: &NetemCmd) {
                 target,
                 profile,
                 json,
+                baseline_rtt,
             },
             NetemParsed::Calibrate {
                 target: t,
                 profile: p,
                 json: j,
+                baseline_rtt: b,
                 ..
             },
         ) => {
             assert_eq!(handed_over(p, &line), *profile, "{line}");
             assert_eq!((t, j), (target, json), "{line}");
+            assert_eq!(*b, baseline_rtt.map(|d| d.0), "{line}");
+        }
+        (NetemCmd::Rtt { target }, NetemParsed::Rtt { target: t, .. }) => {
+            assert_eq!(t, target, "{line}")
         }
         (NetemCmd::CalibServer { port, bind }, NetemParsed::CalibServer { port: p, bind: b }) => {
             assert_eq!((p, b), (port, bind), "{line}")
@@ -388,7 +394,7 @@ fn every_field_of_every_builder_parses() {
 
     let netem_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem");
     let profile = |name: &str| Profile::resolve(name, &netem_dir).unwrap().1;
-    let mut variants = [false; 7];
+    let mut variants = [false; 8];
     let netem = [
         NetemCmd::Probe,
         NetemCmd::Apply {
@@ -412,12 +418,22 @@ fn every_field_of_every_builder_parses() {
             target,
             profile: profile("crossnet"),
             json: true,
+            baseline_rtt: None,
+        },
+        NetemCmd::Calibrate {
+            target,
+            profile: profile("lan100"),
+            json: true,
+            // A measured median, not a round number: it must survive the trip through argv.
+            baseline_rtt: Some(Dur(std::time::Duration::from_nanos(31_417))),
         },
         NetemCmd::Calibrate {
             target,
             profile: profile("loopback"),
             json: false,
+            baseline_rtt: None,
         },
+        NetemCmd::Rtt { target },
         NetemCmd::CalibServer {
             port: 0,
             bind: "0.0.0.0".parse().unwrap(),
@@ -439,11 +455,12 @@ fn every_field_of_every_builder_parses() {
             NetemCmd::CalibServer { .. } => 4,
             NetemCmd::Route { .. } => 5,
             NetemCmd::Ifname { .. } => 6,
+            NetemCmd::Rtt { .. } => 7,
         }] = true;
         check_netem(c);
     }
     assert_eq!(
-        variants, [true; 7],
+        variants, [true; 8],
         "every echolab-netem subcommand is checked"
     );
 }

@@ -290,7 +290,7 @@ fn smoke_on_crossnet_through_the_link() {
     };
     let r = check_complete_smoke(&e, &out, &o, expected_backend);
     let link = &r.manifest.hosts["link"];
-    assert_eq!(link["cap_add"], serde_json::json!(["NET_ADMIN"]));
+    assert_eq!(link["cap_add"], serde_json::json!(["NET_ADMIN", "NET_RAW"]));
     assert_eq!(link["devices"], serde_json::json!(["/dev/net/tun"]));
     assert_eq!(link["sysctls"]["net.ipv4.ip_forward"], "1");
     // The wire's counters per run: every request crossed it (a short request is at least
@@ -320,6 +320,28 @@ fn smoke_on_crossnet_through_the_link() {
             "the bulk transfers crossed: {cal_link:?}"
         );
     }
+    // Calibration checked what the link adds over the path measured before it was installed:
+    // crossnet adds 2 x (10 ms + (68 + 38) B at 50 Mbit/s = 16.96 us) = 20.03392 ms, +- 10%.
+    let cal = r.manifest.link.calibration.as_ref().unwrap();
+    let added = cal.checks.iter().find(|c| c.name == "added_rtt");
+    let added = added.unwrap_or_else(|| panic!("an added_rtt check: {cal:?}"));
+    assert!(added.pass, "{cal:?}");
+    assert!(
+        (added.low - 18_030.528).abs() < 1e-6 && (added.high - 22_037.312).abs() < 1e-6,
+        "{added:?}"
+    );
+    let (base, total) = (
+        cal.measured["rtt_baseline_median_us"],
+        cal.measured["rtt_median_us"],
+    );
+    assert!(
+        base > 0.0 && base < 5_000.0,
+        "a plain path is fast: {cal:?}"
+    );
+    assert!(
+        (cal.measured["added_rtt_us"] - (total - base)).abs() < 1e-6,
+        "added = total - baseline: {cal:?}"
+    );
     // The profile adds 20 ms of RTT: a long-connection round trip cannot be faster.
     for rec in r
         .runs

@@ -23,7 +23,7 @@ pub use bench::{
 };
 pub use netem::{
     json_from_stdout, CalibServerReady, CalibrationReport, Check, Ipv4Net, NetemCmd, ProbeResult,
-    WIRE_READY_PREFIX,
+    RttReport, WIRE_READY_PREFIX,
 };
 pub use server::{final_stats, Fatal, Ready, ServerCmd, ServerModel, UnknownModel};
 

@@ -48,6 +48,15 @@ pub enum NetemCmd {
         profile: Profile,
         /// `--json`: print a [`CalibrationReport`].
         json: bool,
+        /// `--baseline-rtt`: the median RTT of the same path before the link was installed
+        /// (an [`RttReport`]); with it, calibration also checks the RTT the link adds.
+        baseline_rtt: Option<Dur>,
+    },
+    /// `rtt`: small TCP round trips to a calib-server, judged against nothing; prints an
+    /// [`RttReport`]. The launcher's baseline: the path before the link is installed.
+    Rtt {
+        /// `--target`: the calib-server.
+        target: SocketAddr,
     },
     /// `calib-server`: serves calibration until killed; prints a [`CalibServerReady`] line.
     CalibServer {
@@ -104,11 +113,14 @@ impl NetemCmd {
                 target,
                 profile,
                 json,
+                baseline_rtt,
             } => a
                 .arg("calibrate")
                 .val("target", target)
                 .val("profile-json", profile.to_json())
-                .flag("json", *json),
+                .flag("json", *json)
+                .opt("baseline-rtt", *baseline_rtt),
+            NetemCmd::Rtt { target } => a.arg("rtt").val("target", target),
             NetemCmd::CalibServer { port, bind } => {
                 a.arg("calib-server").val("port", port).val("bind", bind)
             }
@@ -197,6 +209,14 @@ pub struct CalibrationReport {
     pub rtt_min_us: f64,
     /// Median RTT, µs.
     pub rtt_median_us: f64,
+    /// Median RTT of the same path before the link was installed, µs (null without
+    /// `--baseline-rtt`).
+    #[serde(default)]
+    pub rtt_baseline_median_us: Option<f64>,
+    /// `rtt_median_us - rtt_baseline_median_us`: the RTT the link adds, µs (null without a
+    /// baseline).
+    #[serde(default)]
+    pub added_rtt_us: Option<f64>,
     /// Upload goodput after warm-up, Mbit/s (null when not measured).
     pub goodput_uplink_mbit: Option<f64>,
     /// Download goodput after warm-up, Mbit/s (null when not measured).
@@ -207,6 +227,19 @@ pub struct CalibrationReport {
     pub pass: bool,
     /// One line: the verdict and the first failure's reason.
     pub reason: String,
+}
+
+/// What `echolab-netem rtt` prints: round trips of small TCP probes, no verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RttReport {
+    /// The calibration peer.
+    pub target: String,
+    /// Round trips timed.
+    pub probes: usize,
+    /// Smallest RTT, µs.
+    pub rtt_min_us: f64,
+    /// Median RTT, µs.
+    pub rtt_median_us: f64,
 }
 
 /// `echolab-netem calib-server`'s readiness line on stderr:
@@ -279,10 +312,26 @@ mod tests {
             (
                 NetemCmd::Calibrate {
                     target: "10.0.2.2:7070".parse().unwrap(),
-                    profile,
+                    profile: profile.clone(),
                     json: true,
+                    baseline_rtt: None,
                 },
                 format!("calibrate --target 10.0.2.2:7070 --profile-json {LOOPBACK_JSON} --json"),
+            ),
+            (
+                NetemCmd::Calibrate {
+                    target: "10.0.2.2:7070".parse().unwrap(),
+                    profile,
+                    json: true,
+                    baseline_rtt: Some(Dur(std::time::Duration::from_micros(31))),
+                },
+                format!("calibrate --target 10.0.2.2:7070 --profile-json {LOOPBACK_JSON} --json --baseline-rtt 31us"),
+            ),
+            (
+                NetemCmd::Rtt {
+                    target: "10.0.2.2:7070".parse().unwrap(),
+                },
+                "rtt --target 10.0.2.2:7070".to_string(),
             ),
             (
                 NetemCmd::CalibServer {
@@ -347,8 +396,19 @@ mod tests {
 
     #[test]
     fn reports_read_back_with_goodput_absent_as_null() {
-        let text = r#"{"profile":"crossnet","target":"10.0.0.2:7070","probes":40,"rtt_min_us":19800.0,"rtt_median_us":20900.0,"goodput_uplink_mbit":null,"goodput_downlink_mbit":47.0,"checks":[{"name":"rtt_median","measured":20900.0,"low":18600.0,"high":22100.0,"unit":"us","pass":true,"reason":"ok"}],"pass":true,"reason":"all checks passed"}"#;
+        let text = r#"{"profile":"crossnet","target":"10.0.0.2:7070","probes":40,"rtt_min_us":19800.0,"rtt_median_us":20900.0,"rtt_baseline_median_us":61.5,"added_rtt_us":20838.5,"goodput_uplink_mbit":null,"goodput_downlink_mbit":47.0,"checks":[{"name":"rtt_median","measured":20900.0,"low":18600.0,"high":22100.0,"unit":"us","pass":true,"reason":"ok"}],"pass":true,"reason":"all checks passed"}"#;
         let r: CalibrationReport = json_from_stdout(&format!("{text}\n")).unwrap();
+        assert_eq!(
+            (r.rtt_baseline_median_us, r.added_rtt_us),
+            (Some(61.5), Some(20838.5))
+        );
+        // A report without a baseline (an older echolab-netem, or none given) reads as null.
+        let without = text.replace(
+            r#""rtt_baseline_median_us":61.5,"added_rtt_us":20838.5,"#,
+            "",
+        );
+        let old: CalibrationReport = json_from_stdout(&without).unwrap();
+        assert_eq!((old.rtt_baseline_median_us, old.added_rtt_us), (None, None));
         assert_eq!(r.goodput_uplink_mbit, None);
         assert_eq!(r.goodput_downlink_mbit, Some(47.0));
         assert_eq!((r.checks[0].low, r.checks[0].high), (18600.0, 22100.0));

@@ -28,6 +28,17 @@ pub struct DirectionCounters {
     pub compensation_ns: u64,
     /// How long before a release the direction wakes and polls, ns.
     pub early_wake_ns: u64,
+    /// True when packets are scheduled from the kernel's arrival stamps ([`super::arrival`]);
+    /// false when from the time the thread read them (then the self-probe compensates).
+    pub kernel_stamps: bool,
+    /// Packets scheduled from their read time because no stamp was found (with kernel
+    /// stamps on: frames lost to a full ring).
+    pub unstamped: u64,
+    /// Packets discarded because they were not IPv4 (the TUN's own IPv6 chatter).
+    pub not_ipv4: u64,
+    /// Read time minus kernel arrival stamp, ns: how long packets waited in the TUN for the
+    /// thread (its wake-up), which the stamps keep out of the delay.
+    pub tun_wait: Histogram<u64>,
 }
 
 impl Default for DirectionCounters {
@@ -43,6 +54,10 @@ impl Default for DirectionCounters {
             self_probe: hist::new_latency_histogram(),
             compensation_ns: 0,
             early_wake_ns: 0,
+            kernel_stamps: false,
+            unstamped: 0,
+            not_ipv4: 0,
+            tun_wait: hist::new_latency_histogram(),
         }
     }
 }
@@ -82,6 +97,24 @@ pub struct DirectionStats {
     /// How long before each release the direction wakes and polls instead of sleeping, µs.
     #[serde(default)]
     pub early_wake_us: f64,
+    /// What each packet's delay counts from: `"kernel stamp"` (when it entered the TUN, from
+    /// a packet socket's ring) or `"read time"` (when the wire read it; the self-probe's
+    /// compensation then estimates the difference).
+    #[serde(default)]
+    pub arrival_from: String,
+    /// Packets scheduled from their read time although kernel stamps were on (no stamp
+    /// found for them).
+    #[serde(default)]
+    pub unstamped: u64,
+    /// Packets discarded because they were not IPv4: the TUN devices' own IPv6 chatter
+    /// (router solicitations, MLD reports), which carries nothing between the hosts and
+    /// would otherwise take draws from the seeded loss and jitter generator.
+    #[serde(default)]
+    pub not_ipv4: u64,
+    /// How long packets waited in the TUN before the wire read them, µs (all zeros without
+    /// kernel stamps).
+    #[serde(default)]
+    pub tun_wait_us: LatencySummary,
 }
 
 impl DirectionCounters {
@@ -100,6 +133,15 @@ impl DirectionCounters {
             compensation_us: self.compensation_ns as f64 / 1000.0,
             self_probe_us: LatencySummary::from_histogram(&self.self_probe),
             early_wake_us: self.early_wake_ns as f64 / 1000.0,
+            arrival_from: if self.kernel_stamps {
+                "kernel stamp"
+            } else {
+                "read time"
+            }
+            .into(),
+            unstamped: self.unstamped,
+            not_ipv4: self.not_ipv4,
+            tun_wait_us: LatencySummary::from_histogram(&self.tun_wait),
         }
     }
 }

@@ -53,6 +53,34 @@ pub fn udp_round_trips(
     pace: Duration,
     limit: Duration,
 ) -> io::Result<Vec<f64>> {
+    round_trips(tb, n, pace, limit, ClientWait::Block)
+}
+
+/// How the client waits for each answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientWait {
+    /// Blocked in `recv` at real-time priority, as an application waits: a wait as long as
+    /// the link's delay may end in a deeper idle state and a slower wake-up than the short
+    /// wait without the link, and that difference is charged to the link.
+    Block,
+    /// Polling `recv` without blocking, fair-scheduled (a real-time spinner would be throttled
+    /// by `sched_rt_runtime_us` and stall the CPU it shares): the client never sleeps during an
+    /// exchange, with or without the link, so its own wake-up is in neither figure and the
+    /// difference is what the link adds.
+    Spin,
+}
+
+/// [`udp_round_trips`] with the client waiting as `wait` says.
+///
+/// # Errors
+/// As [`udp_round_trips`].
+pub fn round_trips(
+    tb: &Testbed,
+    n: usize,
+    pace: Duration,
+    limit: Duration,
+    wait: ClientWait,
+) -> io::Result<Vec<f64>> {
     let echo = tb.in_netns(&tb.srv, || UdpSocket::bind((SERVER_ADDR, 0)))??;
     let port = echo.local_addr()?.port();
     echo.set_read_timeout(Some(Duration::from_secs(1)))?;
@@ -66,8 +94,13 @@ pub fn udp_round_trips(
             let _ = echo.send_to(&buf[..len], from);
         }
     });
+    if wait == ClientWait::Spin {
+        client.set_nonblocking(true)?;
+    }
     let client_thread = std::thread::spawn(move || -> io::Result<Vec<f64>> {
-        measurer_priority();
+        if wait == ClientWait::Block {
+            measurer_priority();
+        }
         let end = Instant::now() + limit;
         let mut rtts = Vec::with_capacity(n);
         let mut buf = [0u8; 64];
@@ -78,10 +111,18 @@ pub fn udp_round_trips(
             let t0 = Instant::now();
             client.send_to(&i.to_le_bytes(), (SERVER_ADDR, port))?;
             // A late answer to an earlier exchange is skipped, not timed as this one.
-            while let Ok(len) = client.recv(&mut buf) {
-                if len == 8 && buf[..8] == i.to_le_bytes() {
-                    rtts.push(t0.elapsed().as_secs_f64() * 1e6);
-                    break;
+            let give_up = t0 + Duration::from_secs(1);
+            loop {
+                match client.recv(&mut buf) {
+                    Ok(len) if len == 8 && buf[..8] == i.to_le_bytes() => {
+                        rtts.push(t0.elapsed().as_secs_f64() * 1e6);
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < give_up => {
+                        std::hint::spin_loop()
+                    }
+                    Err(_) => break,
                 }
             }
             if !pace.is_zero() {

@@ -5,6 +5,7 @@
 //! per-pass overhead so it can be subtracted (both on the one `clock`), and [`Wire`] ties
 //! them together, reports [`counters::WireStats`] and removes its rules when it stops.
 
+pub(crate) mod arrival;
 mod clock;
 pub mod counters;
 #[cfg(feature = "testbed")]
@@ -69,7 +70,7 @@ impl Default for Timing {
     /// [`pump::Pump::early_wake_ns`]). 64 probes 500 µs apart: 32 ms of startup.
     fn default() -> Self {
         Self {
-            early_wake: Duration::from_micros(50),
+            early_wake: Duration::from_micros(400),
             probe: probe::ProbePlan {
                 count: 64,
                 spacing: Duration::from_micros(500),
@@ -130,6 +131,29 @@ impl Wire {
         let (up_name, down_name) = (&config.tun_names.0, &config.tun_names.1);
         let tun_up = plumbing::open_tun(up_name).map_err(setup_err)?;
         let tun_down = plumbing::open_tun(down_name).map_err(setup_err)?;
+        // Kernel arrival stamps for both directions, or for neither: then both fall back to
+        // read times and the self-probe's compensation. Opened before the TUNs come up, so
+        // that the tap sees every packet the kernel ever queues in them.
+        let taps = [up_name, down_name]
+            .map(|name| plumbing::index_of(name).and_then(arrival::ArrivalTap::open));
+        let (tap_up, tap_down, timing) = match taps {
+            [Ok(up), Ok(down)] => (
+                Some(up),
+                Some(down),
+                Timing {
+                    probe: probe::ProbePlan {
+                        count: 0,
+                        ..timing.probe
+                    },
+                    ..timing
+                },
+            ),
+            [up, down] => {
+                let e = up.err().or(down.err()).expect("one failed");
+                eprintln!("echolab-netem wire: no kernel arrival stamps ({e}; a packet socket needs CAP_NET_RAW); delays count from read time, minus the self-probe's median");
+                (None, None, timing)
+            }
+        };
         plumbing::ensure_forwarding_sysctls(&[up_name, down_name]).map_err(WireError::Setup)?;
         let mut sock = Socket::open().map_err(setup_err)?;
         let specs = [
@@ -157,6 +181,7 @@ impl Wire {
             early_wake_ns,
             probe: timing.probe,
             probed: probed_tx.clone(),
+            tap: tap_up,
         };
         let down = Pump {
             name: "downlink",
@@ -166,6 +191,7 @@ impl Wire {
             early_wake_ns,
             probe: timing.probe,
             probed: probed_tx,
+            tap: tap_down,
         };
         let limits = [up.shaper.limit(), down.shaper.limit()];
         let mut wire = Self {
@@ -248,13 +274,14 @@ impl Wire {
         Ok(wire)
     }
 
-    /// One line for the log: which device goes through which TUN, and the overhead each
-    /// direction compensates (self-probe median) with its early wake-up.
+    /// One line for the log: which device goes through which TUN, what delays count from
+    /// (kernel stamps, or read times with the self-probe's compensation) and the early
+    /// wake-up.
     pub fn describe(&self) -> String {
         let c = &self.config;
         let s = self.stats(false);
         format!(
-            "uplink {} -> {} -> {}, downlink {} -> {} -> {}, seed {}, compensation uplink {:.1} us downlink {:.1} us (self-probe median), early wake {:.0} us",
+            "uplink {} -> {} -> {}, downlink {} -> {} -> {}, seed {}, delay from {}, compensation uplink {:.1} us downlink {:.1} us (self-probe median), early wake {:.0} us",
             c.client_side,
             c.tun_names.0,
             c.server_side,
@@ -262,6 +289,7 @@ impl Wire {
             c.tun_names.1,
             c.client_side,
             c.seed,
+            s.uplink.arrival_from,
             s.uplink.compensation_us,
             s.downlink.compensation_us,
             s.uplink.early_wake_us,

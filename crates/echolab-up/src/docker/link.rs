@@ -29,6 +29,7 @@ mod records;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use bollard::Docker;
 use echolab_core::profile::Profile;
@@ -55,6 +56,8 @@ pub(crate) struct LinkUp {
     client: String,
     /// The profile calibration checks the link against.
     profile: Profile,
+    /// Median RTT between client and server before the link was installed.
+    baseline_rtt: Duration,
     /// The running wire, kept so that its output is collected until teardown.
     _wire: Option<super::exec::Streaming>,
 }
@@ -108,6 +111,9 @@ pub(crate) async fn up(
     };
     let made = endpoints.make(docker).await?;
     let (server, client, server_ip) = (made.server.clone(), made.client.clone(), made.server_ip);
+    // Before the link is installed the link host forwards plainly: the path's own RTT, which
+    // calibration subtracts to check what the link adds.
+    let baseline = calibration::baseline(docker, &server, &client, server_ip).await?;
     let client_side = netem::device_with(docker, &link, link_client_ip).await?;
     let server_side = netem::device_with(docker, &link, link_server_ip).await?;
     let mut installed = netem::install(docker, &link, profile, &client_side, &server_side).await?;
@@ -141,13 +147,15 @@ pub(crate) async fn up(
         server,
         client,
         profile: profile.clone(),
+        baseline_rtt: Duration::from_secs_f64(baseline.rtt_median_us / 1e6),
         _wire: installed.wire,
     })
 }
 
 impl LinkUp {
     /// Calibrates across the link with echolab-netem (calib-server in the server host,
-    /// calibrate in the client host; [`calibration`]).
+    /// calibrate in the client host; [`calibration`]), checking the RTT the link adds over
+    /// the baseline measured before it was installed.
     ///
     /// # Errors
     /// The tools could not run or printed no report (a miss is `passed: false`).
@@ -158,6 +166,7 @@ impl LinkUp {
             &self.client,
             self.server_ip,
             &self.profile,
+            Some(self.baseline_rtt),
         )
         .await
     }

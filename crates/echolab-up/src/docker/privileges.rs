@@ -5,7 +5,7 @@
 //! | role | user | capabilities | why |
 //! |---|---|---|---|
 //! | server, client | 65534:65534 | none | bind ports above 1024, open sockets, raise the soft nofile limit within the hard one: none of it needs a capability |
-//! | link | 0:0 | NET_ADMIN | TUN devices, addresses, routes and qdiscs; root because Docker gives a non-root user no capability |
+//! | link | 0:0 | NET_ADMIN, NET_RAW | TUN devices, addresses, routes and qdiscs; packet sockets for the wire's arrival stamps; root because Docker gives a non-root user no capability |
 //! | route helper | 0:0 | NET_ADMIN | one route in a client or server namespace, then it exits |
 //!
 //! Every container drops every capability first (`cap_drop: ALL`), runs with
@@ -48,6 +48,10 @@ pub struct Grant {
 const NET_ADMIN_LINK: Grant = Grant {
     name: "NET_ADMIN",
     reason: "the wire creates TUN devices (TUNSETIFF) and sets their addresses and routes over rtnetlink; kernel netem installs qdiscs; both need CAP_NET_ADMIN in the link's namespace",
+};
+const NET_RAW_LINK: Grant = Grant {
+    name: "NET_RAW",
+    reason: "the wire reads the kernel's arrival stamp of every packet from a packet socket (AF_PACKET) on each TUN, so that a packet's delay counts from when it arrived, not from when the wire woke up to read it",
 };
 const NET_ADMIN_ROUTE: Grant = Grant {
     name: "NET_ADMIN",
@@ -268,11 +272,12 @@ impl Privileges {
         }
     }
 
-    /// The link host for `profile`: root with NET_ADMIN and /dev/net/tun, the profile volume.
+    /// The link host for `profile`: root with NET_ADMIN, NET_RAW and /dev/net/tun, the
+    /// scratch volume.
     pub fn link(profile: &Profile) -> Self {
         Self {
             user: ROOT,
-            cap_add: vec![NET_ADMIN_LINK],
+            cap_add: vec![NET_ADMIN_LINK, NET_RAW_LINK],
             devices: vec![TUN_DEVICE],
             volumes: vec![SCRATCH_VOLUME],
             seccomp: Seccomp::EngineDefault,
@@ -562,8 +567,12 @@ mod tests {
             ["client", "link", "route-helper", "server"]
         );
         let link = &rec["link"];
-        assert_eq!(link.cap_add.keys().collect::<Vec<_>>(), ["NET_ADMIN"]);
+        assert_eq!(
+            link.cap_add.keys().collect::<Vec<_>>(),
+            ["NET_ADMIN", "NET_RAW"]
+        );
         assert!(link.cap_add["NET_ADMIN"].contains("TUN"), "{link:?}");
+        assert!(link.cap_add["NET_RAW"].contains("AF_PACKET"), "{link:?}");
         assert!(link.devices["/dev/net/tun"].contains("wire"), "{link:?}");
         assert!(link.read_only_rootfs && link.no_new_privileges);
     }

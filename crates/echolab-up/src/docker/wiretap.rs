@@ -128,6 +128,10 @@ mod tests {
             compensation_us: 0.0,
             self_probe_us: Default::default(),
             early_wake_us: 0.0,
+            arrival_from: "kernel stamp".into(),
+            unstamped: 0,
+            not_ipv4: 0,
+            tun_wait_us: Default::default(),
         }
     }
 

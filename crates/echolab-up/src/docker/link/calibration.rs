@@ -9,13 +9,16 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use bollard::Docker;
-use echolab_core::cmd::{json_from_stdout, CalibServerReady, CalibrationReport, NetemCmd};
+use echolab_core::cmd::{
+    json_from_stdout, CalibServerReady, CalibrationReport, NetemCmd, RttReport,
+};
 use echolab_core::profile::Profile;
 use echolab_core::results::{CalibrationCheck, CalibrationRecord};
+use echolab_core::units::Dur;
 
 use super::netem::{bin, netem};
 use crate::docker::exec;
-use crate::hosts::{READY_DEADLINE, STOP_DEADLINE};
+use crate::hosts::{ProcOutput, READY_DEADLINE, STOP_DEADLINE};
 
 /// Deadline of one calibration (40 RTT probes and two 1.3 s bulk transfers at most take
 /// seconds; generous for a loaded 2-core machine).
@@ -31,6 +34,8 @@ pub(super) fn record_of(report: &CalibrationReport) -> CalibrationRecord {
     measured.insert("rtt_min_us".to_string(), report.rtt_min_us);
     measured.insert("rtt_median_us".to_string(), report.rtt_median_us);
     for (k, v) in [
+        ("rtt_baseline_median_us", report.rtt_baseline_median_us),
+        ("added_rtt_us", report.added_rtt_us),
         ("goodput_uplink_mbit", report.goodput_uplink_mbit),
         ("goodput_downlink_mbit", report.goodput_downlink_mbit),
     ] {
@@ -70,18 +75,18 @@ async fn kill_calib_server(docker: &Docker, server: &str) {
     .await;
 }
 
-/// Calibrates across the link with echolab-netem: calib-server in `server` (reached at
-/// `server_ip`), calibrate in `client`.
+/// Starts calib-server in `server` (reached at `server_ip`), runs the command `make` builds
+/// for its address in `client`, stops calib-server, and returns the command's output.
 ///
 /// # Errors
-/// The tools could not run or printed no report (a miss is `passed: false`).
-pub(super) async fn calibrate(
+/// calib-server did not get ready, or the command could not run.
+async fn against_calib_server(
     docker: &Docker,
     server: &str,
     client: &str,
     server_ip: IpAddr,
-    profile: &Profile,
-) -> anyhow::Result<CalibrationRecord> {
+    make: impl FnOnce(SocketAddr) -> NetemCmd,
+) -> anyhow::Result<ProcOutput> {
     let cmd = netem(&NetemCmd::CalibServer {
         port: 0,
         bind: [0, 0, 0, 0].into(),
@@ -96,18 +101,65 @@ pub(super) async fn calibrate(
             ));
         }
     };
-    let port = CalibServerReady::parse(&line)
-        .map(|r| r.addr.port())
-        .ok_or_else(|| anyhow!("calib-server readiness line has no address: {line}"))?;
-    let cmd = netem(&NetemCmd::Calibrate {
-        target: SocketAddr::new(server_ip, port),
-        profile: profile.clone(),
-        json: true,
-    });
+    let Some(port) = CalibServerReady::parse(&line).map(|r| r.addr.port()) else {
+        kill_calib_server(docker, server).await;
+        return Err(anyhow!(
+            "calib-server readiness line has no address: {line}"
+        ));
+    };
+    let cmd = netem(&make(SocketAddr::new(server_ip, port)));
     let out = exec::run(docker, client, &cmd, CALIBRATION_DEADLINE).await;
     kill_calib_server(docker, server).await;
     let _ = exec::finish(docker, s, STOP_DEADLINE).await;
-    let out = out?;
+    out
+}
+
+/// The baseline: the median RTT from `client` to calib-server in `server` with the link host
+/// forwarding plainly, before the link is installed (`echolab-netem rtt`).
+///
+/// # Errors
+/// The tools could not run or printed no report.
+pub(super) async fn baseline(
+    docker: &Docker,
+    server: &str,
+    client: &str,
+    server_ip: IpAddr,
+) -> anyhow::Result<RttReport> {
+    let out = against_calib_server(docker, server, client, server_ip, |target| NetemCmd::Rtt {
+        target,
+    })
+    .await?;
+    json_from_stdout(&out.stdout).map_err(|e| {
+        anyhow!(
+            "echolab-netem rtt printed no report ({e}; {})",
+            out.describe()
+        )
+    })
+}
+
+/// Calibrates across the link with echolab-netem: calib-server in `server` (reached at
+/// `server_ip`), calibrate in `client`, with the `baseline` median RTT measured before the
+/// link was installed (then the added RTT is checked too).
+///
+/// # Errors
+/// The tools could not run or printed no report (a miss is `passed: false`).
+pub(super) async fn calibrate(
+    docker: &Docker,
+    server: &str,
+    client: &str,
+    server_ip: IpAddr,
+    profile: &Profile,
+    baseline: Option<Duration>,
+) -> anyhow::Result<CalibrationRecord> {
+    let out = against_calib_server(docker, server, client, server_ip, |target| {
+        NetemCmd::Calibrate {
+            target,
+            profile: profile.clone(),
+            json: true,
+            baseline_rtt: baseline.map(Dur),
+        }
+    })
+    .await?;
     let report: CalibrationReport = json_from_stdout(&out.stdout).map_err(|e| {
         anyhow!(
             "echolab-netem calibrate printed no calibration report ({e}; {})",

@@ -326,6 +326,10 @@ pub struct DirectionCounters {
     pub drops_queue: u64,
     /// Refused by the kernel when written back (not the profile's doing).
     pub drops_write: u64,
+    /// Dropped by the kernel at the link's TUN before the wire read them: the wire fell
+    /// behind (not the profile's doing).
+    #[serde(default)]
+    pub drops_device: u64,
     /// Most packets queued at once since the link started (a running maximum: it cannot be
     /// split by interval).
     pub peak_queue_since_start: u64,
@@ -348,11 +352,11 @@ pub struct LinkCounters {
 
 impl LinkCounters {
     /// Packets dropped in both directions that the profile's loss model did not drop (queue
-    /// overflow, write-back refusals).
+    /// overflow, write-back refusals, a full TUN queue in front of the wire).
     pub fn unintended_drops(&self) -> u64 {
         [&self.uplink, &self.downlink]
             .iter()
-            .map(|d| d.drops_queue + d.drops_write)
+            .map(|d| d.drops_queue + d.drops_write + d.drops_device)
             .sum()
     }
 }

@@ -142,6 +142,25 @@ fn tx_packets(ns: &str, dev: &str) -> u64 {
         .expect("stats64.tx.packets")
 }
 
+/// UDP datagrams dropped because a receiving socket's buffer was full, in namespace `ns`
+/// (`RcvbufErrors` of the `Udp:` lines of /proc/net/snmp, read by a thread in `ns`).
+fn udp_rcvbuf_errors(tb: &Testbed, ns: &str) -> u64 {
+    let text = tb
+        .in_netns(ns, || std::fs::read_to_string("/proc/thread-self/net/snmp"))
+        .expect("enter namespace")
+        .expect("/proc/thread-self/net/snmp");
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (
+        udp.next().expect("Udp header"),
+        udp.next().expect("Udp values"),
+    );
+    let at = names
+        .split_whitespace()
+        .position(|n| n == "RcvbufErrors")
+        .expect("RcvbufErrors");
+    values.split_whitespace().nth(at).unwrap().parse().unwrap()
+}
+
 /// Packets per second of one flood: what the link host forwarded out of its egress device
 /// while the sender ran (what the link carries; packets still queued at the end are not
 /// counted), and what the receiving socket got (lower when the receiver, a fair-scheduled
@@ -149,6 +168,8 @@ fn tx_packets(ns: &str, dev: &str) -> u64 {
 struct FloodRate {
     forwarded: f64,
     received: f64,
+    /// Datagrams the receiving socket dropped (its buffer full: the receiver fell behind).
+    receiver_drops: u64,
 }
 
 /// Floods 64-byte UDP datagrams from `from_ns` to `to` for `secs` (at most 5M datagrams);
@@ -186,6 +207,7 @@ fn flood(
         .in_netns(from_ns, || UdpSocket::bind("0.0.0.0:0"))
         .unwrap()
         .unwrap();
+    let rcvbuf0 = udp_rcvbuf_errors(tb, to_ns);
     let (tx0, t0) = (tx_packets(&tb.lnk, egress), Instant::now());
     let end = t0 + Duration::from_secs_f64(secs);
     let payload = [0u8; 64];
@@ -196,9 +218,11 @@ fn flood(
         }
     }
     let forwarded = (tx_packets(&tb.lnk, egress) - tx0) as f64 / t0.elapsed().as_secs_f64();
+    let received = counter.join().unwrap();
     FloodRate {
         forwarded,
-        received: counter.join().unwrap(),
+        received,
+        receiver_drops: udp_rcvbuf_errors(tb, to_ns) - rcvbuf0,
     }
 }
 
@@ -428,7 +452,7 @@ fn rate_and_idle_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps:
     let pass = dir.join("passthrough.yaml");
     std::fs::write(&pass, "name: passthrough\ndescription: no impairment\nsource: perf\ntopology: link\nuplink: { limit: 10000 }\ndownlink: { limit: 10000 }\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1s }\n").unwrap();
     // Per direction: forwarded, received; through each build also the ratios to plain.
-    let mut plain: [Vec<f64>; 4] = Default::default();
+    let mut plain: [Vec<f64>; 6] = Default::default();
     let mut rates: Vec<[Vec<f64>; 8]> = bins.iter().map(|_| Default::default()).collect();
     let mut idle_cpu: Vec<Vec<f64>> = bins.iter().map(|_| Vec::new()).collect();
     let floods = |tb: &Testbed| {
@@ -442,6 +466,7 @@ fn rate_and_idle_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps:
         for (d, r) in base.iter().enumerate() {
             plain[d * 2].push(r.forwarded);
             plain[d * 2 + 1].push(r.received);
+            plain[4 + d].push(r.receiver_drops as f64);
         }
         for (i, bin) in bins.iter().enumerate() {
             let wire = start_wire(tb, bin, pass.to_str().unwrap());
@@ -458,12 +483,18 @@ fn rate_and_idle_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps:
                 rates[i][d * 4 + 2].push(r.received);
                 rates[i][d * 4 + 3].push(r.received / b.received);
             }
-            if s.uplink.drops_queue + s.downlink.drops_queue > 0 {
+            for (dir, d, r) in [
+                ("uplink", &s.uplink, &through[0]),
+                ("downlink", &s.downlink, &through[1]),
+            ] {
                 out!(
-                    "    ({} dropped at the queue limit: up {} down {})",
+                    "    {} {dir} drops by cause: loss model {}, wire queue {}, TUN queue (wire behind) {}, write-back {}, receiving socket's buffer {}",
                     names[i],
-                    s.uplink.drops_queue,
-                    s.downlink.drops_queue
+                    d.drops_loss,
+                    d.drops_queue,
+                    d.drops_device.map_or("unknown".into(), |n| n.to_string()),
+                    d.drops_write,
+                    r.receiver_drops
                 );
             }
         }
@@ -471,9 +502,10 @@ fn rate_and_idle_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps:
     let _ = std::fs::remove_dir_all(&dir);
     for (d, dir) in ["uplink", "downlink"].into_iter().enumerate() {
         out!(
-            "  {dir} plain forwarding: forwarded {}  received {}",
+            "  {dir} plain forwarding: forwarded {}  received {}  (receiving socket's buffer dropped {})",
             show(&plain[d * 2], 0),
-            show(&plain[d * 2 + 1], 0)
+            show(&plain[d * 2 + 1], 0),
+            show(&plain[4 + d], 0)
         );
         for (name, r) in names.iter().zip(&rates) {
             out!(

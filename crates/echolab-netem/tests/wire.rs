@@ -2,7 +2,7 @@
 //! and iproute2 needed). Every namespace and process is removed by Drop guards.
 
 use std::net::UdpSocket;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,39 @@ fn calibrate(tb: &Testbed, profile: &str) -> serde_json::Value {
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// `echolab-netem rtt` from the client to the calib-server: the path's median RTT, µs.
+fn baseline_rtt_us(tb: &Testbed) -> f64 {
+    let mut cmd = tb.command(&tb.cli, BIN.as_ref());
+    cmd.args(["rtt", "--target", &format!("{SERVER_ADDR}:{CALIB_PORT}")]);
+    let out = Testbed::output_within(cmd, DEADLINE).expect("rtt finishes");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("rtt JSON");
+    assert_eq!(v["probes"], 40, "{v}");
+    v["rtt_median_us"].as_f64().expect("rtt_median_us")
+}
+
+/// `calibrate --json --baseline-rtt` with the profile file `profile`; the report and whether
+/// the command exited 0.
+fn calibrate_with_baseline(
+    tb: &Testbed,
+    profile: &Path,
+    baseline_us: f64,
+) -> (serde_json::Value, bool) {
+    let mut cmd = tb.command(&tb.cli, BIN.as_ref());
+    cmd.arg("calibrate")
+        .arg("--json")
+        .arg("--profile")
+        .arg(profile)
+        .args([
+            "--target",
+            &format!("{SERVER_ADDR}:{CALIB_PORT}"),
+            "--baseline-rtt",
+            &format!("{baseline_us:.3}us"),
+        ]);
+    let out = Testbed::output_within(cmd, DEADLINE).expect("calibrate finishes");
+    let v = serde_json::from_slice(&out.stdout).expect("calibrate JSON");
+    (v, out.status.success())
 }
 
 fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
@@ -174,6 +207,8 @@ fn idle_wire_sleeps_and_counts_delays_from_kernel_arrival_stamps() {
         // Exactly the one datagram each way: the TUNs' own IPv6 chatter is not carried.
         assert!(d.packets == 1 && d.tun_wait_us.max > 0.0, "{dir}: {d:?}");
         assert_eq!(d.self_probe_us.max, 0.0, "{dir}: no self-probe ran");
+        // Read from the TUN's own counters, while it still exists.
+        assert_eq!(d.drops_device, Some(0), "{dir}");
         assert_eq!(d.early_wake_us, 400.0, "{dir}");
     }
 }
@@ -472,4 +507,63 @@ fn wire_names_the_missing_sysctl_when_proc_sys_is_read_only() {
         err.contains("net.ipv4.ip_forward") && err.contains("--sysctl"),
         "{err}"
     );
+}
+
+#[test]
+fn calibration_judges_what_the_link_adds_over_the_baseline_measured_before_it() {
+    let tb = Testbed::new().expect("namespaces");
+    let _server = start_calib_server(&tb);
+    // Before the wire: the link namespace forwards plainly.
+    let baseline = baseline_rtt_us(&tb);
+    assert!(baseline > 0.0 && baseline < 2_000.0, "{baseline}");
+    let _wire = start_wire(&tb, "lan100");
+    let dir = std::env::temp_dir().join(format!("wire-added-rtt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The running link adds 2 x (100 us + serialization of (68 + 38) B at 100 Mbit/s =
+    // 8.48 us) = 217 us. Three profiles claim 100 us each way (right, within +-150 us: this
+    // test runs beside others, whose load the endpoints' wake-ups add to the total), 600 us
+    // (far more than the link adds) and 10 us within +-20 us (far less), with no rate and a
+    // wide total-RTT range so that only the added-RTT check can fail.
+    let claim = |us: u32, at_least_us: u32| {
+        let path = dir.join(format!("claim{us}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name: claim{us}\ndescription: d\nsource: test\ntopology: link\n\
+                 uplink: {{ delay: {us}us }}\ndownlink: {{ delay: {us}us }}\n\
+                 expected:\n  rtt: {{ value: {}us, minus: {}us, plus: 5ms }}\n  \
+                 added_rtt: {{ relative: 10%, at_least: {at_least_us}us }}\n",
+                2 * us,
+                2 * us
+            ),
+        )
+        .unwrap();
+        calibrate_with_baseline(&tb, &path, baseline)
+    };
+    let (right, ok) = claim(100, 150);
+    let added = check(&right, "added_rtt");
+    assert!(ok && added["pass"] == true, "{right}");
+    assert_eq!(
+        (added["low"].as_f64(), added["high"].as_f64()),
+        (Some(50.0), Some(350.0))
+    );
+    let measured = added["measured"].as_f64().unwrap();
+    assert!(
+        (right["added_rtt_us"].as_f64().unwrap() - measured).abs() < 1e-9
+            && (right["rtt_baseline_median_us"].as_f64().unwrap() - baseline).abs() < 0.01
+            && (right["rtt_median_us"].as_f64().unwrap() - baseline - measured).abs() < 0.01,
+        "added = median - baseline: {right}"
+    );
+    let (more, ok) = claim(600, 50);
+    let c = check(&more, "added_rtt");
+    assert!(!ok && c["pass"] == false, "{more}");
+    assert!(
+        c["reason"].as_str().unwrap().contains("not in effect"),
+        "{c}"
+    );
+    let (less, ok) = claim(10, 20);
+    let c = check(&less, "added_rtt");
+    assert!(!ok && c["pass"] == false, "{less}");
+    assert!(c["reason"].as_str().unwrap().contains("too slow"), "{c}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -120,7 +120,10 @@ pub fn section(ds: &Dataset<'_>) -> String {
                 })
                 .fold(0.0, f64::max);
             if unintended > 0.0 {
-                link_trouble.push(format!("drops (queue full or refused) {}", fmt(unintended)));
+                link_trouble.push(format!(
+                    "drops (queue full, refused, or TUN full) {}",
+                    fmt(unintended)
+                ));
             }
             if late_us > WIRE_LATE_US {
                 link_trouble.push(format!(

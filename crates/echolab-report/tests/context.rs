@@ -97,7 +97,8 @@ fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
         "1000 packets, 3 lost by the profile, 40 dropped otherwise, queue peak 0, release error p99 2500 µs"
     );
     assert!(
-        bad[5].starts_with("drops (queue full or refused) 40; release error p99 2500 µs"),
+        bad[5]
+            .starts_with("drops (queue full, refused, or TUN full) 40; release error p99 2500 µs"),
         "{s}"
     );
     let good = row(s, "epoll-et_long_c100_r10");
@@ -107,7 +108,7 @@ fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
         "{s}"
     );
     assert!(
-        s.contains("⚠ epoll-lt_short_c100_r10: client TCPSynRetrans 121, link drops (queue full or refused) 40"),
+        s.contains("⚠ epoll-lt_short_c100_r10: client TCPSynRetrans 121, link drops (queue full, refused, or TUN full) 40"),
         "{s}"
     );
     assert_eq!(

@@ -297,6 +297,11 @@ fn smoke_on_crossnet_through_the_link() {
     // SYN, the ACK with the 12 bytes and a FIN uplink; a long one its data), none was
     // dropped by a queue on this unloaded path.
     if expected_backend == "userspace-wire" {
+        // With NET_RAW the wire counts each packet's delay from the kernel's arrival stamp.
+        let ready = r.manifest.link.installed["installed"]["ready"]
+            .as_str()
+            .unwrap_or("");
+        assert!(ready.contains("delay from kernel stamp"), "{ready}");
         for rec in &r.runs {
             let link = rec.link.as_ref().expect("link counters in the run record");
             let at_least = match rec.cell.mode {

@@ -24,6 +24,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::syscall::cvt;
+
 /// Bytes of each packet the tap keeps: the IPv4 header and the start of the transport header,
 /// enough to tell consecutive packets apart (addresses, IP id, ports, TCP sequence numbers).
 pub(crate) const SNAP_BYTES: usize = 64;
@@ -48,14 +50,6 @@ const _: () = {
 const TPACKET_V2: libc::c_int = 1;
 /// `PACKET_OUTGOING` (linux/if_packet.h): a packet the device transmits.
 const PACKET_OUTGOING: u32 = 4;
-
-fn cvt(r: libc::c_int, what: &str) -> io::Result<libc::c_int> {
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
-    }
-    Ok(r)
-}
 
 fn setsockopt<T>(
     fd: &OwnedFd,

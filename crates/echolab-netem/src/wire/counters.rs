@@ -75,6 +75,11 @@ pub struct DirectionStats {
     pub drops_queue: u64,
     /// Refused by the kernel on write-back.
     pub drops_write: u64,
+    /// Dropped by the kernel at the direction's TUN before the wire read them (its
+    /// `tx_dropped`: the TUN's queue was full because the wire fell behind); null when the
+    /// counter could not be read. Not the profile's doing.
+    #[serde(default)]
+    pub drops_device: Option<u64>,
     /// Most packets held at once.
     pub peak_queue: u64,
     /// The queue limit, packets.
@@ -126,6 +131,7 @@ impl DirectionCounters {
             drops_loss: self.drops_loss,
             drops_queue: self.drops_queue,
             drops_write: self.drops_write,
+            drops_device: None,
             peak_queue: self.peak_queue,
             limit: limit as u64,
             release_error_us: LatencySummary::from_histogram(&self.release_error),

@@ -15,6 +15,7 @@ pub(crate) mod probe;
 pub(crate) mod pump;
 pub(crate) mod rng;
 pub(crate) mod shaper;
+mod syscall;
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -299,12 +300,15 @@ impl Wire {
     /// A snapshot of the counters.
     pub fn stats(&self, is_final: bool) -> WireStats {
         // Clone under the lock and encode outside it, so a report never stalls a direction.
+        let tuns = [&self.config.tun_names.0, &self.config.tun_names.1];
         let snap = |i: usize| {
             let copy = self.counters[i]
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
-            copy.to_stats(self.limits[i])
+            let mut stats = copy.to_stats(self.limits[i]);
+            stats.drops_device = plumbing::tx_dropped(tuns[i]);
+            stats
         };
         WireStats {
             tool: "echolab-netem wire".into(),
@@ -334,8 +338,13 @@ impl Wire {
     /// # Errors
     /// A direction had failed, or a rule could not be removed.
     pub fn stop(mut self) -> Result<WireStats, WireError> {
+        // The TUNs' own drop counters go with the TUNs: read them while the devices exist.
+        let tuns = [&self.config.tun_names.0, &self.config.tun_names.1];
+        let device_drops = tuns.map(|t| plumbing::tx_dropped(t));
         let (teardown, run) = self.shutdown();
-        let stats = self.stats(true);
+        let mut stats = self.stats(true);
+        stats.uplink.drops_device = device_drops[0];
+        stats.downlink.drops_device = device_drops[1];
         teardown.and(run).map(|()| stats)
     }
 

@@ -234,6 +234,23 @@ pub(crate) fn ensure_forwarding_sysctls(tuns: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// Packets the kernel dropped when transmitting into device `name` (the `tx drop` column of
+/// /proc/self/net/dev, the namespace's own; for a TUN: its queue was full because its reader
+/// fell behind). `None` when the device or the counter cannot be read.
+pub(crate) fn tx_dropped(name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/net/dev").ok()?;
+    tx_dropped_in(&text, name)
+}
+
+/// [`tx_dropped`] from the text of /proc/net/dev: after `name:`, 8 receive columns, then
+/// transmit bytes, packets, errs, drop.
+fn tx_dropped_in(proc_net_dev: &str, name: &str) -> Option<u64> {
+    let line = proc_net_dev
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(name)?.strip_prefix(':'))?;
+    line.split_whitespace().nth(11)?.parse().ok()
+}
+
 /// Index of a device, with the error naming it.
 pub(crate) fn index_of(name: &str) -> io::Result<u32> {
     nl::ifindex(name)
@@ -242,6 +259,21 @@ pub(crate) fn index_of(name: &str) -> io::Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tx_drops_are_the_twelfth_column_of_the_named_device_only() {
+        // Layout of /proc/net/dev (proc(5)); values chosen so that every column differs.
+        let text = "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16
+elab-up: 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116
+elab-up2: 1 1 1 1 1 1 1 1 1 1 1 999 1 1 1 1
+";
+        assert_eq!(tx_dropped_in(text, "elab-up"), Some(112));
+        assert_eq!(tx_dropped_in(text, "lo"), Some(12));
+        assert_eq!(tx_dropped_in(text, "elab-up2"), Some(999));
+        assert_eq!(tx_dropped_in(text, "eth9"), None);
+    }
 
     #[test]
     fn rule_message_carries_iif_priority_and_table() {

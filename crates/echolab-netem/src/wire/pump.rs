@@ -23,6 +23,7 @@ use super::clock::now_ns;
 use super::counters::DirectionCounters;
 use super::probe::{self, ProbePlan};
 use super::shaper::{Shaper, Verdict};
+use super::syscall::cvt;
 use echolab_core::hist;
 use std::time::Duration;
 
@@ -30,14 +31,6 @@ use std::time::Duration;
 const MAX_PACKET: usize = 65_535;
 /// Packets read per wake-up before releasing due ones, so a flood cannot starve releases.
 const READ_BATCH: usize = 64;
-
-fn cvt(r: libc::c_int, what: &str) -> io::Result<libc::c_int> {
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
-    }
-    Ok(r)
-}
 
 /// A stop signal shared by the directions: an `eventfd` that becomes readable for good.
 pub(crate) struct StopSignal(OwnedFd);

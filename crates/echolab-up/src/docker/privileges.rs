@@ -524,7 +524,7 @@ mod tests {
     }
 
     #[test]
-    fn the_link_keeps_net_admin_and_the_tun_device_with_reasons() {
+    fn the_link_keeps_net_admin_net_raw_and_the_tun_device_with_reasons() {
         let run = RunPrivileges::new(
             &experiment("name: t\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [1]\n"),
             &profile(LINK_PROFILE),
@@ -535,7 +535,10 @@ mod tests {
         assert_eq!(body.user.as_deref(), Some("0:0"));
         let hc = body.host_config.unwrap();
         assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
-        assert_eq!(hc.cap_add, Some(vec!["NET_ADMIN".to_string()]));
+        assert_eq!(
+            hc.cap_add,
+            Some(vec!["NET_ADMIN".to_string(), "NET_RAW".to_string()])
+        );
         let dev = &hc.devices.unwrap()[0];
         assert_eq!(
             (

@@ -100,6 +100,10 @@ fn direction_between(b: &DirectionStats, a: &DirectionStats) -> DirectionCounter
         drops_loss: a.drops_loss.saturating_sub(b.drops_loss),
         drops_queue: a.drops_queue.saturating_sub(b.drops_queue),
         drops_write: a.drops_write.saturating_sub(b.drops_write),
+        drops_device: a
+            .drops_device
+            .unwrap_or(0)
+            .saturating_sub(b.drops_device.unwrap_or(0)),
         peak_queue_since_start: a.peak_queue,
         limit: a.limit,
         release_error_us: release,
@@ -121,6 +125,7 @@ mod tests {
             drops_loss: 1,
             drops_queue,
             drops_write: 0,
+            drops_device: Some(0),
             peak_queue: 40,
             limit: 100,
             release_error_us: hist::LatencySummary::from_histogram(&h),
@@ -162,10 +167,15 @@ mod tests {
             ),
             direction(1400, 0, &[5_000; 10]),
         );
+        let (mut before, mut after) = (before, after);
+        // The TUN dropped 4 packets before the run and 3 more during it.
+        before.uplink.drops_device = Some(4);
+        after.uplink.drops_device = Some(7);
         let c = between(&before, &after);
         assert_eq!((c.uplink.packets, c.uplink.bytes), (500, 50_000));
         assert_eq!((c.uplink.drops_queue, c.uplink.drops_loss), (19, 0));
-        assert_eq!(c.unintended_drops(), 19);
+        assert_eq!(c.uplink.drops_device, 3);
+        assert_eq!(c.unintended_drops(), 19 + 3);
         assert_eq!(c.uplink.peak_queue_since_start, 40);
         // Only the run's 500 releases: all 50 µs late, none of the earlier 5 µs ones.
         let p50 = c.uplink.release_error_us.p50;

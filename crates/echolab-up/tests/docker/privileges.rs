@@ -81,7 +81,14 @@ fn a_running_labs_containers_hold_only_what_they_need() {
             256 + 40 + cpus,
             true,
         ),
-        ("link", "0:0", vec!["NET_ADMIN"], link_memory, 128, true),
+        (
+            "link",
+            "0:0",
+            vec!["NET_ADMIN", "NET_RAW"],
+            link_memory,
+            128,
+            true,
+        ),
     ];
     for (role, user, cap_add, memory, pids, profile_volume) in expected {
         let c = inspect(&kept, role);

@@ -269,4 +269,41 @@ mod tests {
         assert_eq!((c.low, c.high), (211.96, 221.96));
         assert!(!c.pass);
     }
+
+    #[test]
+    fn range_ends_pass_and_values_are_reported_in_the_check_units() {
+        // Goodput: 47 Mbit/s +- 5% = 44.65..49.35 Mbit/s, both ends accepted, reported in Mbit/s.
+        let p = profile("  goodput: { value: 47mbit, tolerance: 5% }\n");
+        let c = goodput_check(&p, "downlink", 46e6).unwrap();
+        assert_eq!((c.measured, c.unit.as_str()), (46.0, "mbit/s"));
+        assert!(
+            (c.low - 44.65).abs() < 1e-9 && (c.high - 49.35).abs() < 1e-9,
+            "{c:?}"
+        );
+        let (low, high) = p.expected.goodput.as_ref().unwrap().range();
+        assert!(goodput_check(&p, "downlink", low).unwrap().pass);
+        assert!(goodput_check(&p, "downlink", high).unwrap().pass);
+        // Added RTT with a zero baseline: the measured value is the median itself, so the
+        // range ends can be hit exactly (216.96 +- 50 us for lan100's links).
+        let l = lan100("");
+        for end_us in [166.96, 266.96] {
+            let at = Duration::from_nanos((end_us * 1000.0) as u64);
+            let c = added_rtt_check(&l, Duration::ZERO, at, 68);
+            assert!(c.pass, "{end_us}: {}", c.reason);
+        }
+        // A loopback pass says that nothing was expected to be added; a link pass does not.
+        let lo = Profile::from_yaml(
+            "name: lo\ndescription: d\nsource: s\ntopology: loopback\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1ms }\n",
+            "lo.yaml",
+        )
+        .unwrap();
+        let c = rtt_check(&lo, Duration::from_micros(30));
+        assert!(
+            c.pass && c.reason.contains("loopback: no impairment expected"),
+            "{}",
+            c.reason
+        );
+        let c = rtt_check(&profile(""), Duration::from_micros(20_500));
+        assert!(c.pass && !c.reason.contains("loopback"), "{}", c.reason);
+    }
 }

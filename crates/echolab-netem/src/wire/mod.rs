@@ -1,9 +1,10 @@
 //! The userspace wire: link impairment without sch_netem, as a process on the link host.
 //!
 //! [`plumbing`] routes what arrives on each side into a TUN device per direction, [`pump`]
-//! carries each direction through its [`shaper::Shaper`], [`probe`] measures the wire's own
-//! per-pass overhead so it can be subtracted (both on the one `clock`), and [`Wire`] ties
-//! them together, reports [`counters::WireStats`] and removes its rules when it stops.
+//! carries each direction through its [`shaper::Shaper`] from each packet's kernel arrival
+//! stamp ([`arrival`]), or, without CAP_NET_RAW, from its read time minus the wire's own
+//! per-pass overhead that [`probe`] measures (all on the one `clock`), and [`Wire`] ties them
+//! together, reports [`counters::WireStats`] and removes its rules when it stops.
 
 pub(crate) mod arrival;
 mod clock;
@@ -65,10 +66,12 @@ pub(crate) struct Timing {
 }
 
 impl Default for Timing {
-    /// A 50 µs cap on the early wake-up: about the p99 of the release error without it
-    /// (42–57 µs at lan100 in `examples/wire_perf.rs` runs on the 2-core development host);
-    /// the margin used below the cap follows the wake-ups' 90th percentile (see
-    /// [`pump::Pump::early_wake_ns`]). 64 probes 500 µs apart: 32 ms of startup.
+    /// A 400 µs cap on the early wake-up. The margin used below the cap follows the
+    /// wake-ups' 90th percentile from a 50 µs start (see [`pump::Pump::early_wake_ns`]); a
+    /// 50 µs cap, the lateness of a busy host, left crossnet's releases 20–60 µs late at the
+    /// median on a 2-core VM, where a thread waking from a 10 ms sleep is 60–110 µs late
+    /// (`examples/wire_perf.rs`, issue 15); with 400 µs they are 0.3 µs late. 64 probes
+    /// 500 µs apart (only without kernel stamps): 32 ms of startup.
     fn default() -> Self {
         Self {
             early_wake: Duration::from_micros(400),
@@ -116,9 +119,10 @@ impl Wire {
         Self::start_with(config, Timing::default())
     }
 
-    /// Creates the TUNs, checks the sysctls, installs routes, starts both directions, lets
-    /// each measure its own overhead with the self-probe, then installs the rules. When it
-    /// returns, packets arriving on either side go through the wire.
+    /// Creates the TUNs and their arrival taps, checks the sysctls, installs routes, starts
+    /// both directions (which, without taps, each measure their own overhead with the
+    /// self-probe), then installs the rules. When it returns, packets arriving on either side
+    /// go through the wire.
     ///
     /// # Errors
     /// A missing device, no `/dev/net/tun` or NET_ADMIN, a sysctl that is wrong and cannot be

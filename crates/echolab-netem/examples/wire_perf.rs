@@ -106,12 +106,16 @@ fn show(v: &[f64], digits: usize) -> String {
 
 /// Runs `calibrate` for `profile` through the wire `bin`; returns whether it passed and the
 /// wire's final stats.
-fn calibrated(tb: &Testbed, bin: &Path, profile: &str) -> (bool, String, WireStats) {
+/// Also returns the wire's CPU over the calibration, % of one core (what its early wake-up's
+/// polling costs under traffic).
+fn calibrated(tb: &Testbed, bin: &Path, profile: &str) -> (bool, String, WireStats, f64) {
     let mut server = tb.command(&tb.srv, bin);
     server.args(["calib-server", "--port", "7070"]);
     let mut server = ChildGuard::spawn(server).unwrap();
     server.wait_for_stderr("listening", DEADLINE).unwrap();
     let wire = start_wire(tb, bin, profile);
+    let pid = wire.child.as_ref().expect("running").id();
+    let (cpu0, t0) = (cpu_seconds(pid), Instant::now());
     let mut cal = tb.command(&tb.cli, bin);
     cal.arg("--profile-dir").arg(netem_dir()).args([
         "calibrate",
@@ -123,7 +127,8 @@ fn calibrated(tb: &Testbed, bin: &Path, profile: &str) -> (bool, String, WireSta
     let out = Testbed::output_within(cal, DEADLINE).unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let verdict = text.lines().last().unwrap_or("").to_string();
-    (out.status.success(), verdict, stop_wire(wire))
+    let cpu = (cpu_seconds(pid) - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
+    (out.status.success(), verdict, stop_wire(wire), cpu)
 }
 
 fn udp_rtts(tb: &Testbed, n: usize, pace: Duration, wait: ClientWait) -> Vec<f64> {
@@ -343,8 +348,10 @@ fn release_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize
             let mut passes = 0;
             let mut cols: [Vec<f64>; 8] = Default::default();
             let mut verdicts = Vec::new();
+            let mut wire_cpu = Vec::new();
             for _ in 0..reps {
-                let (pass, verdict, s) = calibrated(tb, bin, profile);
+                let (pass, verdict, s, cpu) = calibrated(tb, bin, profile);
+                wire_cpu.push(cpu);
                 passes += pass as usize;
                 if !pass {
                     verdicts.push(verdict);
@@ -356,7 +363,10 @@ fn release_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize
                     cols[i * 4 + 3].push(d.compensation_us);
                 }
             }
-            out!("  {profile} {name}: calibration passed {passes} of {reps} {verdicts:?}");
+            out!(
+                "  {profile} {name}: calibration passed {passes} of {reps} {verdicts:?}; wire CPU during it {} % of one core",
+                show(&wire_cpu, 1)
+            );
             for (i, dir) in ["uplink", "downlink"].into_iter().enumerate() {
                 out!(
                     "    {dir}: p50 {}  p99 {}  max {}  compensation {}",

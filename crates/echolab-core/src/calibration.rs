@@ -286,10 +286,9 @@ mod tests {
         // Added RTT with a zero baseline: the measured value is the median itself, so the
         // range ends can be hit exactly (216.96 +- 50 us for lan100's links).
         let l = lan100("");
-        for end_us in [166.96, 266.96] {
-            let at = Duration::from_nanos((end_us * 1000.0) as u64);
-            let c = added_rtt_check(&l, Duration::ZERO, at, 68);
-            assert!(c.pass, "{end_us}: {}", c.reason);
+        for end_ns in [166_960, 266_960] {
+            let c = added_rtt_check(&l, Duration::ZERO, Duration::from_nanos(end_ns), 68);
+            assert!(c.pass, "{end_ns} ns: {}", c.reason);
         }
         // A loopback pass says that nothing was expected to be added; a link pass does not.
         let lo = Profile::from_yaml(

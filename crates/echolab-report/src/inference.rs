@@ -109,17 +109,6 @@ pub enum Method {
     Bootstrap,
 }
 
-impl Method {
-    /// How the report names it.
-    pub fn word(self) -> &'static str {
-        match self {
-            Method::Exact => "exact",
-            Method::LogT => "log-t",
-            Method::Bootstrap => "bootstrap",
-        }
-    }
-}
-
 /// Summary of the values of one metric over the repetitions of one cell.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
@@ -568,6 +557,92 @@ mod tests {
     fn noisy_is_cv_above_ten_percent() {
         assert!(!Summary::of(&[90.0, 100.0, 110.0]).unwrap().is_noisy());
         assert!(Summary::of(&[89.0, 100.0, 111.0]).unwrap().is_noisy());
+    }
+
+    #[test]
+    fn the_bootstrap_generator_is_splitmix64() {
+        // The reference implementation's outputs for state 1234567 (Vigna, splitmix64.c).
+        let mut g = SplitMix(1_234_567);
+        let got: Vec<u64> = (0..5).map(|_| g.next()).collect();
+        assert_eq!(
+            got,
+            [
+                6_457_827_717_110_365_317,
+                3_203_168_211_198_807_973,
+                9_817_491_932_198_370_423,
+                4_593_380_528_125_082_431,
+                16_408_922_859_458_223_821
+            ]
+        );
+    }
+
+    #[test]
+    fn relative_halfwidth_is_zero_when_exact_and_absent_at_a_zero_centre() {
+        let exact = Summary::of(&[4.0, 4.0, 4.0]).unwrap();
+        assert_eq!(exact.relative_halfwidth(), Some(0.0));
+        // All zeros: an exact interval, but no width relative to nothing.
+        let zeros = Summary::of(&[0.0, 0.0, 0.0]).unwrap();
+        assert!(zeros.ci95.is_some());
+        assert_eq!(zeros.relative_halfwidth(), None);
+    }
+
+    #[test]
+    fn a_ratio_with_a_zero_among_its_values_is_the_ratio_of_arithmetic_means() {
+        // No logarithm of 0: the point estimate is mean(0, 2, 4) / mean(1, 1, 2) = 2 / (4/3).
+        let r = ratio(
+            &Summary::of(&[0.0, 2.0, 4.0]).unwrap(),
+            &Summary::of(&[1.0, 1.0, 2.0]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(r.method, Method::Bootstrap);
+        assert!((r.value - 1.5).abs() < 1e-12, "{r:?}");
+    }
+
+    #[test]
+    fn repetitions_give_up_on_bad_values_and_say_why_without_an_interval() {
+        let gave_up = |values: &[f64], max: u64| match repetition_status(values, 2, max, 0.05) {
+            RepetitionStatus::GaveUp { reason, .. } => Some(reason),
+            _ => None,
+        };
+        // A negative or non-finite value ends the cell, naming the value.
+        assert!(gave_up(&[1.0, -1.0], 10).unwrap().contains("(-1)"));
+        assert!(gave_up(&[1.0, f64::NAN], 10).unwrap().contains("(NaN)"));
+        assert!(gave_up(&[1.0, f64::INFINITY], 10)
+            .unwrap()
+            .contains("(inf)"));
+        // 0 is a value like any other (a cell with no failures counts 0 failures).
+        assert!(matches!(
+            repetition_status(&[0.0, 2.0, 2.0], 2, 10, 0.05),
+            RepetitionStatus::Continue
+        ));
+        // At the maximum without an interval: a zero mean, or a single repetition.
+        let zero = gave_up(&[0.0, 0.0], 2).unwrap();
+        assert!(zero.contains("the mean is 0"), "{zero}");
+        let one = match repetition_status(&[3.0], 1, 1, 0.05) {
+            RepetitionStatus::GaveUp { reason, .. } => reason,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            one.contains("1 repetition (the maximum) gives no interval"),
+            "{one}"
+        );
+    }
+
+    #[test]
+    fn percentile_interval_takes_nearest_ranks() {
+        // 200 values 1..=200 in reverse: the 2.5th percentile is rank ceil(5) = 5, the 97.5th
+        // rank ceil(195) = 195.
+        let mut v: Vec<f64> = (1..=200).rev().map(f64::from).collect();
+        let i = percentile_interval(&mut v);
+        assert_eq!((i.low, i.high), (5.0, 195.0));
+        // One value: both ends are it.
+        assert_eq!(
+            percentile_interval(&mut [7.0]),
+            Interval {
+                low: 7.0,
+                high: 7.0
+            }
+        );
     }
 
     #[test]

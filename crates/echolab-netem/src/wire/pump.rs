@@ -339,8 +339,8 @@ impl Pump {
                         }
                     }
                     let len = r as usize;
-                    if scratch[0] >> 4 != 4 {
-                        // Not IPv4: the TUNs' own IPv6 chatter (router solicitations, MLD
+                    if len == 0 || scratch[0] >> 4 != 4 {
+                        // Empty or not IPv4: the TUNs' own IPv6 chatter (router solicitations, MLD
                         // reports), never traffic between the hosts (the wire's rules are
                         // IPv4). Shaping it would take draws from the loss and jitter
                         // generator, so a seeded run's traffic would get other draws.

@@ -304,14 +304,14 @@ impl Wire {
     /// A snapshot of the counters.
     pub fn stats(&self, is_final: bool) -> WireStats {
         // Clone under the lock and encode outside it, so a report never stalls a direction.
-        let tuns = [&self.config.tun_names.0, &self.config.tun_names.1];
+        let device_drops = self.device_drops();
         let snap = |i: usize| {
             let copy = self.counters[i]
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
             let mut stats = copy.to_stats(self.limits[i]);
-            stats.drops_device = plumbing::tx_dropped(tuns[i]);
+            stats.drops_device = device_drops[i];
             stats
         };
         WireStats {
@@ -323,6 +323,12 @@ impl Wire {
             uplink: snap(0),
             downlink: snap(1),
         }
+    }
+
+    /// Packets the kernel dropped at each TUN's queue (uplink, downlink); `None` once the TUN
+    /// is gone or its counter cannot be read.
+    fn device_drops(&self) -> [Option<u64>; 2] {
+        [&self.config.tun_names.0, &self.config.tun_names.1].map(|t| plumbing::tx_dropped(t))
     }
 
     /// The first direction that has stopped on its own, with its error.
@@ -343,8 +349,7 @@ impl Wire {
     /// A direction had failed, or a rule could not be removed.
     pub fn stop(mut self) -> Result<WireStats, WireError> {
         // The TUNs' own drop counters go with the TUNs: read them while the devices exist.
-        let tuns = [&self.config.tun_names.0, &self.config.tun_names.1];
-        let device_drops = tuns.map(|t| plumbing::tx_dropped(t));
+        let device_drops = self.device_drops();
         let (teardown, run) = self.shutdown();
         let mut stats = self.stats(true);
         stats.uplink.drops_device = device_drops[0];

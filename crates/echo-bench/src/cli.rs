@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use echolab_core::units;
 
 use crate::engine::EngineKind;
+use crate::sources::SourceChoice;
 
 const ABOUT: &str = "echolab's load generator for TCP echo servers (closed or open loop, \
                      event-driven or thread-per-connection)";
@@ -195,9 +196,20 @@ pub struct LoadArgs {
 /// Socket options, deadlines and worker threads.
 #[derive(Debug, Args)]
 pub struct SocketArgs {
-    /// Event-engine worker threads [default: number of CPUs].
+    /// Event-engine worker threads [default: auto: the CPUs this process may use, halved for
+    /// long connections when the server is on this machine (the target is a local address),
+    /// since it needs the other half; the choice is in --json's threads_reason].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub threads: Option<u64>,
+    /// Local addresses to connect from: auto (16 loopback addresses, 127.0.0.1-16, for short
+    /// connections and connect-storm to an IPv4 loopback target without --linger0, so that
+    /// TIME_WAIT ports do not make every connect(2) search the port range; else the
+    /// kernel's), kernel (one, the route's), or a list of local addresses and IPv4 ranges
+    /// (10.0.0.2,10.0.0.5-10.0.0.9). Connection i uses address i mod N; --json lists them in
+    /// source_addrs.
+    #[arg(long, value_name = "auto|kernel|LIST", default_value = "auto",
+          value_parser = crate::sources::parse_choice)]
+    pub source_addrs: SourceChoice,
     /// Deadline of one connect, and of one request's send plus receive.
     #[arg(long, default_value = "5s", value_parser = duration_nonzero)]
     pub timeout: Duration,

@@ -58,6 +58,12 @@ pub(crate) fn base_report(
         }
         .into(),
         threads: outcome.threads,
+        threads_reason: match engine {
+            EngineKind::Event => plan.threads_reason.clone(),
+            EngineKind::Thread => "thread engine: one per connection".into(),
+        },
+        source_addrs: plan.sources.addrs.iter().map(|a| a.to_string()).collect(),
+        source_addrs_reason: plan.sources.reason.clone(),
         cpus: allowed_cpus(),
         kernel_counters: echolab_core::netstat::deltas(
             &outcome.counters_at_start,
@@ -164,7 +170,26 @@ pub(crate) fn render_summary(r: &BenchReport) -> String {
         "client CPU: user {:.3} s, sys {:.3} s{per_req}",
         r.client_cpu.user_s, r.client_cpu.sys_s
     );
+    let trouble = kernel_trouble(r);
+    if !trouble.is_empty() {
+        let _ = writeln!(out, "kernel dropped, refused or retransmitted: {trouble}");
+    }
     out
+}
+
+/// The [`echolab_core::netstat::TROUBLE`] counters that moved during the run, as
+/// `"TcpExtTCPTimeWaitOverflow 118328, ..."`; empty when none did. TCPTimeWaitOverflow means
+/// the kernel's TIME_WAIT table (`net.ipv4.tcp_max_tw_buckets`) was full, so those closes
+/// kept no TIME_WAIT.
+pub(crate) fn kernel_trouble(r: &BenchReport) -> String {
+    echolab_core::netstat::TROUBLE
+        .iter()
+        .filter_map(|&name| {
+            let n = r.kernel_counters.get(name).copied().unwrap_or(0);
+            (n != 0).then(|| format!("{name} {n}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The `--syscalls` table: calls, total and mean time, calls per successful request.
@@ -261,6 +286,24 @@ mod tests {
             .sum();
         assert_eq!(total, 5, "{text}");
         assert_eq!(text.lines().count(), 1 + HIST_BUCKETS);
+    }
+
+    #[test]
+    fn summary_names_the_trouble_counters_that_moved_and_only_those() {
+        let mut r = BenchReport::default();
+        r.kernel_counters.insert("TcpExtTW".into(), 500);
+        assert!(!render_summary(&r).contains("kernel dropped"));
+        r.kernel_counters
+            .insert("TcpExtTCPTimeWaitOverflow".into(), 118_328);
+        r.kernel_counters.insert("TcpExtTCPSynRetrans".into(), 3);
+        assert_eq!(
+            kernel_trouble(&r),
+            "TcpExtTCPSynRetrans 3, TcpExtTCPTimeWaitOverflow 118328"
+        );
+        assert!(render_summary(&r).ends_with(
+            "kernel dropped, refused or retransmitted: TcpExtTCPSynRetrans 3, \
+             TcpExtTCPTimeWaitOverflow 118328\n"
+        ));
     }
 
     #[test]

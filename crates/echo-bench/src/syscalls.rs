@@ -11,7 +11,8 @@
 //! are not counted; the table is the I/O path only, like seed 002's `-e trace=` filter.
 
 use std::io;
-use std::os::fd::{IntoRawFd, RawFd};
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use echolab_core::stats::{SyscallStat, SyscallTable};
@@ -22,8 +23,10 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 pub(crate) enum Call {
     /// socket(2).
     Socket,
-    /// setsockopt(2): TCP_NODELAY, SO_LINGER, SO_RCVTIMEO/SO_SNDTIMEO.
+    /// setsockopt(2): TCP_NODELAY, SO_LINGER, SO_RCVTIMEO/SO_SNDTIMEO, IP_BIND_ADDRESS_NO_PORT.
     Setsockopt,
+    /// bind(2) of a source address (`--source-addrs`).
+    Bind,
     /// getsockopt(2) SO_ERROR, read after a failed non-blocking connect.
     Getsockopt,
     /// connect(2).
@@ -45,9 +48,10 @@ pub(crate) enum Call {
 
 impl Call {
     /// Every call, in report order.
-    pub(crate) const ALL: [Call; 10] = [
+    pub(crate) const ALL: [Call; 11] = [
         Call::Socket,
         Call::Setsockopt,
+        Call::Bind,
         Call::Getsockopt,
         Call::Connect,
         Call::Write,
@@ -63,6 +67,7 @@ impl Call {
         match self {
             Call::Socket => "socket",
             Call::Setsockopt => "setsockopt",
+            Call::Bind => "bind",
             Call::Getsockopt => "getsockopt",
             Call::Connect => "connect",
             Call::Write => "write",
@@ -145,6 +150,9 @@ pub(crate) struct SocketOptions {
     /// For blocking sockets: SO_SNDTIMEO/SO_RCVTIMEO (also bounds a blocking connect(2) on
     /// Linux, which then fails with EINPROGRESS). `None` for non-blocking sockets.
     pub blocking_timeout: Option<Duration>,
+    /// Local address to connect from (port chosen by the kernel at connect time), or `None`
+    /// for the kernel's choice of address too. See [`crate::sources`].
+    pub source: Option<IpAddr>,
 }
 
 /// Creates a TCP socket for `addr`'s family with `opts` applied; non-blocking unless
@@ -176,7 +184,36 @@ pub(crate) fn open_tcp_socket(
         c.timed(Call::Setsockopt, || sock.set_write_timeout(Some(t)))?;
         c.timed(Call::Setsockopt, || sock.set_read_timeout(Some(t)))?;
     }
+    if let Some(ip) = opts.source {
+        // IP_BIND_ADDRESS_NO_PORT (ip(7), Linux 4.2): bind(2) fixes only the address and the
+        // port is chosen at connect(2) against the full 4-tuple, so sockets of different
+        // source addresses share the ephemeral port range instead of each taking a port.
+        c.timed(Call::Setsockopt, || {
+            set_int_option(&sock, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)
+        })?;
+        let local = SockAddr::from(std::net::SocketAddr::new(ip, 0));
+        c.timed(Call::Bind, || sock.bind(&local))?;
+    }
     Ok(sock.into_raw_fd())
+}
+
+fn set_int_option(
+    sock: &Socket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the fd is open for the life of `sock`; the value is a c_int of the given size.
+    let ret = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(drop)
 }
 
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {

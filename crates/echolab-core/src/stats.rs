@@ -198,6 +198,20 @@ pub struct BenchReport {
     /// Event-engine worker threads that ran (the thread engine: one per connection).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub threads: u64,
+    /// Why that many threads: `"--threads N"`, or echo-bench's automatic rule with the CPU
+    /// count it started from; absent in older records.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub threads_reason: String,
+    /// Local addresses the connections were made from, connection i from address i mod N;
+    /// empty when the kernel chose (one address, the route's). More than one changes what the
+    /// server sees (several peers) and what the client's kernel does (a port space per
+    /// address, so TIME_WAIT ports are not searched).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_addrs: Vec<String>,
+    /// Why those source addresses (`--source-addrs` or its automatic rule); absent in older
+    /// records.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source_addrs_reason: String,
     /// The CPUs the client could run on (sched_getaffinity(2)), as a cpuset list (`"1"`,
     /// `"0-3"`): what the launcher's CPU plan gave it.
     #[serde(default, skip_serializing_if = "String::is_empty")]

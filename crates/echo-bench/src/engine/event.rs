@@ -24,7 +24,7 @@ use hdrhistogram::Histogram;
 use super::{await_start, CpuMeter, Pacer, Pattern, Plan, RunOutcome};
 use crate::gate::{StartGate, Ticket};
 use crate::recorder::{FailureKind, Recorder, Window};
-use crate::syscalls::{self as sys, SyscallCounters};
+use crate::syscalls::{self as sys, SocketOptions, SyscallCounters};
 
 /// Runs `plan` on `min(plan.threads, plan.conns)` epoll workers.
 ///
@@ -500,7 +500,11 @@ impl<'p> Worker<'p> {
     }
 
     fn begin_connect(&mut self, i: usize) {
-        let fd = match sys::open_tcp_socket(&mut self.sys, &self.plan.addr, &self.plan.sock) {
+        let opts = SocketOptions {
+            source: self.plan.source_for(self.conns[i].id),
+            ..self.plan.sock
+        };
+        let fd = match sys::open_tcp_socket(&mut self.sys, &self.plan.addr, &opts) {
             Ok(fd) => fd,
             Err(e) => return self.fail(i, FailureKind::from_io(&e)),
         };

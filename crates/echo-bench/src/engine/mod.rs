@@ -75,6 +75,10 @@ pub(crate) struct Plan {
     pub sock: SocketOptions,
     /// Event-engine worker threads (ignored by the thread engine).
     pub threads: usize,
+    /// Why `threads` (the `--threads` flag or the automatic rule), for the report.
+    pub threads_reason: String,
+    /// Source addresses, connection i using `sources.addrs[i % len]` (empty: the kernel's).
+    pub sources: crate::sources::Sources,
     /// Per-interval records every this long (`None`: none).
     pub interval: Option<Duration>,
 }
@@ -98,6 +102,12 @@ impl Plan {
     pub(crate) fn pacer(&self, conn_id: usize, opened: Instant) -> Option<Pacer> {
         self.rate
             .map(|rate| Pacer::new(opened, conn_id, self.conns, rate))
+    }
+
+    /// The source address of connection `conn_id`, `None` for the kernel's choice.
+    pub(crate) fn source_for(&self, conn_id: usize) -> Option<std::net::IpAddr> {
+        let addrs = &self.sources.addrs;
+        (!addrs.is_empty()).then(|| addrs[conn_id % addrs.len()])
     }
 
     /// Rounds still to do for a fresh connection (`u64::MAX` for a timed run).

@@ -119,6 +119,7 @@ pub(crate) fn run(plan: &Plan) -> io::Result<RunOutcome> {
 fn connection_thread(plan: &Plan, id: usize, ticket: Ticket<'_>, shared: &Mutex<Shared>) {
     let opts = SocketOptions {
         blocking_timeout: Some(plan.timeout),
+        source: plan.source_for(id),
         ..plan.sock
     };
     let mut sys = SyscallCounters::default();

@@ -1,0 +1,230 @@
+//! echo-bench with its default flags against a C reference client (`reference/rr_client.c`,
+//! a single-threaded epoll loop in the shape of neper's tcp_rr / tcp_crr), side by side in one
+//! run, against the same `echo-server --model epoll-et`, for five load shapes: QPS and client
+//! CPU per request, and their ratios (issue 17).
+//!
+//!     cargo build --release -p echo-server && cargo bench -p echo-bench --bench reference
+//!
+//! Every measurement runs in a network namespace of its own (server and client both), when
+//! the process may create one (root): no TIME_WAIT sockets or connection-tracking entries of
+//! an earlier run are left to slow the next one, which otherwise makes the order of the runs
+//! decide the short-connection figures. Without that privilege it says so and runs in the
+//! current namespace. Repetitions alternate the clients (ABAB...).
+//!
+//! Environment: `ECHO_BENCH_REPS` repetitions (default 3), `ECHO_BENCH_SECS` measured seconds
+//! per run (default 5); `CC` the C compiler (default `cc`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use echolab_core::stats::BenchReport;
+use echolab_testkit::spawn_echo_server;
+
+/// One load shape: echo-bench's arguments after `HOST PORT`, and the reference client's
+/// `FLOWS MODE LINGER0`.
+struct Shape {
+    label: &'static str,
+    echo_bench: &'static [&'static str],
+    reference: (&'static str, &'static str, &'static str),
+}
+
+const SHAPES: &[Shape] = &[
+    Shape {
+        label: "100 long connections",
+        echo_bench: &["100", "--mode", "long"],
+        reference: ("100", "rr", "0"),
+    },
+    Shape {
+        label: "100 long connections, --threads 1",
+        echo_bench: &["100", "--mode", "long", "--threads", "1"],
+        reference: ("100", "rr", "0"),
+    },
+    Shape {
+        label: "1 long connection",
+        echo_bench: &["1", "--mode", "long"],
+        reference: ("1", "rr", "0"),
+    },
+    Shape {
+        label: "100 short connections, --linger0 (RST, no TIME_WAIT)",
+        echo_bench: &["100", "--mode", "short", "--linger0"],
+        reference: ("100", "crr", "1"),
+    },
+    Shape {
+        label: "100 short connections, client keeps TIME_WAIT",
+        echo_bench: &["100", "--mode", "short"],
+        reference: ("100", "crr", "0"),
+    },
+];
+
+/// Throughput and CPU of one run.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    qps: f64,
+    cpu_us_per_request: f64,
+    failures: u64,
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Compiles the reference client into cargo's scratch directory for benchmarks.
+fn build_reference() -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/reference/rr_client.c");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rr_client");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?} (set CC): {e}"));
+    assert!(status.success(), "{cc} {} failed: {status}", src.display());
+    out
+}
+
+/// Runs `f` on a thread inside a fresh network namespace with `lo` up, when allowed; the
+/// processes it spawns are born there. Returns whether it was isolated.
+fn isolated<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> (T, bool) {
+    std::thread::spawn(move || {
+        let fresh = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).is_ok()
+            && Command::new("ip")
+                .args(["link", "set", "lo", "up"])
+                .status()
+                .is_ok_and(|s| s.success());
+        (f(), fresh)
+    })
+    .join()
+    .expect("benchmark thread")
+}
+
+fn run_echo_bench(port: u16, args: &[&str], secs: u64) -> Run {
+    let (port, duration) = (port.to_string(), format!("{secs}s"));
+    let mut all = vec!["127.0.0.1", &port];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--duration", &duration, "--json"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo-bench"))
+        .args(&all)
+        .output()
+        .expect("run echo-bench");
+    assert!(
+        out.status.success(),
+        "echo-bench {all:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: BenchReport = serde_json::from_slice(&out.stdout).expect("a BenchReport");
+    Run {
+        qps: r.qps,
+        cpu_us_per_request: (r.client_cpu.user_s + r.client_cpu.sys_s) * 1e6
+            / r.requests_ok.max(1) as f64,
+        failures: r.requests_failed,
+    }
+}
+
+fn run_reference(bin: &Path, port: u16, shape: &Shape, secs: u64) -> Run {
+    let (flows, mode, linger0) = shape.reference;
+    let out = Command::new(bin)
+        .args([
+            "127.0.0.1",
+            &port.to_string(),
+            flows,
+            &secs.to_string(),
+            mode,
+            linger0,
+        ])
+        .output()
+        .expect("run the reference client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "rr_client: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |name: &str| -> f64 {
+        text.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("rr_client printed no {name}: {text}"))
+    };
+    let n = field("transactions");
+    Run {
+        qps: n / field("seconds"),
+        cpu_us_per_request: (field("user_s") + field("sys_s")) * 1e6 / n.max(1.0),
+        failures: field("errors") as u64,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` passes nothing and must not run
+    // minutes of load.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let reps = env_u64("ECHO_BENCH_REPS", 3).max(1);
+    let secs = env_u64("ECHO_BENCH_SECS", 5).max(1);
+    let reference = build_reference();
+    println!(
+        "echo-server --model epoll-et; {reps} repetitions x {secs} s per client and shape, \
+         alternating; medians"
+    );
+    println!("| load | echo-bench QPS | C reference QPS | QPS ratio | echo-bench CPU µs/request | C CPU µs/request | CPU ratio | failures (echo-bench/C) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut all_isolated = true;
+    for shape in SHAPES {
+        let (mut eb, mut c) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            for reference_turn in [false, true] {
+                let bin = reference.clone();
+                let (run, fresh) = isolated(move || {
+                    let server = spawn_echo_server("epoll-et", &[]);
+                    let port = server.addr.port();
+                    if reference_turn {
+                        run_reference(&bin, port, shape, secs)
+                    } else {
+                        run_echo_bench(port, shape.echo_bench, secs)
+                    }
+                });
+                all_isolated &= fresh;
+                if reference_turn {
+                    c.push(run)
+                } else {
+                    eb.push(run)
+                }
+            }
+        }
+        let med = |v: &[Run], f: fn(&Run) -> f64| median(v.iter().map(f).collect());
+        let (eq, cq) = (med(&eb, |r| r.qps), med(&c, |r| r.qps));
+        let (ec, cc) = (
+            med(&eb, |r| r.cpu_us_per_request),
+            med(&c, |r| r.cpu_us_per_request),
+        );
+        let fails = |v: &[Run]| v.iter().map(|r| r.failures).sum::<u64>();
+        println!(
+            "| {} | {eq:.0} | {cq:.0} | {:.2}x | {ec:.2} | {cc:.2} | {:.2}x | {}/{} |",
+            shape.label,
+            eq / cq,
+            ec / cc,
+            fails(&eb),
+            fails(&c)
+        );
+    }
+    if !all_isolated {
+        println!(
+            "note: runs shared this network namespace (no privilege for unshare(2)); \
+             TIME_WAIT sockets of one run were still there in the next"
+        );
+    }
+}

@@ -178,7 +178,7 @@ fn main() {
     let reference = build_reference();
     println!(
         "echo-server --model epoll-et; {reps} repetitions x {secs} s per client and shape, \
-         alternating; medians"
+         alternating; medians\n"
     );
     println!("| load | echo-bench QPS | C reference QPS | QPS ratio | echo-bench CPU µs/request | C CPU µs/request | CPU ratio | failures (echo-bench/C) |");
     println!("|---|---|---|---|---|---|---|---|");

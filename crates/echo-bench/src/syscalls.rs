@@ -87,6 +87,10 @@ const N_CALLS: usize = Call::ALL.len();
 pub(crate) struct SyscallCounters {
     count: [u64; N_CALLS],
     total_ns: [u64; N_CALLS],
+    /// When the latest timed call started and ended (`None` before the first): the engines
+    /// take request timestamps from these instead of reading the clock again, which saves
+    /// three of seven clock reads per long-connection request.
+    last: Option<(Instant, Instant)>,
 }
 
 impl SyscallCounters {
@@ -95,10 +99,21 @@ impl SyscallCounters {
     pub(crate) fn timed<R>(&mut self, call: Call, f: impl FnOnce() -> R) -> R {
         let t0 = Instant::now();
         let r = f();
-        let ns = t0.elapsed().as_nanos() as u64;
+        let t1 = Instant::now();
         self.count[call as usize] += 1;
-        self.total_ns[call as usize] += ns;
+        self.total_ns[call as usize] += t1.saturating_duration_since(t0).as_nanos() as u64;
+        self.last = Some((t0, t1));
         r
+    }
+
+    /// The start of the latest timed call (now, before any).
+    pub(crate) fn last_start(&self) -> Instant {
+        self.last.map_or_else(Instant::now, |(t0, _)| t0)
+    }
+
+    /// The end of the latest timed call (now, before any).
+    pub(crate) fn last_end(&self) -> Instant {
+        self.last.map_or_else(Instant::now, |(_, t1)| t1)
     }
 
     /// Number of `call`s made.

@@ -333,14 +333,14 @@ impl<'p> Worker<'p> {
             }
             for _ in 0..self.runnable.len().min(START_BATCH) {
                 let i = self.runnable.pop_front().expect("counted");
-                self.start_request(i);
+                self.start_request(i, Instant::now());
             }
             while let Some(&Reverse((due, i))) = self.timers.peek() {
                 if due > now {
                     break;
                 }
                 self.timers.pop();
-                self.start_request(i);
+                self.start_request(i, Instant::now());
             }
             if now >= next_sweep {
                 self.sweep(now);
@@ -395,7 +395,7 @@ impl<'p> Worker<'p> {
                 self.on_connected(i);
             }
             State::Exchanging => {
-                if flags & WRITABLE != 0 && c.sent < self.plan.request.len() && !self.send_more(i) {
+                if flags & WRITABLE != 0 && c.sent < self.plan.request.len() && self.send_more(i).is_none() {
                     return;
                 }
                 if flags & READABLE != 0 {
@@ -460,14 +460,14 @@ impl<'p> Worker<'p> {
             }
         }
         if direct {
-            self.start_request(i);
+            self.start_request(i, now);
         } else {
             self.runnable.push_back(i);
         }
     }
 
-    fn start_request(&mut self, i: usize) {
-        let now = Instant::now();
+    /// Starts connection `i`'s next request at `now`.
+    fn start_request(&mut self, i: usize, now: Instant) {
         let c = &mut self.conns[i];
         if c.state != State::Idle {
             return;
@@ -481,7 +481,7 @@ impl<'p> Worker<'p> {
         }
         c.origin = c.pacer.as_mut().map_or(now, Pacer::take);
         if self.plan.pattern == Pattern::Long && c.fd >= 0 {
-            self.begin_send(i);
+            self.begin_send(i, now);
         } else {
             self.begin_connect(i);
         }
@@ -538,39 +538,50 @@ impl<'p> Worker<'p> {
             c.state = State::Idle;
             return;
         }
-        self.begin_send(i);
+        self.begin_send(i, now);
     }
 
-    fn begin_send(&mut self, i: usize) {
-        let now = Instant::now();
+    /// Sends connection `i`'s request; `now` is at most a few hundred nanoseconds old.
+    fn begin_send(&mut self, i: usize, now: Instant) {
         let c = &mut self.conns[i];
-        if self.plan.pattern == Pattern::Long && c.pacer.is_none() {
+        let closed_loop_long = self.plan.pattern == Pattern::Long && c.pacer.is_none();
+        if closed_loop_long {
             c.origin = now;
         }
         c.sent = 0;
         c.received = 0;
         c.deadline = now + self.plan.timeout;
         c.state = State::Exchanging;
-        self.send_more(i);
+        if let Some(first_write) = self.send_more(i) {
+            if closed_loop_long {
+                // The application RTT starts where the request's first write(2) did. A
+                // failed request keeps `now`: it was recorded already.
+                self.conns[i].origin = first_write;
+            }
+        }
     }
 
-    /// Writes as much of the request as the socket takes; `false` if the request failed.
-    fn send_more(&mut self, i: usize) -> bool {
+    /// Writes as much of the request as the socket takes. Returns when this call's first
+    /// write(2) started, or `None` if the request failed.
+    fn send_more(&mut self, i: usize) -> Option<Instant> {
         let request = &self.plan.request;
+        let mut first = None;
         loop {
             let c = &mut self.conns[i];
-            match sys::write(&mut self.sys, c.fd, &request[c.sent..]) {
+            let written = sys::write(&mut self.sys, c.fd, &request[c.sent..]);
+            let started = *first.get_or_insert_with(|| self.sys.last_start());
+            match written {
                 Ok(n) => {
                     c.sent += n;
                     if c.sent == request.len() {
-                        return true;
+                        return Some(started);
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(started),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     self.fail(i, FailureKind::from_io(&e));
-                    return false;
+                    return None;
                 }
             }
         }
@@ -607,7 +618,9 @@ impl<'p> Worker<'p> {
             sys::close(&mut self.sys, c.fd);
             c.fd = -1;
         }
-        let now = Instant::now();
+        // The reply's last read(2) (or the short request's close(2)) just ended: its end is
+        // the request's end, without another clock read.
+        let now = self.sys.last_end();
         let latency = now.saturating_duration_since(c.origin).as_nanos() as u64;
         self.recorder.ok(
             c.origin,

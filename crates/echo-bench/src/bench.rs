@@ -24,6 +24,11 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
         (Some(n), None) => Stop::Rounds(n),
         (None, None) => return Err(SetupError::usage("give ROUNDS or --duration")),
     };
+    if args.processes > 1 && args.shard.is_none() {
+        // Bad input is refused once, here, rather than by every shard.
+        setup::resolve(host, port)?;
+        return run_processes(args, conns);
+    }
     let request = protocol::payload(args.payload_size as usize);
     let plan = setup::plan(
         PlanInputs {
@@ -39,6 +44,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
             expected_reply: request.clone(),
             request,
             interval: args.duration.map(|_| INTERVAL),
+            shard: args.shard,
         },
         &args.sock,
     )?;
@@ -52,9 +58,43 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
             outcome.recorder.warmup_completed.into(),
         );
     }
+    if args.shard.is_some() {
+        let measured = outcome.measured(&plan);
+        report.extra.insert(
+            crate::shard::INTERVAL_HISTOGRAMS.into(),
+            outcome.recorder.interval_histograms(measured).into(),
+        );
+    }
     Ok(Finished {
         report,
         hist: outcome.recorder.hist,
+        extra_text: String::new(),
+    })
+}
+
+/// `--processes N`: runs N shards of this command ([`crate::shard`]) and merges their reports.
+fn run_processes(args: &RunArgs, conns: u64) -> Result<Finished, SetupError> {
+    if args.processes > conns {
+        return Err(SetupError::usage(format!(
+            "--processes {} is more than CONNS {conns}: every process needs a connection",
+            args.processes
+        )));
+    }
+    // Connecting in long mode takes at most one --timeout per connection a worker makes in a
+    // row; a generous bound that still ends a shard that hangs.
+    let deadline = args.sock.timeout * 2 + std::time::Duration::from_secs(60);
+    let parts = crate::shard::run_shards(args.processes, deadline)?;
+    let report = crate::shard::merge(parts).map_err(|message| SetupError {
+        message: format!("--processes: {message}"),
+        exit_code: 1,
+    })?;
+    let hist = echolab_core::hist::decode(&report.histogram).map_err(|e| SetupError {
+        message: format!("--processes: the merged histogram: {e}"),
+        exit_code: 1,
+    })?;
+    Ok(Finished {
+        report,
+        hist,
         extra_text: String::new(),
     })
 }

@@ -119,6 +119,15 @@ pub struct RunArgs {
     /// Open loop: send R requests/s in total, latency from each intended send time.
     #[arg(long, value_name = "R", value_parser = positive_rate)]
     pub rate: Option<f64>,
+    /// Split the connections over N client processes started together, and merge their
+    /// reports (histograms, counts, CPU, memory) into one: for more connections than one
+    /// process may open (RLIMIT_NOFILE), as distributed load generators do.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub processes: u64,
+    /// Internal: run as shard K of N (0-based) of a `--processes N` run.
+    #[arg(long, hide = true, value_name = "K/N", value_parser = crate::shard::parse_shard)]
+    pub shard: Option<crate::shard::Shard>,
     /// Engine, warm-up, sockets and output.
     #[command(flatten)]
     pub load: LoadArgs,

@@ -32,13 +32,23 @@ impl StartGate {
         }
     }
 
+    /// Blocks until every party but one has arrived (or the gate opened): the last party
+    /// (the coordinator) learns that all workers are ready without arriving itself.
+    pub(crate) fn await_others(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while st.0 + 1 < self.parties && st.1.is_none() {
+            st = self.opened.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     fn arrive(&self) -> std::sync::MutexGuard<'_, (usize, Option<Instant>)> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.0 += 1;
         if st.0 >= self.parties && st.1.is_none() {
             st.1 = Some(Instant::now());
-            self.opened.notify_all();
         }
+        // Every arrival, not only the last, wakes a waiting `await_others`.
+        self.opened.notify_all();
         st
     }
 }
@@ -86,5 +96,30 @@ mod tests {
             vec![a.join().unwrap(), b.join().unwrap()]
         });
         assert_eq!(times[0], times[1]);
+    }
+
+    #[test]
+    fn await_others_returns_once_all_but_the_last_party_arrived() {
+        let gate = StartGate::new(3);
+        let arrived = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let ticket = gate.ticket();
+                        arrived.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        ticket.wait()
+                    })
+                })
+                .collect();
+            gate.await_others();
+            // Both workers are at the gate, and it has not opened without the coordinator.
+            assert_eq!(arrived.load(std::sync::atomic::Ordering::SeqCst), 2);
+            assert!(gate.state.lock().unwrap().1.is_none());
+            let opened = gate.ticket().wait();
+            for w in workers {
+                assert_eq!(w.join().unwrap(), opened);
+            }
+        });
     }
 }

@@ -12,6 +12,7 @@ mod gate;
 mod recorder;
 mod report;
 mod setup;
+pub mod shard;
 pub mod sources;
 mod storm;
 mod sustain;

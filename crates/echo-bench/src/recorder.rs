@@ -228,13 +228,36 @@ impl Recorder {
         }
     }
 
+    /// The interval length and the number of intervals (a trailing partial one included) in
+    /// `measured` seconds; `None` without intervals.
+    fn interval_count(&self, measured: Duration) -> Option<(Duration, usize)> {
+        let iv = self.window.interval?;
+        Some((
+            iv,
+            measured.as_nanos().div_ceil(iv.as_nanos().max(1)) as usize,
+        ))
+    }
+
+    /// The latency histogram of each interval up to `measured` seconds, encoded as
+    /// [`hist::encode`] does (empty intervals included), in the order of
+    /// [`Self::interval_records`]: what lets shards of one run merge exact interval
+    /// percentiles.
+    pub(crate) fn interval_histograms(&self, measured: Duration) -> Vec<String> {
+        let Some((_, count)) = self.interval_count(measured) else {
+            return Vec::new();
+        };
+        let empty = IntervalAcc::new();
+        (0..count)
+            .map(|i| hist::encode(&self.intervals.get(i).unwrap_or(&empty).hist))
+            .collect()
+    }
+
     /// Per-interval records up to `measured` seconds; a trailing partial interval is reported
     /// with its own (shorter) length so its QPS is not understated.
     pub(crate) fn interval_records(&self, measured: Duration) -> Vec<IntervalRecord> {
-        let Some(iv) = self.window.interval else {
+        let Some((iv, count)) = self.interval_count(measured) else {
             return Vec::new();
         };
-        let count = (measured.as_nanos().div_ceil(iv.as_nanos().max(1))) as usize;
         (0..count)
             .map(|i| {
                 let begin = iv * i as u32;

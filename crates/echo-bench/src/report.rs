@@ -64,6 +64,7 @@ pub(crate) fn base_report(
         },
         source_addrs: plan.sources.addrs.iter().map(|a| a.to_string()).collect(),
         source_addrs_reason: plan.sources.reason.clone(),
+        max_rss_kib: max_rss_kib(),
         cpus: allowed_cpus(),
         kernel_counters: echolab_core::netstat::deltas(
             &outcome.counters_at_start,
@@ -71,6 +72,13 @@ pub(crate) fn base_report(
         ),
         extra: Default::default(),
     }
+}
+
+/// This process's peak resident memory in KiB (getrusage(2) `ru_maxrss`, which Linux gives
+/// in KiB); 0 when the call fails.
+pub(crate) fn max_rss_kib() -> u64 {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .map_or(0, |u| u.max_rss().max(0) as u64)
 }
 
 /// The CPUs this process may run on (sched_getaffinity(2)) as a cpuset list: `"1"`, `"0-3"`,
@@ -170,6 +178,17 @@ pub(crate) fn render_summary(r: &BenchReport) -> String {
         "client CPU: user {:.3} s, sys {:.3} s{per_req}",
         r.client_cpu.user_s, r.client_cpu.sys_s
     );
+    if r.max_rss_kib > 0 {
+        let _ = writeln!(
+            out,
+            "client memory: peak RSS {:.1} MiB{}",
+            r.max_rss_kib as f64 / 1024.0,
+            r.extra
+                .get("processes")
+                .map(|n| format!(" over {n} processes"))
+                .unwrap_or_default()
+        );
+    }
     let trouble = kernel_trouble(r);
     if !trouble.is_empty() {
         let _ = writeln!(out, "kernel dropped, refused or retransmitted: {trouble}");

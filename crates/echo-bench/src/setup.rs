@@ -152,6 +152,8 @@ pub(crate) struct PlanInputs {
     pub expected_reply: Vec<u8>,
     /// Per-interval records.
     pub interval: Option<Duration>,
+    /// This process's share of a `--processes` run (`None`: all connections).
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// Assembles a [`Plan`] after checking the descriptor limit, choosing the worker threads
@@ -161,19 +163,28 @@ pub(crate) struct PlanInputs {
 /// See [`ensure_fd_limit`]; a `--source-addrs` address that is not local or not of the
 /// target's family (exit code 2).
 pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupError> {
-    ensure_fd_limit(inputs.conns)?;
+    let total = inputs.conns as usize;
+    let ids = match inputs.shard {
+        Some(s) => crate::engine::event::share(total, s.count as usize, s.index as usize),
+        None => 0..total,
+    };
+    ensure_fd_limit(ids.len() as u64)?;
     let sources = crate::sources::resolve(
         &sock.source_addrs,
         &inputs.addr,
         inputs.pattern,
         sock.linger0,
+        inputs.conns,
     )
     .map_err(SetupError::usage)?;
-    let (threads, threads_reason) = threads(sock, &inputs.addr, inputs.pattern, inputs.conns);
+    let (threads, threads_reason) = threads(sock, &inputs.addr, inputs.pattern, ids.len() as u64);
     Ok(Plan {
         addr: inputs.addr,
         pattern: inputs.pattern,
-        conns: inputs.conns as usize,
+        conns: ids.len(),
+        first_id: ids.start,
+        conns_total: total,
+        external_start: inputs.shard.is_some(),
         stop: inputs.stop,
         warmup: inputs.warmup,
         rate: inputs.rate,

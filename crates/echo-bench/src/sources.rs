@@ -27,15 +27,37 @@ use crate::engine::Pattern;
 /// whole of 127.0.0.0/8 is local on Linux, so these need no set-up.
 pub(crate) const LOOPBACK_SOURCES: u8 = 16;
 
+/// Above this share of the ephemeral port range (`net.ipv4.ip_local_port_range`), `auto`
+/// spreads even long connections: one address could not hold them all, and the few ports
+/// left would be searched for by every connect(2).
+pub(crate) const ONE_ADDRESS_SHARE: f64 = 0.8;
+
+/// The kernel's default `ip_local_port_range`, 32768–60999 (ip-sysctl.rst).
+const DEFAULT_EPHEMERAL_PORTS: u64 = 60999 - 32768 + 1;
+
+/// Ports in this namespace's ephemeral range, from `/proc/sys/net/ipv4/ip_local_port_range`
+/// (the kernel's default when it cannot be read).
+pub(crate) fn ephemeral_ports() -> u64 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| {
+            let mut it = t.split_whitespace().map(|n| n.parse::<u64>().ok());
+            let (lo, hi) = (it.next()??, it.next()??);
+            (hi >= lo).then(|| hi - lo + 1)
+        })
+        .unwrap_or(DEFAULT_EPHEMERAL_PORTS)
+}
+
 /// At most this many addresses in an explicit list (a range expands to its members).
 pub(crate) const MAX_SOURCES: usize = 4096;
 
 /// What `--source-addrs` asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceChoice {
-    /// [`LOOPBACK_SOURCES`] loopback addresses when the target is IPv4 loopback, the load
-    /// connects per request (short, connect-storm) and closes keep TIME_WAIT (no
-    /// `--linger0`); otherwise the kernel's choice.
+    /// [`LOOPBACK_SOURCES`] loopback addresses when the target is IPv4 loopback and either
+    /// the load connects per request (short, connect-storm) with closes that keep TIME_WAIT
+    /// (no `--linger0`), or the run has more connections than [`ONE_ADDRESS_SHARE`] of the
+    /// ephemeral ports; otherwise the kernel's choice.
     Auto,
     /// The kernel's choice: one source address, the route's.
     Kernel,
@@ -95,8 +117,8 @@ pub(crate) struct Sources {
     pub reason: String,
 }
 
-/// Resolves `choice` for a run of `pattern` against `target`; `linger0` when closes send RST
-/// and keep no TIME_WAIT.
+/// Resolves `choice` for a run of `pattern` with `conns` connections in all against
+/// `target`; `linger0` when closes send RST and keep no TIME_WAIT.
 ///
 /// # Errors
 /// An explicit address of another family than the target's, or one that is not an address of
@@ -106,6 +128,7 @@ pub(crate) fn resolve(
     target: &SockAddr,
     pattern: Pattern,
     linger0: bool,
+    conns: u64,
 ) -> Result<Sources, String> {
     let target_ip = target.as_socket().map(|s| s.ip());
     match choice {
@@ -113,7 +136,7 @@ pub(crate) fn resolve(
             addrs: Vec::new(),
             reason: "kernel: one source address, the route's (--source-addrs kernel)".into(),
         }),
-        SourceChoice::Auto => Ok(auto(target_ip, pattern, linger0)),
+        SourceChoice::Auto => Ok(auto(target_ip, pattern, linger0, conns, ephemeral_ports())),
         SourceChoice::List(addrs) => {
             for &ip in addrs {
                 if target_ip.is_some_and(|t| t.is_ipv4() != ip.is_ipv4()) {
@@ -131,10 +154,19 @@ pub(crate) fn resolve(
     }
 }
 
-fn auto(target_ip: Option<IpAddr>, pattern: Pattern, linger0: bool) -> Sources {
+fn auto(
+    target_ip: Option<IpAddr>,
+    pattern: Pattern,
+    linger0: bool,
+    conns: u64,
+    ports: u64,
+) -> Sources {
     let loopback_v4 = matches!(target_ip, Some(IpAddr::V4(ip)) if ip.is_loopback());
+    let too_many = conns as f64 > ONE_ADDRESS_SHARE * ports as f64;
     let why = if !loopback_v4 {
         Some("the target is not IPv4 loopback")
+    } else if too_many {
+        None
     } else if pattern == Pattern::Long {
         Some("long connections connect once")
     } else if linger0 {
@@ -155,7 +187,12 @@ fn auto(target_ip: Option<IpAddr>, pattern: Pattern, linger0: bool) -> Sources {
             .collect(),
         reason: format!(
             "auto: {LOOPBACK_SOURCES} loopback source addresses 127.0.0.1-127.0.0.\
-             {LOOPBACK_SOURCES}, so that TIME_WAIT ports do not make connect(2) search"
+             {LOOPBACK_SOURCES}, {}",
+            if too_many {
+                format!("since {conns} connections need more than {ports} ephemeral ports")
+            } else {
+                "so that TIME_WAIT ports do not make connect(2) search".into()
+            }
         ),
     }
 }
@@ -223,13 +260,13 @@ mod tests {
     #[test]
     fn auto_spreads_only_per_request_connects_to_ipv4_loopback() {
         let lo = target(v4(127, 0, 0, 1));
-        let spread = resolve(&SourceChoice::Auto, &lo, Pattern::Short, false).unwrap();
+        let spread = resolve(&SourceChoice::Auto, &lo, Pattern::Short, false, 100).unwrap();
         assert_eq!(spread.addrs.len(), 16);
         assert_eq!(
             (spread.addrs[0], spread.addrs[15]),
             (v4(127, 0, 0, 1), v4(127, 0, 0, 16))
         );
-        let storm = resolve(&SourceChoice::Auto, &lo, Pattern::Storm, false).unwrap();
+        let storm = resolve(&SourceChoice::Auto, &lo, Pattern::Storm, false, 100).unwrap();
         assert_eq!(storm.addrs, spread.addrs);
         for (t, p, linger0) in [
             (lo.clone(), Pattern::Long, false),
@@ -237,10 +274,30 @@ mod tests {
             (target(v4(10, 1, 2, 3)), Pattern::Short, false),
             (target("::1".parse().unwrap()), Pattern::Short, false),
         ] {
-            let s = resolve(&SourceChoice::Auto, &t, p, linger0).unwrap();
+            let s = resolve(&SourceChoice::Auto, &t, p, linger0, 100).unwrap();
             assert!(s.addrs.is_empty(), "{p:?}: {s:?}");
             assert!(s.reason.starts_with("auto: one source address"), "{s:?}");
         }
+    }
+
+    #[test]
+    fn auto_spreads_long_connections_that_one_address_could_not_hold() {
+        let lo = Some(v4(127, 0, 0, 1));
+        let at = |conns| auto(lo, Pattern::Long, false, conns, 28_232).addrs.len();
+        // 80% of 28,232 ports is 22,585.6.
+        assert_eq!(at(22_585), 0);
+        assert_eq!(at(22_586), 16);
+        let s = auto(lo, Pattern::Long, false, 50_000, 28_232);
+        assert!(
+            s.reason.contains("50000 connections need more than 28232"),
+            "{}",
+            s.reason
+        );
+        assert!(
+            auto(Some(v4(10, 0, 0, 1)), Pattern::Long, false, 50_000, 28_232)
+                .addrs
+                .is_empty()
+        );
     }
 
     #[test]
@@ -248,7 +305,7 @@ mod tests {
         let lo = target(v4(127, 0, 0, 1));
         let ok = SourceChoice::List(vec![v4(127, 0, 0, 7)]);
         assert_eq!(
-            resolve(&ok, &lo, Pattern::Short, false).unwrap().addrs,
+            resolve(&ok, &lo, Pattern::Short, false, 1).unwrap().addrs,
             vec![v4(127, 0, 0, 7)]
         );
         // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never an address of this host.
@@ -257,6 +314,7 @@ mod tests {
             &lo,
             Pattern::Short,
             false,
+            1,
         )
         .unwrap_err();
         assert!(
@@ -268,6 +326,7 @@ mod tests {
             &lo,
             Pattern::Short,
             false,
+            1,
         )
         .unwrap_err();
         assert!(e.contains("family"), "{e}");

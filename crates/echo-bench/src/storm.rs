@@ -39,6 +39,7 @@ pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
             expected_reply: request.clone(),
             request,
             interval: None,
+            shard: None,
         },
         &args.sock,
     )?;

@@ -30,6 +30,7 @@ pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
             request,
             expected_reply: protocol::reply_body(args.reply_bytes as usize),
             interval: Some(args.interval),
+            shard: None,
         },
         &args.sock,
     )?;

@@ -6,32 +6,12 @@
 
 mod common;
 
-use std::process::Command;
-
 use echolab_core::stats::BenchReport;
 use echolab_testkit::{workspace_bin, ServerProcess};
 
-/// Runs `f` on a thread of its own inside a fresh network namespace with `lo` up. Processes
-/// that thread spawns are born in that namespace (namespaces belong to the thread, and a
-/// child inherits its creator's).
-fn in_fresh_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::spawn(move || {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
-            .expect("unshare(CLONE_NEWNET): these tests run as root, as the README says");
-        let up = Command::new("ip")
-            .args(["link", "set", "lo", "up"])
-            .status()
-            .expect("run `ip` (iproute2)");
-        assert!(up.success(), "ip link set lo up: {up}");
-        f()
-    })
-    .join()
-    .expect("namespace thread")
-}
-
 #[test]
 fn a_stopped_backlog_1_server_shows_listen_overflows_and_syn_retransmits() {
-    let report = in_fresh_netns(|| {
+    let report = common::in_fresh_netns(|| {
         let server = ServerProcess::spawn(
             &workspace_bin("echo-server"),
             &[

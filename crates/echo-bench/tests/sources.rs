@@ -26,10 +26,11 @@ fn recording_echo(mut s: TcpStream) {
     }
 }
 
-/// Local addresses of the client's TIME_WAIT sockets towards 127.0.0.1:`port`, from
-/// /proc/net/tcp (proc(5): state 06; addresses in hex, IPv4 in host byte order).
-fn time_wait_sources(port: u16) -> BTreeSet<IpAddr> {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+/// Local address and port of each of the client's TIME_WAIT sockets towards
+/// 127.0.0.1:`port`, from /proc/thread-self/net/tcp (the calling thread's namespace; proc(5): state 06; addresses in hex, IPv4 in host
+/// byte order).
+fn time_wait_sockets(port: u16) -> BTreeSet<(IpAddr, u16)> {
+    let table = std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap();
     let remote = format!("0100007F:{port:04X}");
     table
         .lines()
@@ -37,9 +38,12 @@ fn time_wait_sources(port: u16) -> BTreeSet<IpAddr> {
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             (f.len() > 3 && f[2] == remote && f[3] == "06").then(|| {
-                let hex = f[1].split(':').next().unwrap();
-                let n = u32::from_str_radix(hex, 16).unwrap();
-                IpAddr::V4(Ipv4Addr::from(n.swap_bytes()))
+                let (ip, local_port) = f[1].split_once(':').unwrap();
+                let n = u32::from_str_radix(ip, 16).unwrap();
+                (
+                    IpAddr::V4(Ipv4Addr::from(n.swap_bytes())),
+                    u16::from_str_radix(local_port, 16).unwrap(),
+                )
             })
         })
         .collect()
@@ -52,7 +56,8 @@ fn loopback(range: std::ops::RangeInclusive<u8>) -> BTreeSet<IpAddr> {
 }
 
 /// Runs 20 connections × 2 rounds in `mode` with `extra` flags against a fresh recording
-/// server; returns the report, the peers the server saw and the client's TIME_WAIT sources.
+/// server, in a network namespace of its own (whose TIME_WAIT table no other test fills);
+/// returns the report, the peers the server saw and the client's new TIME_WAIT sources.
 fn run(
     mode: &str,
     extra: &[&str],
@@ -63,13 +68,24 @@ fn run(
 ) {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     PEERS.lock().unwrap().clear();
-    let server = FaultyServer::start(recording_echo);
-    let port = server.port.to_string();
-    let mut args = vec!["127.0.0.1", &port, "20", "2", "--mode", mode];
-    args.extend_from_slice(extra);
-    let report = common::report(&args);
-    let tw = time_wait_sources(server.port);
-    drop(server);
+    let mut args: Vec<String> = ["127.0.0.1", "PORT", "20", "2", "--mode", mode]
+        .iter()
+        .chain(extra)
+        .map(|a| a.to_string())
+        .collect();
+    let (report, tw) = common::in_fresh_netns(move || {
+        let server = FaultyServer::start(recording_echo);
+        args[1] = server.port.to_string();
+        let before = time_wait_sockets(server.port);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let report = common::report(&args);
+        let tw: BTreeSet<IpAddr> = time_wait_sockets(server.port)
+            .difference(&before)
+            .map(|&(ip, _)| ip)
+            .collect();
+        drop(server);
+        (report, tw)
+    });
     let peers = std::mem::take(&mut *PEERS.lock().unwrap());
     (report, peers, tw)
 }

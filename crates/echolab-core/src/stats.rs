@@ -212,6 +212,10 @@ pub struct BenchReport {
     /// records.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source_addrs_reason: String,
+    /// The client's peak resident memory, KiB (getrusage(2) `ru_maxrss`, at the end of the
+    /// run); with `--processes`, the sum of the processes' peaks. Absent in older records.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_rss_kib: u64,
     /// The CPUs the client could run on (sched_getaffinity(2)), as a cpuset list (`"1"`,
     /// `"0-3"`): what the launcher's CPU plan gave it.
     #[serde(default, skip_serializing_if = "String::is_empty")]

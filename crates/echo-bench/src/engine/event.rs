@@ -39,7 +39,8 @@ pub(crate) fn run(plan: &Plan) -> io::Result<RunOutcome> {
     let (start, results) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|w| {
-                let ids = share(plan.conns, workers, w);
+                let local = share(plan.conns, workers, w);
+                let ids = plan.first_id + local.start..plan.first_id + local.end;
                 let (start, hold) = (start_gate.ticket(), hold_gate.ticket());
                 // On a failed spawn the closure, and with it both tickets, is dropped, so the
                 // gates still open for the others.
@@ -395,7 +396,10 @@ impl<'p> Worker<'p> {
                 self.on_connected(i);
             }
             State::Exchanging => {
-                if flags & WRITABLE != 0 && c.sent < self.plan.request.len() && self.send_more(i).is_none() {
+                if flags & WRITABLE != 0
+                    && c.sent < self.plan.request.len()
+                    && self.send_more(i).is_none()
+                {
                     return;
                 }
                 if flags & READABLE != 0 {

@@ -57,8 +57,18 @@ pub(crate) struct Plan {
     pub addr: SockAddr,
     /// Connection usage.
     pub pattern: Pattern,
-    /// Concurrent connections.
+    /// Concurrent connections of this process.
     pub conns: usize,
+    /// This process's connections are numbered `first_id..first_id + conns` among
+    /// `conns_total` (with `--processes`, each process runs a contiguous share; alone, `0`
+    /// and `conns`). The numbers choose the open-loop slot and the source address, so the
+    /// processes together make the schedule and spread one process would.
+    pub first_id: usize,
+    /// Connections of the whole run, over every process.
+    pub conns_total: usize,
+    /// With `--processes`: this process is one shard, whose start its parent gives
+    /// ([`crate::shard::wait_for_go`]), once every worker has connected.
+    pub external_start: bool,
     /// Stop condition.
     pub stop: Stop,
     /// Warm-up before measurement (same load, results discarded).
@@ -101,7 +111,7 @@ impl Plan {
     /// The open-loop schedule of connection `conn_id`, or `None` for closed loop.
     pub(crate) fn pacer(&self, conn_id: usize, opened: Instant) -> Option<Pacer> {
         self.rate
-            .map(|rate| Pacer::new(opened, conn_id, self.conns, rate))
+            .map(|rate| Pacer::new(opened, conn_id, self.conns_total, rate))
     }
 
     /// The source address of connection `conn_id`, `None` for the kernel's choice.
@@ -291,6 +301,10 @@ pub(crate) fn await_start(
     gate: &crate::gate::StartGate,
     cpu: &mut CpuMeter,
 ) -> StartInfo {
+    if plan.external_start {
+        gate.await_others();
+        crate::shard::wait_for_go();
+    }
     let opened = gate.ticket().wait();
     if !plan.warmup.is_zero() {
         cpu.restart_at(opened + plan.warmup);

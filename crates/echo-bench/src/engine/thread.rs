@@ -90,7 +90,9 @@ pub(crate) fn run(plan: &Plan) -> io::Result<RunOutcome> {
             // A failed spawn drops the closure and its ticket, so the gate still opens.
             let spawned = std::thread::Builder::new()
                 .stack_size(STACK_BYTES)
-                .spawn_scoped(s, move || connection_thread(plan, id, ticket, shared));
+                .spawn_scoped(s, move || {
+                    connection_thread(plan, plan.first_id + id, ticket, shared)
+                });
             if let Err(e) = spawned {
                 spawn_error.get_or_insert(io::Error::new(
                     e.kind(),

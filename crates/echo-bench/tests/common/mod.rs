@@ -195,16 +195,36 @@ impl Drop for FaultyServer {
     }
 }
 
+/// Runs `f` on a thread of its own inside a fresh network namespace with `lo` up. Processes
+/// that thread spawns are born in that namespace (namespaces belong to the thread, and a
+/// child inherits its creator's).
+pub(crate) fn in_fresh_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+            .expect("unshare(CLONE_NEWNET): these tests run as root, as the README says");
+        let up = Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .expect("run `ip` (iproute2)");
+        assert!(up.success(), "ip link set lo up: {up}");
+        f()
+    })
+    .join()
+    .expect("namespace thread")
+}
+
 /// A loopback port on which nothing listens (bound once, then released).
 pub(crate) fn closed_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     l.local_addr().unwrap().port()
 }
 
-/// Client-side TIME_WAIT sockets towards `port` on 127.0.0.1, from /proc/net/tcp
-/// (proc(5): state 06 is TIME_WAIT; addresses are hex, the port after the colon).
+/// Client-side TIME_WAIT sockets towards `port` on 127.0.0.1 in the calling thread's network
+/// namespace, from /proc/thread-self/net/tcp (proc(5): state 06 is TIME_WAIT; addresses are
+/// hex, the port after the colon). /proc/net would be the main thread's namespace.
 pub(crate) fn time_wait_towards(port: u16) -> usize {
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+    let table = std::fs::read_to_string("/proc/thread-self/net/tcp")
+        .expect("read /proc/thread-self/net/tcp");
     let remote = format!(":{port:04X}");
     table
         .lines()

@@ -43,6 +43,8 @@ Examples:
   echo-bench 127.0.0.1 9988 5000 --duration 10s --warmup 2s --mode long --json
   # open loop at 20k requests/s over 100 connections
   echo-bench 127.0.0.1 9988 100 --duration 10s --rate 20000
+  # 50,000 long connections over 4 client processes (each within its descriptor limit)
+  echo-bench 127.0.0.1 9988 50000 --duration 30s --processes 4
   # seed 004: deadlink (time to establish 1000 connections) and activelink (1 KiB replies)
   echo-bench connect-storm 127.0.0.1 9988 1000
   echo-bench sustain 127.0.0.1 9988 800 --reply-bytes 1024 --duration 60s --json";

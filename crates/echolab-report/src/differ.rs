@@ -10,6 +10,37 @@ use crate::dataset::Dataset;
 use crate::format;
 use crate::setting;
 
+/// What echo-bench chose where the experiment left it open (worker threads, source
+/// addresses), as it reported in each run, each distinct choice once: these change what the
+/// client's kernel does, so the report says them. `None` for records older than the fields.
+pub(crate) fn client_choices(ds: &Dataset<'_>) -> Option<String> {
+    let mut threads = std::collections::BTreeSet::new();
+    let mut sources = std::collections::BTreeSet::new();
+    for b in ds
+        .cells
+        .iter()
+        .flat_map(|c| c.ok_runs())
+        .filter_map(|r| r.bench.as_ref())
+    {
+        if !b.threads_reason.is_empty() {
+            threads.insert(format!("{} ({})", b.threads, b.threads_reason));
+        }
+        if !b.source_addrs_reason.is_empty() {
+            sources.insert(b.source_addrs_reason.clone());
+        }
+    }
+    if threads.is_empty() && sources.is_empty() {
+        return None;
+    }
+    let list =
+        |set: std::collections::BTreeSet<String>| set.into_iter().collect::<Vec<_>>().join("; ");
+    Some(format!(
+        "Client: echo-bench worker threads {}; source addresses: {}.",
+        list(threads),
+        list(sources)
+    ))
+}
+
 /// The section's bullets (empty when there is nothing to say).
 pub fn bullets(
     ds: &Dataset<'_>,
@@ -123,6 +154,9 @@ pub fn bullets(
             "Server counters (all usable repetitions): {}.",
             counters.join("; ")
         ));
+    }
+    if let Some(client) = client_choices(ds) {
+        out.push(client);
     }
     if let Some(busy) = busy_machine(ds) {
         out.push(busy);

@@ -230,3 +230,47 @@ fn readme_results_script_splices_a_real_report_between_the_markers() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("partial run"));
     assert_eq!(std::fs::read_to_string(&readme).unwrap(), after);
 }
+
+#[test]
+fn the_clients_own_choices_are_stated_once_each() {
+    let (e, mut runs) = steady_exp31();
+    for r in &mut runs {
+        let short = r.cell.id().contains("_short_");
+        let b = r.bench.as_mut().unwrap();
+        b.threads = if short { 2 } else { 1 };
+        b.threads_reason = if short {
+            "auto: 2 of 2 CPU(s): all".into()
+        } else {
+            "auto: 1 of 2 CPU(s): half".into()
+        };
+        b.source_addrs_reason = if short {
+            "auto: 16 loopback source addresses".into()
+        } else {
+            "auto: one source address, the kernel's".into()
+        };
+    }
+    let tmp = TempDir::new("client-choices");
+    let m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    write_dir(&tmp.0, &m, &runs);
+    echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let why = section(&md, "Why results may differ");
+    assert!(
+        why.contains(
+            "Client: echo-bench worker threads 1 (auto: 1 of 2 CPU(s): half); 2 (auto: 2 of 2 CPU(s): all); \
+             source addresses: auto: 16 loopback source addresses; auto: one source address, the kernel's."
+        ),
+        "{why}"
+    );
+}
+
+#[test]
+fn records_without_the_clients_choices_add_no_client_line() {
+    let (e, runs) = steady_exp31();
+    let tmp = TempDir::new("client-choices-old");
+    let m = manifest(e, RunStatus::Complete, runs.len() as u64);
+    write_dir(&tmp.0, &m, &runs);
+    echolab_report::render(&tmp.0).unwrap();
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    assert!(!md.contains("Client: echo-bench"), "{md}");
+}

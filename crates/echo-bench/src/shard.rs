@@ -323,6 +323,15 @@ mod tests {
     }
 
     #[test]
+    fn a_run_that_measured_no_time_has_no_rate() {
+        let mut a = part(0, &[], 0.0);
+        a.duration_s = 0.0;
+        let m = merge(vec![a]).unwrap();
+        assert_eq!(m.qps, 0.0);
+        assert!(merge(Vec::new()).is_err());
+    }
+
+    #[test]
     fn shards_parse_and_bad_ones_are_refused() {
         assert_eq!(parse_shard("2/4"), Ok(Shard { index: 2, count: 4 }));
         for bad in ["4/4", "a/2", "3", "-1/2"] {
@@ -361,24 +370,55 @@ mod tests {
         );
     }
 
-    fn part(ok: u64, latencies_us: &[u64], cpu: f64) -> BenchReport {
+    fn histogram_of(latencies_us: &[u64]) -> String {
         let mut h = hist::new_latency_histogram();
         for &l in latencies_us {
             hist::record_ns(&mut h, l * 1000);
         }
+        hist::encode(&h)
+    }
+
+    /// A shard's report: `ok` requests at `latencies_us`, in two 1 s intervals (all latencies
+    /// in the first, none in the second).
+    fn part(ok: u64, latencies_us: &[u64], cpu: f64) -> BenchReport {
         let mut r = BenchReport {
             conns: 10,
             requests_ok: ok,
             requests_failed: 1,
             duration_s: 2.0,
-            histogram: hist::encode(&h),
+            histogram: histogram_of(latencies_us),
             threads: 1,
             max_rss_kib: 3000,
             ..Default::default()
         };
         r.client_cpu.sys_s = cpu;
+        r.client_cpu.user_s = cpu / 10.0;
         r.failures.insert("timeout".into(), 1);
         r.kernel_counters.insert("TcpExtTW".into(), 50);
+        r.syscalls.insert(
+            "write".into(),
+            echolab_core::stats::SyscallStat {
+                count: ok,
+                total_ns: Some(ok * 1000),
+            },
+        );
+        r.intervals = vec![
+            IntervalRecord {
+                t_s: 1.0,
+                requests_ok: ok,
+                qps: ok as f64,
+                rx_bytes_per_s: 12.0 * ok as f64,
+                ..Default::default()
+            },
+            IntervalRecord {
+                t_s: 2.0,
+                ..Default::default()
+            },
+        ];
+        r.extra.insert(
+            INTERVAL_HISTOGRAMS.into(),
+            serde_json::json!([histogram_of(latencies_us), histogram_of(&[])]),
+        );
         r
     }
 
@@ -386,18 +426,39 @@ mod tests {
     fn merged_report_adds_counts_and_takes_percentiles_of_all_latencies() {
         // Shard A's latencies are all 100 µs, shard B's all 900 µs: the merged p50 is one of
         // them and the p99 is B's, which neither shard's own summary could give alone.
-        let a = part(99, &[100; 99], 0.5);
-        let b = part(101, &[900; 101], 0.7);
+        let mut a = part(99, &[100; 99], 0.5);
+        let mut b = part(101, &[900; 101], 0.7);
+        // One namespace, read by both: the largest change either saw, of either sign.
+        b.kernel_counters.insert("TcpExtTW".into(), 70);
+        a.kernel_counters.insert("TcpCurrEstab".into(), -100);
+        b.kernel_counters.insert("TcpCurrEstab".into(), -90);
+        a.extra.insert("setup_connect_failures".into(), 2.into());
+        b.extra.insert("setup_connect_failures".into(), 3.into());
+        a.extra.insert("warmup_requests".into(), 0.into());
         let m = merge(vec![a, b]).unwrap();
         assert_eq!((m.conns, m.requests_ok, m.requests_failed), (20, 200, 2));
         assert_eq!(m.failures["timeout"], 2);
         assert_eq!(m.qps, 100.0);
         assert!((m.client_cpu.sys_s - 1.2).abs() < 1e-9);
+        assert!((m.client_cpu.user_s - 0.12).abs() < 1e-9);
         assert_eq!((m.threads, m.max_rss_kib), (2, 6000));
+        assert_eq!(m.kernel_counters["TcpExtTW"], 70);
+        assert_eq!(m.kernel_counters["TcpCurrEstab"], -100);
         assert_eq!(
-            m.kernel_counters["TcpExtTW"], 50,
-            "one namespace: not summed"
+            (m.syscalls["write"].count, m.syscalls["write"].total_ns),
+            (200, Some(200_000))
         );
+        assert_eq!(m.extra["setup_connect_failures"], 5);
+        assert!(!m.extra.contains_key("warmup_requests"));
+        assert!(!m.extra.contains_key(INTERVAL_HISTOGRAMS));
+        // Intervals: counts and rates add; percentiles come from the merged histograms.
+        assert_eq!(m.intervals.len(), 2);
+        let first = &m.intervals[0];
+        assert_eq!((first.t_s, first.requests_ok, first.qps), (1.0, 200, 200.0));
+        assert_eq!(first.rx_bytes_per_s, 2400.0);
+        assert!((899.0..=901.0).contains(&first.latency_us.p99), "{first:?}");
+        assert!((99.0..=101.0).contains(&first.latency_us.min), "{first:?}");
+        assert_eq!((m.intervals[1].t_s, m.intervals[1].requests_ok), (2.0, 0));
         assert_eq!(hist::decode(&m.histogram).unwrap().len(), 200);
         assert!(
             (899.0..=901.0).contains(&m.latency_us.p99),

@@ -27,10 +27,10 @@ use crate::engine::Pattern;
 /// whole of 127.0.0.0/8 is local on Linux, so these need no set-up.
 pub(crate) const LOOPBACK_SOURCES: u8 = 16;
 
-/// Above this share of the ephemeral port range (`net.ipv4.ip_local_port_range`), `auto`
-/// spreads even long connections: one address could not hold them all, and the few ports
-/// left would be searched for by every connect(2).
-pub(crate) const ONE_ADDRESS_SHARE: f64 = 0.8;
+/// Above this share (in percent) of the ephemeral port range
+/// (`net.ipv4.ip_local_port_range`), `auto` spreads even long connections: one address could
+/// not hold them all, and the few ports left would be searched for by every connect(2).
+pub(crate) const ONE_ADDRESS_PERCENT: u64 = 80;
 
 /// The kernel's default `ip_local_port_range`, 32768–60999 (ip-sysctl.rst).
 const DEFAULT_EPHEMERAL_PORTS: u64 = 60999 - 32768 + 1;
@@ -40,12 +40,16 @@ const DEFAULT_EPHEMERAL_PORTS: u64 = 60999 - 32768 + 1;
 pub(crate) fn ephemeral_ports() -> u64 {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
-        .and_then(|t| {
-            let mut it = t.split_whitespace().map(|n| n.parse::<u64>().ok());
-            let (lo, hi) = (it.next()??, it.next()??);
-            (hi >= lo).then(|| hi - lo + 1)
-        })
+        .and_then(|t| port_range_size(&t))
         .unwrap_or(DEFAULT_EPHEMERAL_PORTS)
+}
+
+/// Ports in an `ip_local_port_range` text (`"32768\t60999\n"`, inclusive); `None` when it is
+/// not two numbers, low first.
+fn port_range_size(text: &str) -> Option<u64> {
+    let mut it = text.split_whitespace().map(|n| n.parse::<u64>().ok());
+    let (lo, hi) = (it.next()??, it.next()??);
+    (hi >= lo).then(|| hi - lo + 1)
 }
 
 /// At most this many addresses in an explicit list (a range expands to its members).
@@ -56,7 +60,7 @@ pub(crate) const MAX_SOURCES: usize = 4096;
 pub enum SourceChoice {
     /// [`LOOPBACK_SOURCES`] loopback addresses when the target is IPv4 loopback and either
     /// the load connects per request (short, connect-storm) with closes that keep TIME_WAIT
-    /// (no `--linger0`), or the run has more connections than [`ONE_ADDRESS_SHARE`] of the
+    /// (no `--linger0`), or the run has more connections than [`ONE_ADDRESS_PERCENT`]% of the
     /// ephemeral ports; otherwise the kernel's choice.
     Auto,
     /// The kernel's choice: one source address, the route's.
@@ -162,7 +166,7 @@ fn auto(
     ports: u64,
 ) -> Sources {
     let loopback_v4 = matches!(target_ip, Some(IpAddr::V4(ip)) if ip.is_loopback());
-    let too_many = conns as f64 > ONE_ADDRESS_SHARE * ports as f64;
+    let too_many = conns * 100 > ports * ONE_ADDRESS_PERCENT;
     let why = if !loopback_v4 {
         Some("the target is not IPv4 loopback")
     } else if too_many {
@@ -239,6 +243,36 @@ mod tests {
     }
 
     #[test]
+    fn port_ranges_count_both_ends() {
+        assert_eq!(port_range_size("32768\t60999\n"), Some(28_232));
+        assert_eq!(port_range_size("1024 1024"), Some(1));
+        assert_eq!(port_range_size("5 4"), None);
+        assert_eq!(port_range_size("x 4"), None);
+        assert_eq!(port_range_size("5"), None);
+        assert_eq!(DEFAULT_EPHEMERAL_PORTS, 28_232);
+    }
+
+    #[test]
+    fn lists_and_ranges_stop_at_4096_addresses_exactly() {
+        assert_eq!(
+            parse_choice("127.0.0.5-127.0.0.5"),
+            Ok(SourceChoice::List(vec![v4(127, 0, 0, 5)]))
+        );
+        // 10.0.0.0-10.0.15.255 is 4096 addresses; one more is refused, naming the range.
+        let SourceChoice::List(l) = parse_choice("10.0.0.0-10.0.15.255").unwrap() else {
+            panic!("a list")
+        };
+        assert_eq!(l.len(), 4096);
+        let e = parse_choice("10.0.0.0-10.0.16.0").unwrap_err();
+        assert!(
+            e.starts_with("\"10.0.0.0-10.0.16.0\" in --source-addrs: more than 4096"),
+            "{e}"
+        );
+        let exactly = vec!["127.0.0.1"; MAX_SOURCES].join(",");
+        assert!(parse_choice(&exactly).is_ok());
+    }
+
+    #[test]
     fn bad_items_are_named() {
         for (text, says) in [
             ("127.0.0.9-127.0.0.2", "backwards"),
@@ -287,6 +321,9 @@ mod tests {
         // 80% of 28,232 ports is 22,585.6.
         assert_eq!(at(22_585), 0);
         assert_eq!(at(22_586), 16);
+        // Exactly 80% still fits.
+        assert_eq!(auto(lo, Pattern::Long, false, 80, 100).addrs.len(), 0);
+        assert_eq!(auto(lo, Pattern::Long, false, 81, 100).addrs.len(), 16);
         let s = auto(lo, Pattern::Long, false, 50_000, 28_232);
         assert!(
             s.reason.contains("50000 connections need more than 28232"),

@@ -113,13 +113,16 @@ mod tests {
                 })
                 .collect();
             gate.await_others();
-            // Both workers are at the gate, and it has not opened without the coordinator.
-            assert_eq!(arrived.load(std::sync::atomic::Ordering::SeqCst), 2);
-            assert!(gate.state.lock().unwrap().1.is_none());
+            let seen = arrived.load(std::sync::atomic::Ordering::SeqCst);
+            let opened_without_us = gate.state.lock().unwrap().1.is_some();
+            // Arrive before asserting, so that a failure cannot leave the workers waiting.
             let opened = gate.ticket().wait();
             for w in workers {
                 assert_eq!(w.join().unwrap(), opened);
             }
+            // Both workers were at the gate, and it had not opened without the coordinator.
+            assert_eq!(seen, 2);
+            assert!(!opened_without_us);
         });
     }
 }

@@ -9,8 +9,11 @@
 //! `1,100`). Repetitions alternate the variants (ABCABC...) so
 //! that drift in machine load hits all of them alike; the table shows medians and the spread.
 
+mod common;
+
 use std::process::Command;
 
+use common::{env_u64, invoked_by_cargo_bench, median};
 use echolab_core::stats::BenchReport;
 use echolab_testkit::spawn_echo_server;
 
@@ -33,13 +36,6 @@ const VARIANTS: &[Variant] = &[
         args: &["--engine", "thread"],
     },
 ];
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn run_once(port: u16, conns: u64, secs: u64, extra: &[&str]) -> BenchReport {
     let (port, conns, duration) = (port.to_string(), conns.to_string(), format!("{secs}s"));
@@ -66,20 +62,8 @@ fn run_once(port: u16, conns: u64, secs: u64, extra: &[&str]) -> BenchReport {
     serde_json::from_slice(&out.stdout).expect("a BenchReport")
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn main() {
-    // `cargo bench` passes --bench; `cargo test --benches` would pass nothing and must not run
-    // minutes of load.
-    if !std::env::args().any(|a| a == "--bench") {
+    if !invoked_by_cargo_bench() {
         return;
     }
     let reps = env_u64("ECHO_BENCH_REPS", 5).max(1);

@@ -15,8 +15,11 @@
 //! per run (default 5); `CC` the C compiler (default `cc`).
 
 use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
 
+use common::{env_u64, invoked_by_cargo_bench, median};
 use echolab_core::stats::BenchReport;
 use echolab_testkit::spawn_echo_server;
 
@@ -62,13 +65,6 @@ struct Run {
     qps: f64,
     cpu_us_per_request: f64,
     failures: u64,
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// Compiles the reference client into cargo's scratch directory for benchmarks.
@@ -157,20 +153,8 @@ fn run_reference(bin: &Path, port: u16, shape: &Shape, secs: u64) -> Run {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn main() {
-    // `cargo bench` passes --bench; `cargo test --benches` passes nothing and must not run
-    // minutes of load.
-    if !std::env::args().any(|a| a == "--bench") {
+    if !invoked_by_cargo_bench() {
         return;
     }
     let reps = env_u64("ECHO_BENCH_REPS", 3).max(1);

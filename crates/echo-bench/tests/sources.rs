@@ -26,29 +26,6 @@ fn recording_echo(mut s: TcpStream) {
     }
 }
 
-/// Local address and port of each of the client's TIME_WAIT sockets towards
-/// 127.0.0.1:`port`, from /proc/thread-self/net/tcp (the calling thread's namespace; proc(5): state 06; addresses in hex, IPv4 in host
-/// byte order).
-fn time_wait_sockets(port: u16) -> BTreeSet<(IpAddr, u16)> {
-    let table = std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap();
-    let remote = format!("0100007F:{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 3 && f[2] == remote && f[3] == "06").then(|| {
-                let (ip, local_port) = f[1].split_once(':').unwrap();
-                let n = u32::from_str_radix(ip, 16).unwrap();
-                (
-                    IpAddr::V4(Ipv4Addr::from(n.swap_bytes())),
-                    u16::from_str_radix(local_port, 16).unwrap(),
-                )
-            })
-        })
-        .collect()
-}
-
 fn loopback(range: std::ops::RangeInclusive<u8>) -> BTreeSet<IpAddr> {
     range
         .map(|n| IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)))
@@ -76,10 +53,10 @@ fn run(
     let (report, tw) = common::in_fresh_netns(move || {
         let server = FaultyServer::start(recording_echo);
         args[1] = server.port.to_string();
-        let before = time_wait_sockets(server.port);
+        let before = common::time_wait_sockets(server.port);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let report = common::report(&args);
-        let tw: BTreeSet<IpAddr> = time_wait_sockets(server.port)
+        let tw: BTreeSet<IpAddr> = common::time_wait_sockets(server.port)
             .difference(&before)
             .map(|&(ip, _)| ip)
             .collect();

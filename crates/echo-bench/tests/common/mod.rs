@@ -219,19 +219,32 @@ pub(crate) fn closed_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// Client-side TIME_WAIT sockets towards `port` on 127.0.0.1 in the calling thread's network
-/// namespace, from /proc/thread-self/net/tcp (proc(5): state 06 is TIME_WAIT; addresses are
-/// hex, the port after the colon). /proc/net would be the main thread's namespace.
-pub(crate) fn time_wait_towards(port: u16) -> usize {
+/// Local address and port of each client-side TIME_WAIT socket towards 127.0.0.1:`port` in
+/// the calling thread's network namespace, from /proc/thread-self/net/tcp (proc(5): state 06
+/// is TIME_WAIT; addresses are hex, IPv4 in host byte order). /proc/net would be the main
+/// thread's namespace.
+pub(crate) fn time_wait_sockets(port: u16) -> std::collections::BTreeSet<(std::net::IpAddr, u16)> {
     let table = std::fs::read_to_string("/proc/thread-self/net/tcp")
         .expect("read /proc/thread-self/net/tcp");
-    let remote = format!(":{port:04X}");
+    let remote = format!("0100007F:{port:04X}");
     table
         .lines()
         .skip(1)
-        .filter(|l| {
+        .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[2].ends_with(&remote) && f[3] == "06"
+            (f.len() > 3 && f[2] == remote && f[3] == "06").then(|| {
+                let (ip, local_port) = f[1].split_once(':').expect("ADDR:PORT");
+                let ip = u32::from_str_radix(ip, 16).expect("hex address");
+                (
+                    std::net::IpAddr::V4(std::net::Ipv4Addr::from(ip.swap_bytes())),
+                    u16::from_str_radix(local_port, 16).expect("hex port"),
+                )
+            })
         })
-        .count()
+        .collect()
+}
+
+/// How many [`time_wait_sockets`] there are towards `port`.
+pub(crate) fn time_wait_towards(port: u16) -> usize {
+    time_wait_sockets(port).len()
 }

@@ -102,55 +102,60 @@ fn json_is_a_bench_report_whose_histogram_decodes_to_requests_ok() {
 
 #[test]
 fn timed_run_with_warmup_excludes_warmup_and_reports_intervals() {
-    let server = spawn_echo_server("epoll-et", &[]);
-    let port = server.addr.port().to_string();
-    let cpu_before = reaped_children_cpu_s();
-    let r = bench(
-        &port,
-        &[
-            "10",
-            "--duration",
-            "2s",
-            "--warmup",
-            "1s",
-            "--mode",
-            "short",
-        ],
-    );
-    let whole_run_cpu = reaped_children_cpu_s() - cpu_before;
-    assert_eq!(r.duration_s, 2.0);
-    assert_eq!(r.rounds, None);
-    let warmup = r.extra["warmup_requests"].as_u64().unwrap();
-    // The server saw every connection of the run, one per short request: the warm-up's, the
-    // measured ones, and at most one per connection cut off at either end of the window.
-    let accepted = common_stop(server).totals.accepted;
-    assert!(
-        accepted.abs_diff(warmup + r.requests_ok) <= 2 * r.conns,
-        "server accepted {accepted}, client reports {warmup} warm-up + {} measured",
-        r.requests_ok
-    );
-    assert_eq!(r.intervals.len(), 2);
-    let in_intervals: u64 = r.intervals.iter().map(|i| i.requests_ok).sum();
-    assert_eq!(in_intervals, r.requests_ok);
-    assert!(r.intervals.iter().all(|i| i.requests_ok > 0));
-    // Warm-up requests are not in the counts: every measured connect belongs to a measured
-    // request, up to the requests straddling the two ends of the window (one per connection
-    // each).
-    let connects = calls(&r, "connect");
-    assert!(
-        connects.abs_diff(r.requests_ok) <= 2 * r.conns,
-        "{connects} vs {}",
-        r.requests_ok
-    );
-    // client_cpu covers the measured window only: the same work per request as the warm-up,
-    // so its share of the process's whole CPU time (seen from outside) is about the measured
-    // requests' share, 2 s of 3 (start-up and exit cost little next to 3 s of load).
-    let measured_cpu = r.client_cpu.user_s + r.client_cpu.sys_s;
-    let share = r.requests_ok as f64 / (r.requests_ok + warmup) as f64;
-    assert!(
-        measured_cpu <= whole_run_cpu + 0.01 && (measured_cpu / whole_run_cpu - share).abs() < 0.2,
-        "client_cpu {measured_cpu:.3} s of {whole_run_cpu:.3} s, measured share of requests {share:.2}"
-    );
+    // A namespace of its own: tens of thousands of short connections a second would
+    // otherwise fill the host's connection-tracking table (where Docker's iptables rules
+    // track loopback too), whose dropped SYNs stall the run's connections for a second.
+    common::in_fresh_netns(|| {
+        let server = spawn_echo_server("epoll-et", &[]);
+        let port = server.addr.port().to_string();
+        let cpu_before = reaped_children_cpu_s();
+        let r = bench(
+            &port,
+            &[
+                "10",
+                "--duration",
+                "2s",
+                "--warmup",
+                "1s",
+                "--mode",
+                "short",
+            ],
+        );
+        let whole_run_cpu = reaped_children_cpu_s() - cpu_before;
+        assert_eq!(r.duration_s, 2.0);
+        assert_eq!(r.rounds, None);
+        let warmup = r.extra["warmup_requests"].as_u64().unwrap();
+        // The server saw every connection of the run, one per short request: the warm-up's, the
+        // measured ones, and at most one per connection cut off at either end of the window.
+        let accepted = common_stop(server).totals.accepted;
+        assert!(
+            accepted.abs_diff(warmup + r.requests_ok) <= 2 * r.conns,
+            "server accepted {accepted}, client reports {warmup} warm-up + {} measured",
+            r.requests_ok
+        );
+        assert_eq!(r.intervals.len(), 2);
+        let in_intervals: u64 = r.intervals.iter().map(|i| i.requests_ok).sum();
+        assert_eq!(in_intervals, r.requests_ok);
+        assert!(r.intervals.iter().all(|i| i.requests_ok > 0));
+        // Warm-up requests are not in the counts: every measured connect belongs to a measured
+        // request, up to the requests straddling the two ends of the window (one per connection
+        // each).
+        let connects = calls(&r, "connect");
+        assert!(
+            connects.abs_diff(r.requests_ok) <= 2 * r.conns,
+            "{connects} vs {}",
+            r.requests_ok
+        );
+        // client_cpu covers the measured window only: the same work per request as the warm-up,
+        // so its share of the process's whole CPU time (seen from outside) is about the measured
+        // requests' share, 2 s of 3 (start-up and exit cost little next to 3 s of load).
+        let measured_cpu = r.client_cpu.user_s + r.client_cpu.sys_s;
+        let share = r.requests_ok as f64 / (r.requests_ok + warmup) as f64;
+        assert!(
+            measured_cpu <= whole_run_cpu + 0.01 && (measured_cpu / whole_run_cpu - share).abs() < 0.2,
+            "client_cpu {measured_cpu:.3} s of {whole_run_cpu:.3} s, measured share of requests {share:.2}"
+        );
+    });
 }
 
 /// Stops `server` and returns its final stats.

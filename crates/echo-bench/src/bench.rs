@@ -83,11 +83,13 @@ fn run_processes(args: &RunArgs, conns: u64) -> Result<Finished, SetupError> {
     // Connecting in long mode takes at most one --timeout per connection a worker makes in a
     // row; a generous bound that still ends a shard that hangs.
     let deadline = args.sock.timeout * 2 + std::time::Duration::from_secs(60);
-    let parts = crate::shard::run_shards(args.processes, deadline)?;
-    let report = crate::shard::merge(parts).map_err(|message| SetupError {
-        message: format!("--processes: {message}"),
+    let env_fail = |message: String| SetupError {
+        message,
         exit_code: 1,
-    })?;
+    };
+    let parts = crate::shard::run_shards(args.processes, deadline).map_err(env_fail)?;
+    let report = crate::shard::merge(parts, crate::report::allowed_cpus())
+        .map_err(|message| env_fail(format!("--processes: {message}")))?;
     let hist = echolab_core::hist::decode(&report.histogram).map_err(|e| SetupError {
         message: format!("--processes: the merged histogram: {e}"),
         exit_code: 1,

@@ -9,6 +9,7 @@ mod bench;
 pub mod cli;
 mod engine;
 mod gate;
+mod pattern;
 mod recorder;
 mod report;
 mod setup;

@@ -184,7 +184,7 @@ pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupE
         conns: ids.len(),
         first_id: ids.start,
         conns_total: total,
-        external_start: inputs.shard.is_some(),
+        start_signal: inputs.shard.map(|_| crate::shard::wait_for_go as fn()),
         stop: inputs.stop,
         warmup: inputs.warmup,
         rate: inputs.rate,

@@ -18,8 +18,6 @@ use std::time::Duration;
 use echolab_core::hist::{self, LatencySummary};
 use echolab_core::stats::{BenchReport, IntervalRecord};
 
-use crate::setup::SetupError;
-
 /// The line a shard prints on stdout when all its connections are set up, before its JSON.
 pub const READY_LINE: &str = "echo-bench shard ready";
 
@@ -119,16 +117,9 @@ enum Event {
 /// # Errors
 /// A shard that cannot start, exits before it is ready or prints no report (its own stderr,
 /// which is the parent's, says why), or a setup that takes longer than `setup_deadline`.
-pub(crate) fn run_shards(
-    count: u64,
-    setup_deadline: Duration,
-) -> Result<Vec<BenchReport>, SetupError> {
-    let env_fail = |message: String| SetupError {
-        message,
-        exit_code: 1,
-    };
+pub(crate) fn run_shards(count: u64, setup_deadline: Duration) -> Result<Vec<BenchReport>, String> {
     let exe = std::env::current_exe()
-        .map_err(|e| env_fail(format!("--processes: cannot find this program: {e}")))?;
+        .map_err(|e| format!("--processes: cannot find this program: {e}"))?;
     let parent: Vec<String> = std::env::args().skip(1).collect();
     let mut shards = Shards(Vec::new());
     let mut stdins: Vec<ChildStdin> = Vec::new();
@@ -140,7 +131,7 @@ pub(crate) fn run_shards(
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| env_fail(format!("--processes: cannot start shard {index}: {e}")))?;
+            .map_err(|e| format!("--processes: cannot start shard {index}: {e}"))?;
         stdins.push(child.stdin.take().expect("piped"));
         let stdout = child.stdout.take().expect("piped");
         shards.0.push(child);
@@ -169,15 +160,15 @@ pub(crate) fn run_shards(
         match rx.recv_timeout(left) {
             Ok(Event::Ready) => ready += 1,
             Ok(Event::Done(k, _)) => {
-                return Err(env_fail(format!(
+                return Err(format!(
                     "--processes: shard {k} ended before it was ready (its message is above)"
-                )))
+                ))
             }
             Err(_) => {
-                return Err(env_fail(format!(
+                return Err(format!(
                     "--processes: {} of {count} shards were not ready within {setup_deadline:?}",
                     count - ready
-                )))
+                ))
             }
         }
     }
@@ -192,9 +183,7 @@ pub(crate) fn run_shards(
     for (k, text) in outputs.into_iter().enumerate() {
         let text = text.unwrap_or_default();
         let report = serde_json::from_str::<BenchReport>(&text).map_err(|e| {
-            env_fail(format!(
-                "--processes: shard {k} printed no report ({e}); its message is above"
-            ))
+            format!("--processes: shard {k} printed no report ({e}); its message is above")
         })?;
         reports.push(report);
     }
@@ -210,9 +199,11 @@ pub(crate) fn run_shards(
 /// [`INTERVAL_HISTOGRAMS`]); the kernel's counters, which every shard read over the same
 /// window of the same network namespace, are the largest change any shard saw.
 ///
+/// `cpus` is the parent's allowed CPUs, as `BenchReport.cpus` gives them.
+///
 /// # Errors
 /// No reports, or a histogram that does not decode.
-pub(crate) fn merge(mut parts: Vec<BenchReport>) -> Result<BenchReport, String> {
+pub(crate) fn merge(mut parts: Vec<BenchReport>, cpus: String) -> Result<BenchReport, String> {
     if parts.is_empty() {
         return Err("no shard reports".into());
     }
@@ -259,7 +250,7 @@ pub(crate) fn merge(mut parts: Vec<BenchReport>) -> Result<BenchReport, String> 
         out.max_rss_kib += p.max_rss_kib;
     }
     out.threads_reason = format!("{n} processes, each {}", parts[0].threads_reason);
-    out.cpus = crate::report::allowed_cpus();
+    out.cpus = cpus;
     out.intervals = merge_intervals(&mut parts)?;
     out.extra.remove(INTERVAL_HISTOGRAMS);
     for key in ["setup_connect_failures", "warmup_requests"] {
@@ -326,9 +317,9 @@ mod tests {
     fn a_run_that_measured_no_time_has_no_rate() {
         let mut a = part(0, &[], 0.0);
         a.duration_s = 0.0;
-        let m = merge(vec![a]).unwrap();
+        let m = merge(vec![a], String::new()).unwrap();
         assert_eq!(m.qps, 0.0);
-        assert!(merge(Vec::new()).is_err());
+        assert!(merge(Vec::new(), String::new()).is_err());
     }
 
     #[test]
@@ -435,7 +426,7 @@ mod tests {
         a.extra.insert("setup_connect_failures".into(), 2.into());
         b.extra.insert("setup_connect_failures".into(), 3.into());
         a.extra.insert("warmup_requests".into(), 0.into());
-        let m = merge(vec![a, b]).unwrap();
+        let m = merge(vec![a, b], "0-1".into()).unwrap();
         assert_eq!((m.conns, m.requests_ok, m.requests_failed), (20, 200, 2));
         assert_eq!(m.failures["timeout"], 2);
         assert_eq!(m.qps, 100.0);

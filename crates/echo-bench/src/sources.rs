@@ -21,7 +21,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use socket2::SockAddr;
 
-use crate::engine::Pattern;
+use crate::pattern::Pattern;
 
 /// Source addresses `auto` uses on an IPv4 loopback target: 127.0.0.1 up to 127.0.0.16. The
 /// whole of 127.0.0.0/8 is local on Linux, so these need no set-up.

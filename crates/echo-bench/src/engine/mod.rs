@@ -17,29 +17,7 @@ use socket2::SockAddr;
 use crate::recorder::{Recorder, Window};
 use crate::syscalls::{SocketOptions, SyscallCounters};
 
-/// How a connection is used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pattern {
-    /// Every request is connect, send, receive, close; latency is connect to close.
-    Short,
-    /// Connect once before the start barrier, then send/receive rounds; latency is send to
-    /// receive.
-    Long,
-    /// connect-storm (seed 004's deadlink): connect, prove the connection with one echo, keep
-    /// it open until every connection of the run is established.
-    Storm,
-}
-
-impl Pattern {
-    /// The `BenchReport.mode` name.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Pattern::Short => "short",
-            Pattern::Long => "long",
-            Pattern::Storm => "connect-storm",
-        }
-    }
-}
+pub(crate) use crate::pattern::Pattern;
 
 /// When a run stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,9 +44,10 @@ pub(crate) struct Plan {
     pub first_id: usize,
     /// Connections of the whole run, over every process.
     pub conns_total: usize,
-    /// With `--processes`: this process is one shard, whose start its parent gives
-    /// ([`crate::shard::wait_for_go`]), once every worker has connected.
-    pub external_start: bool,
+    /// Called by the coordinating thread once every worker is ready (connected, in long
+    /// mode) and before the start gate opens: a `--processes` shard tells its parent and
+    /// waits for the word to start. `None` alone.
+    pub start_signal: Option<fn()>,
     /// Stop condition.
     pub stop: Stop,
     /// Warm-up before measurement (same load, results discarded).
@@ -301,9 +280,9 @@ pub(crate) fn await_start(
     gate: &crate::gate::StartGate,
     cpu: &mut CpuMeter,
 ) -> StartInfo {
-    if plan.external_start {
+    if let Some(signal) = plan.start_signal {
         gate.await_others();
-        crate::shard::wait_for_go();
+        signal();
     }
     let opened = gate.ticket().wait();
     if !plan.warmup.is_zero() {

@@ -212,12 +212,12 @@ pub struct SocketArgs {
     /// since it needs the other half; the choice is in --json's threads_reason].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub threads: Option<u64>,
-    /// Local addresses to connect from: auto (16 loopback addresses, 127.0.0.1-16, for short
-    /// connections and connect-storm to an IPv4 loopback target without --linger0, so that
-    /// TIME_WAIT ports do not make every connect(2) search the port range; else the
-    /// kernel's), kernel (one, the route's), or a list of local addresses and IPv4 ranges
-    /// (10.0.0.2,10.0.0.5-10.0.0.9). Connection i uses address i mod N; --json lists them in
-    /// source_addrs.
+    /// Local addresses to connect from: auto (16 loopback addresses, 127.0.0.1-16, to an IPv4
+    /// loopback target for short connections and connect-storm without --linger0, so that
+    /// TIME_WAIT ports do not make every connect(2) search the port range, and for more
+    /// connections than 80% of the ephemeral ports; else the kernel's), kernel (one, the
+    /// route's), or a list of local addresses and IPv4 ranges (10.0.0.2,10.0.0.5-10.0.0.9).
+    /// Connection i uses address i mod N; --json lists them in source_addrs.
     #[arg(long, value_name = "auto|kernel|LIST", default_value = "auto",
           value_parser = crate::sources::parse_choice)]
     pub source_addrs: SourceChoice,

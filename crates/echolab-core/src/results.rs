@@ -337,6 +337,10 @@ pub struct DirectionCounters {
     pub limit: u64,
     /// Release error over the interval (write time minus scheduled release), µs.
     pub release_error_us: crate::hist::LatencySummary,
+    /// Times over the interval the wire was overloaded (packets arrived faster than it
+    /// carried them for 2 ms) and shared its CPU instead of keeping real-time priority.
+    #[serde(default)]
+    pub overloaded_spells: u64,
 }
 
 /// The link's counters over an interval, per direction (uplink = client to server).

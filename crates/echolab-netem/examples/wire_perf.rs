@@ -166,19 +166,45 @@ fn udp_rcvbuf_errors(tb: &Testbed, ns: &str) -> u64 {
     values.split_whitespace().nth(at).unwrap().parse().unwrap()
 }
 
+/// The receiving socket's buffer in the packet-rate test, bytes: deep enough (about 20 ms of
+/// 64-byte datagrams at 100k/s, each taking about 1 KiB of buffer with its kernel overhead) that
+/// the receiver's own scheduling delays, which this test does not measure, lose nothing.
+const RECEIVE_BUFFER_BYTES: libc::c_int = 2 << 20;
+
+/// Gives `rx` [`RECEIVE_BUFFER_BYTES`] of receive buffer, above `net.core.rmem_max`
+/// (SO_RCVBUFFORCE, socket(7): needs CAP_NET_ADMIN, which this example has as root).
+fn deep_receive_buffer(rx: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: passes a live c_int of its own size to setsockopt(2) on a socket we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            rx.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&RECEIVE_BUFFER_BYTES as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
+}
+
 /// Packets per second of one flood: what the link host forwarded out of its egress device
 /// while the sender ran (what the link carries; packets still queued at the end are not
 /// counted), and what the receiving socket got (lower when the receiver, a fair-scheduled
 /// thread sharing 2 cores with the sender and the wire, falls behind and its buffer drops).
 struct FloodRate {
+    /// Datagrams the sender sent per second.
+    offered: f64,
     forwarded: f64,
     received: f64,
     /// Datagrams the receiving socket dropped (its buffer full: the receiver fell behind).
     receiver_drops: u64,
 }
 
-/// Floods 64-byte UDP datagrams from `from_ns` to `to` for `secs` (at most 5M datagrams);
-/// `egress` is the link namespace's device towards `to`.
+/// Sends 64-byte UDP datagrams from `from_ns` to `to` for `secs` (at most 5M datagrams):
+/// as fast as the sender can (`pace` `None`, a flood) or on a fixed schedule of `pace`
+/// datagrams per second (open loop: a late sender catches up in a burst, so the offered rate
+/// does not drop when the host is busy); `egress` is the link namespace's device towards `to`.
 fn flood(
     tb: &Testbed,
     from_ns: &str,
@@ -186,6 +212,7 @@ fn flood(
     to: std::net::Ipv4Addr,
     egress: &str,
     secs: f64,
+    pace: Option<f64>,
 ) -> FloodRate {
     let rx = tb
         .in_netns(to_ns, move || UdpSocket::bind((to, 0)))
@@ -194,6 +221,7 @@ fn flood(
     let port = rx.local_addr().unwrap().port();
     rx.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
+    deep_receive_buffer(&rx);
     let counter = std::thread::spawn(move || {
         let mut buf = [0u8; 64];
         let (mut n, mut first, mut last) = (0u64, None, Instant::now());
@@ -217,14 +245,28 @@ fn flood(
     let end = t0 + Duration::from_secs_f64(secs);
     let payload = [0u8; 64];
     let mut sent = 0u64;
-    while Instant::now() < end && sent < 5_000_000 {
+    loop {
+        let now = Instant::now();
+        if now >= end || sent >= 5_000_000 {
+            break;
+        }
+        if let Some(rate) = pace {
+            if sent as f64 >= now.duration_since(t0).as_secs_f64() * rate {
+                // Ahead of the schedule: a short sleep, so the sender leaves its CPU to the
+                // wire and the receiver as a paced application would.
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
+            }
+        }
         if tx.send_to(&payload, (to, port)).is_ok() {
             sent += 1;
         }
     }
-    let forwarded = (tx_packets(&tb.lnk, egress) - tx0) as f64 / t0.elapsed().as_secs_f64();
+    let elapsed = t0.elapsed().as_secs_f64();
+    let forwarded = (tx_packets(&tb.lnk, egress) - tx0) as f64 / elapsed;
     let received = counter.join().unwrap();
     FloodRate {
+        offered: sent as f64 / elapsed,
         forwarded,
         received,
         receiver_drops: udp_rcvbuf_errors(tb, to_ns) - rcvbuf0,
@@ -403,7 +445,7 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
         // Baselines sleep between exchanges as long as the wire holds each one.
         let pace = Duration::from_secs_f64(endtoend::quantile(&model, 0.5) / 1e6);
         let mut noise = Vec::new();
-        let mut errs: Vec<[Vec<f64>; 3]> = bins.iter().map(|_| Default::default()).collect();
+        let mut errs: Vec<[Vec<f64>; 4]> = bins.iter().map(|_| Default::default()).collect();
         // The wire's own view: release error p50 and p99 (both directions' worse) and the
         // compensation it subtracted (uplink + downlink), per build.
         let mut own: Vec<[Vec<f64>; 4]> = bins.iter().map(|_| Default::default()).collect();
@@ -425,23 +467,26 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
                 own[i][3].push(u.tun_wait_us.p50.max(d.tun_wait_us.p50));
             }
             let after = udp_rtts(tb, 1000.min(n), pace, wait);
-            let base_p50 =
-                (endtoend::quantile(&before, 0.5) + endtoend::quantile(&after, 0.5)) / 2.0;
             noise.push(endtoend::quantile(&before, 0.99) - endtoend::quantile(&before, 0.5));
+            // The path without the wire, before and after the builds ran.
+            let mut baseline = [before, after].concat();
+            baseline.sort_by(f64::total_cmp);
             for (i, s) in shaped.iter().enumerate() {
-                let e = AddedDelayError::of(s, base_p50, &model);
+                let e = AddedDelayError::of(s, &baseline, &model);
                 errs[i][0].push(e.p50);
                 errs[i][1].push(e.p99);
                 errs[i][2].push(e.max);
+                errs[i][3].push(e.p99_beyond_noise);
             }
         }
         out!("    baseline p99 - p50 (host noise): {}", show(&noise, 1));
         for ((name, e), o) in names.iter().zip(&errs).zip(&own) {
             out!(
-                "    {name}: error p50 {}  p99 {}  max {}",
+                "    {name}: error p50 {}  p99 {}  max {}; p99 beyond the host's noise {}",
                 show(&e[0], 1),
                 show(&e[1], 1),
-                show(&e[2], 0)
+                show(&e[2], 0),
+                show(&e[3], 1)
             );
             out!(
                 "      the wire's own release error p50 {}  p99 {} (worse direction); compensation up + down {}; TUN wait p50 {} (worse direction, kernel stamps only)",
@@ -454,77 +499,127 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
     }
 }
 
+/// The offered load of the packet-rate section's paced rows, datagrams per second per
+/// direction: issue 15's floor for what the wire must carry.
+const PACED_PPS: f64 = 100_000.0;
+
 /// Sections 3 and 4: packet rate against plain forwarding, and the idle wire's CPU.
 fn rate_and_idle_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) {
-    out!("== packet rate, 64-byte UDP flood for 2 s per direction (pkt/s; ratio to plain forwarding in the same repetition)");
+    out!("== packet rate, 64-byte UDP for 2 s per direction, flooded and paced at {PACED_PPS} pkt/s, into a {} KiB receive buffer (pkt/s; ratio to plain forwarding in the same repetition)", RECEIVE_BUFFER_BYTES / 1024);
     let dir = std::env::temp_dir().join(format!("wire-perf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pass = dir.join("passthrough.yaml");
     std::fs::write(&pass, "name: passthrough\ndescription: no impairment\nsource: perf\ntopology: link\nuplink: { limit: 10000 }\ndownlink: { limit: 10000 }\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1s }\n").unwrap();
-    // Per direction: forwarded, received; through each build also the ratios to plain.
-    let mut plain: [Vec<f64>; 6] = Default::default();
-    let mut rates: Vec<[Vec<f64>; 8]> = bins.iter().map(|_| Default::default()).collect();
+    let loads: [(&str, Option<f64>); 2] = [("flood", None), ("paced", Some(PACED_PPS))];
+    // Per load and direction: offered, forwarded, received, receiver drops; through each
+    // build also forwarded and received as ratios to plain, and the wire's overload spells.
+    let mut plain: Vec<[[Vec<f64>; 4]; 2]> = loads.iter().map(|_| Default::default()).collect();
+    let mut rates: Vec<Vec<[[Vec<f64>; 7]; 2]>> = bins
+        .iter()
+        .map(|_| loads.iter().map(|_| Default::default()).collect())
+        .collect();
     let mut idle_cpu: Vec<Vec<f64>> = bins.iter().map(|_| Vec::new()).collect();
-    let floods = |tb: &Testbed| {
+    let both = |tb: &Testbed, pace: Option<f64>| {
         [
-            flood(tb, &tb.cli, &tb.srv, SERVER_ADDR, LINK_SERVER_SIDE, 2.0),
-            flood(tb, &tb.srv, &tb.cli, CLIENT_ADDR, LINK_CLIENT_SIDE, 2.0),
+            flood(
+                tb,
+                &tb.cli,
+                &tb.srv,
+                SERVER_ADDR,
+                LINK_SERVER_SIDE,
+                2.0,
+                pace,
+            ),
+            flood(
+                tb,
+                &tb.srv,
+                &tb.cli,
+                CLIENT_ADDR,
+                LINK_CLIENT_SIDE,
+                2.0,
+                pace,
+            ),
         ]
     };
     for _ in 0..reps {
-        let base = floods(tb);
-        for (d, r) in base.iter().enumerate() {
-            plain[d * 2].push(r.forwarded);
-            plain[d * 2 + 1].push(r.received);
-            plain[4 + d].push(r.receiver_drops as f64);
-        }
-        for (i, bin) in bins.iter().enumerate() {
-            let wire = start_wire(tb, bin, pass.to_str().unwrap());
-            let pid = wire.child.as_ref().expect("running").id();
-            let (c0, t0) = (cpu_seconds(pid), Instant::now());
-            // The idle window itself is the measurement, not a wait for readiness.
-            std::thread::sleep(Duration::from_secs(2));
-            idle_cpu[i].push((cpu_seconds(pid) - c0) / t0.elapsed().as_secs_f64() * 100.0);
-            let through = floods(tb);
-            let s = stop_wire(wire);
-            for (d, (r, b)) in through.iter().zip(&base).enumerate() {
-                rates[i][d * 4].push(r.forwarded);
-                rates[i][d * 4 + 1].push(r.forwarded / b.forwarded);
-                rates[i][d * 4 + 2].push(r.received);
-                rates[i][d * 4 + 3].push(r.received / b.received);
+        for (l, &(load, pace)) in loads.iter().enumerate() {
+            let base = both(tb, pace);
+            for (d, r) in base.iter().enumerate() {
+                let p = &mut plain[l][d];
+                p[0].push(r.offered);
+                p[1].push(r.forwarded);
+                p[2].push(r.received);
+                p[3].push(r.receiver_drops as f64);
             }
-            for (dir, d, r) in [
-                ("uplink", &s.uplink, &through[0]),
-                ("downlink", &s.downlink, &through[1]),
-            ] {
-                out!(
-                    "    {} {dir} drops by cause: loss model {}, wire queue {}, TUN queue (wire behind) {}, write-back {}, receiving socket's buffer {}",
-                    names[i],
-                    d.drops_loss,
-                    d.drops_queue,
-                    d.drops_device.map_or("unknown".into(), |n| n.to_string()),
-                    d.drops_write,
-                    r.receiver_drops
-                );
+            for (i, bin) in bins.iter().enumerate() {
+                let wire = start_wire(tb, bin, pass.to_str().unwrap());
+                if l == 0 {
+                    let pid = wire.child.as_ref().expect("running").id();
+                    let (c0, t0) = (cpu_seconds(pid), Instant::now());
+                    // The idle window itself is the measurement, not a wait for readiness.
+                    std::thread::sleep(Duration::from_secs(2));
+                    idle_cpu[i].push((cpu_seconds(pid) - c0) / t0.elapsed().as_secs_f64() * 100.0);
+                }
+                let through = both(tb, pace);
+                let s = stop_wire(wire);
+                for (d, ((r, b), w)) in through
+                    .iter()
+                    .zip(&base)
+                    .zip([&s.uplink, &s.downlink])
+                    .enumerate()
+                {
+                    let x = &mut rates[i][l][d];
+                    x[0].push(r.offered);
+                    x[1].push(r.forwarded);
+                    x[2].push(r.forwarded / b.forwarded);
+                    x[3].push(r.received);
+                    x[4].push(r.received / b.received);
+                    x[5].push(r.receiver_drops as f64);
+                    x[6].push(w.fair_share_spells as f64);
+                }
+                for (dir, d, r) in [
+                    ("uplink", &s.uplink, &through[0]),
+                    ("downlink", &s.downlink, &through[1]),
+                ] {
+                    out!(
+                        "    {} {load} {dir} drops by cause: loss model {}, wire queue {}, TUN queue (wire behind) {}, write-back {}, receiving socket's buffer {}; overloaded {} times ({:.0} ms)",
+                        names[i],
+                        d.drops_loss,
+                        d.drops_queue,
+                        d.drops_device.map_or("unknown".into(), |n| n.to_string()),
+                        d.drops_write,
+                        r.receiver_drops,
+                        d.fair_share_spells,
+                        d.fair_share_ms
+                    );
+                }
             }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    for (d, dir) in ["uplink", "downlink"].into_iter().enumerate() {
-        out!(
-            "  {dir} plain forwarding: forwarded {}  received {}  (receiving socket's buffer dropped {})",
-            show(&plain[d * 2], 0),
-            show(&plain[d * 2 + 1], 0),
-            show(&plain[4 + d], 0)
-        );
-        for (name, r) in names.iter().zip(&rates) {
+    for (l, &(load, _)) in loads.iter().enumerate() {
+        for (d, dir) in ["uplink", "downlink"].into_iter().enumerate() {
+            let p = &plain[l][d];
             out!(
-                "  {dir} {name}: forwarded {} ({} of plain)  received {} ({} of plain)",
-                show(&r[d * 4], 0),
-                show(&r[d * 4 + 1], 2),
-                show(&r[d * 4 + 2], 0),
-                show(&r[d * 4 + 3], 2)
+                "  {load} {dir} plain forwarding: offered {}  forwarded {}  received {}  (receiving socket's buffer dropped {})",
+                show(&p[0], 0),
+                show(&p[1], 0),
+                show(&p[2], 0),
+                show(&p[3], 0)
             );
+            for (name, r) in names.iter().zip(&rates) {
+                let x = &r[l][d];
+                out!(
+                    "  {load} {dir} {name}: offered {}  forwarded {} ({} of plain)  received {} ({} of plain)  (receiving socket's buffer dropped {}; wire overloaded {} times)",
+                    show(&x[0], 0),
+                    show(&x[1], 0),
+                    show(&x[2], 2),
+                    show(&x[3], 0),
+                    show(&x[4], 2),
+                    show(&x[5], 0),
+                    show(&x[6], 0)
+                );
+            }
         }
     }
     out!("== idle wire CPU over 2 s (% of one core)");

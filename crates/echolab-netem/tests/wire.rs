@@ -321,7 +321,7 @@ fn lan100_end_to_end_added_delay_median_within_the_floor() {
             base.len(),
             shaped.len()
         );
-        let e = AddedDelayError::of(&shaped, endtoend::quantile(&base, 0.5), &model);
+        let e = AddedDelayError::of(&shaped, &base, &model);
         println!("lan100 added-delay error: {e:?}");
         if e.p50.abs() <= FLOOR_US {
             return;

@@ -125,6 +125,14 @@ pub fn section(ds: &Dataset<'_>) -> String {
                     fmt(unintended)
                 ));
             }
+            let overloaded = mean(&|l| l.uplink.overloaded_spells + l.downlink.overloaded_spells);
+            if overloaded > 0.0 {
+                link_trouble.push(format!(
+                    "overloaded {} times (packets arrived faster than the wire carried them; it gave up \
+                     real-time priority and its release times slipped)",
+                    fmt(overloaded)
+                ));
+            }
             if late_us > WIRE_LATE_US {
                 link_trouble.push(format!(
                     "release error p99 {late_us:.0} µs: the wire lacked CPU and fell behind its schedule, so its queue \

@@ -45,6 +45,11 @@ fn failures_by_kind_and_the_load_model_are_stated_beside_qps() {
         ),
         "{quad}"
     );
+    let little = section(&md, "Consistency: Little's law");
+    assert!(
+        little.contains("epoll-et_long_c100_r10") && !little.contains("epoll-lt"),
+        "Little's law is checked on closed-loop cells only: {little}"
+    );
     let reps = section(&md, "QPS per repetition");
     assert_eq!(
         row(reps, "epoll-et_short_c100_r10").last().unwrap(),
@@ -81,6 +86,8 @@ fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
         link.uplink.release_error_us = late(if troubled { 2500.0 } else { 20.0 });
         link.uplink.drops_queue = if troubled { 40 } else { 0 };
         link.uplink.drops_loss = 3;
+        // Overloaded 1, 2 and 3 times over the three repetitions: mean 2.
+        link.uplink.overloaded_spells = if troubled { r.repetition } else { 0 };
         r.link = Some(link);
     }
     let tmp = TempDir::new("counters");
@@ -97,8 +104,11 @@ fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
         "1000 packets, 3 lost by the profile, 40 dropped otherwise, queue peak 0, release error p99 2500 µs"
     );
     assert!(
-        bad[5]
-            .starts_with("drops (queue full, refused, or TUN full) 40; release error p99 2500 µs"),
+        bad[5].starts_with(
+            "drops (queue full, refused, or TUN full) 40; overloaded 2 times (packets arrived faster \
+             than the wire carried them; it gave up real-time priority and its release times slipped); \
+             release error p99 2500 µs"
+        ),
         "{s}"
     );
     let good = row(s, "epoll-et_long_c100_r10");

@@ -305,11 +305,17 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
 #[test]
 fn a_partial_directory_marks_missing_and_failed_cells() {
     let tmp = TempDir::new("partial");
-    // LT long: repetition 1 failed, 2 and 3 never ran; select storm at 300: nothing at all.
+    // LT long: repetition 1 failed, 2 and 3 never ran; ET short: repetition 3 never ran;
+    // select storm at 300: nothing at all.
     results_dir(
         &tmp.0,
         RunStatus::Interrupted,
-        |id, rep| !(id == "epoll-lt_long_c100_r10" && rep > 1) && id != "select_connect-storm_c300",
+        |id, rep| {
+            let gone = (id == "epoll-lt_long_c100_r10" && rep > 1)
+                || (id == "epoll-et_short_c100_r10" && rep == 3)
+                || id == "select_connect-storm_c300";
+            !gone
+        },
         |id, _| (id == "epoll-lt_long_c100_r10").then_some("server did not start: address in use"),
     );
     let summary = echolab_report::render(&tmp.0).unwrap();
@@ -322,7 +328,32 @@ fn a_partial_directory_marks_missing_and_failed_cells() {
             summary.counts.failed,
             summary.counts.missing
         ),
-        (42, 36, 1, 5)
+        (42, 35, 1, 6)
+    );
+    let percentiles = section(&md, "Latency percentiles per cell");
+    assert_eq!(row(percentiles, "epoll-et_short_c100_r10")[1], "2/3");
+    assert_eq!(row(percentiles, "epoll-et_long_c100_r10")[1], "3/3");
+    let repetitions = section(&md, "Repetitions");
+    assert_eq!(
+        row(repetitions, "epoll-lt_long_c100_r10")[4],
+        "not reached: 0 usable of the minimum 3 (1 failed, 2 missing)"
+    );
+    assert_eq!(
+        row(repetitions, "epoll-et_short_c100_r10")[4],
+        "not reached: 2 usable of the minimum 3 (0 failed, 1 missing)"
+    );
+    let noisy = &row(repetitions, "epoll-et_long_c500_r10")[4];
+    assert!(
+        noisy.starts_with("not reached: 3 repetitions (the maximum) left the half-width at")
+            && noisy.ends_with(
+                " (a fixed count; max_repetitions above repetitions lets a cell repeat further)"
+            ),
+        "{repetitions}"
+    );
+    let qps = section(&md, "QPS per repetition");
+    assert!(
+        qps.contains("_sustain_") && !qps.contains("connect-storm"),
+        "connect-storm cells measure connections, not requests: {qps}"
     );
     assert!(md.contains("**partial** (run status: interrupted)"), "{md}");
 

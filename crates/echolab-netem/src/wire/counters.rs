@@ -39,6 +39,11 @@ pub struct DirectionCounters {
     /// Read time minus kernel arrival stamp, ns: how long packets waited in the TUN for the
     /// thread (its wake-up), which the stamps keep out of the delay.
     pub tun_wait: Histogram<u64>,
+    /// Times the direction gave up real-time priority because its TUN stayed undrained
+    /// (overloaded; see `pump::Priority`).
+    pub fair_share_spells: u64,
+    /// Time spent in those spells, ns (counted when each ends).
+    pub fair_share_ns: u64,
 }
 
 impl Default for DirectionCounters {
@@ -58,6 +63,8 @@ impl Default for DirectionCounters {
             unstamped: 0,
             not_ipv4: 0,
             tun_wait: hist::new_latency_histogram(),
+            fair_share_spells: 0,
+            fair_share_ns: 0,
         }
     }
 }
@@ -120,6 +127,14 @@ pub struct DirectionStats {
     /// kernel stamps).
     #[serde(default)]
     pub tun_wait_us: LatencySummary,
+    /// Times the direction was overloaded (its TUN undrained for 2 ms: packets arrived faster
+    /// than it carried them) and gave up real-time priority to share its CPU, so that the
+    /// applications it delivers to could run; release times slip during those spells.
+    #[serde(default)]
+    pub fair_share_spells: u64,
+    /// Time spent in those spells, ms.
+    #[serde(default)]
+    pub fair_share_ms: f64,
 }
 
 impl DirectionCounters {
@@ -148,6 +163,8 @@ impl DirectionCounters {
             unstamped: self.unstamped,
             not_ipv4: self.not_ipv4,
             tun_wait_us: LatencySummary::from_histogram(&self.tun_wait),
+            fair_share_spells: self.fair_share_spells,
+            fair_share_ms: self.fair_share_ns as f64 / 1e6,
         }
     }
 }

@@ -4,7 +4,9 @@
 //! the live tests.
 //!
 //! Added-delay error at quantile q = q-quantile of (RTT through the wire − median RTT without
-//! it) − q-quantile of the model's added RTT. For a profile without jitter the model's
+//! it) − q-quantile of the model's added RTT; at the 99th percentile also against the 99th
+//! percentile of (RTT without the wire + the model's added RTT), which leaves the path's own
+//! tail out ([`AddedDelayError::p99_beyond_noise`]). For a profile without jitter the model's
 //! quantiles are all one number (2 × (delay + serialization)); with jitter they come from
 //! drawing the model itself, so the error measures the wire, not the jitter.
 
@@ -182,20 +184,32 @@ pub fn model_added_rtt(
 pub struct AddedDelayError {
     /// At the median.
     pub p50: f64,
-    /// At the 99th percentile.
+    /// At the 99th percentile, against the baseline's median: holds the host's own noise
+    /// (the baseline's p99 − p50) besides the wire's.
     pub p99: f64,
+    /// At the 99th percentile, against what the path without the wire plus the model's added
+    /// RTT would give: the 99th percentile of every sum of one baseline RTT and one model
+    /// draw (the two independent). What is left is the wire's own tail.
+    pub p99_beyond_noise: f64,
     /// The largest RTT's added delay minus the model's largest.
     pub max: f64,
 }
 
 impl AddedDelayError {
-    /// Compares sorted RTTs through the wire with the median RTT without it (`baseline_p50`,
-    /// µs) and the model's sorted added RTTs.
-    pub fn of(shaped: &[f64], baseline_p50: f64, model: &[f64]) -> Self {
+    /// Compares sorted RTTs through the wire with sorted RTTs without it (`baseline`) and
+    /// the model's sorted added RTTs, all µs. NaN fields when an input is empty.
+    pub fn of(shaped: &[f64], baseline: &[f64], model: &[f64]) -> Self {
+        let baseline_p50 = quantile(baseline, 0.5);
         let at = |q: f64| quantile(shaped, q) - baseline_p50 - quantile(model, q);
+        let mut sums: Vec<f64> = baseline
+            .iter()
+            .flat_map(|b| model.iter().map(move |m| b + m))
+            .collect();
+        sums.sort_by(f64::total_cmp);
         Self {
             p50: at(0.5),
             p99: at(0.99),
+            p99_beyond_noise: quantile(shaped, 0.99) - quantile(&sums, 0.99),
             max: at(1.0),
         }
     }
@@ -221,9 +235,35 @@ mod tests {
             (m[0] - 211.84).abs() < 0.01 && (m[99] - 211.84).abs() < 0.01,
             "{m:?}"
         );
-        let e = AddedDelayError::of(&[300.0, 320.0, 330.0], 90.0, &m);
+        let e = AddedDelayError::of(&[300.0, 320.0, 330.0], &[80.0, 90.0, 95.0], &m);
         assert!((e.p50 - (320.0 - 90.0 - 211.84)).abs() < 0.01, "{e:?}");
         assert!((e.max - (330.0 - 90.0 - 211.84)).abs() < 0.01, "{e:?}");
+    }
+
+    #[test]
+    fn the_tail_beyond_noise_leaves_out_the_paths_own_tail() {
+        // A path of 100 µs with a 1-in-50 tail of 160 µs, and a wire adding exactly 200 µs:
+        // measured against the baseline's median the p99 shows the path's 60 µs tail, against
+        // the baseline plus the model nothing.
+        let baseline: Vec<f64> = (0..1000)
+            .map(|i| if i % 50 == 0 { 160.0 } else { 100.0 })
+            .collect();
+        let mut sorted = baseline.clone();
+        sorted.sort_by(f64::total_cmp);
+        let shaped: Vec<f64> = sorted.iter().map(|b| b + 200.0).collect();
+        let model = vec![200.0; 10];
+        let e = AddedDelayError::of(&shaped, &sorted, &model);
+        assert_eq!((e.p50, e.p99, e.max), (0.0, 60.0, 60.0), "{e:?}");
+        assert_eq!(e.p99_beyond_noise, 0.0, "{e:?}");
+        // A wire whose slowest 2% come 30 µs late: its own tail, seen as such.
+        let late: Vec<f64> = shaped
+            .iter()
+            .enumerate()
+            .map(|(i, v)| if i >= 980 { v + 30.0 } else { *v })
+            .collect();
+        let e = AddedDelayError::of(&late, &sorted, &model);
+        assert_eq!(e.p99_beyond_noise, 30.0, "{e:?}");
+        assert!(AddedDelayError::of(&[], &sorted, &model).p99.is_nan());
     }
 
     #[test]

@@ -31,6 +31,9 @@ use std::time::Duration;
 const MAX_PACKET: usize = 65_535;
 /// Packets read per wake-up before releasing due ones, so a flood cannot starve releases.
 const READ_BATCH: usize = 64;
+/// How long the TUN may stay undrained (every read batch full) before the direction gives up
+/// real-time priority, ns. See [`Priority`].
+const OVERLOAD_NS: u64 = 2_000_000;
 
 /// A stop signal shared by the directions: an `eventfd` that becomes readable for good.
 pub(crate) struct StopSignal(OwnedFd);
@@ -217,6 +220,72 @@ fn realtime_priority() -> io::Result<()> {
     .map(|_| ())
 }
 
+/// The direction thread's scheduling class: real-time while it waits for release times, fair
+/// while it is overloaded.
+///
+/// Real-time priority buys exact wake-ups, but a thread that never sleeps keeps its CPU from
+/// every fair-scheduled task. Under a packet flood the wire never sleeps, and it is the one
+/// that wakes the receiving application (its TUN write delivers the packet), with a
+/// synchronous wake-up, which the scheduler serves on the waker's CPU
+/// (`wake_affine_idle()`, kernel/sched/fair.c): the receiver then waits behind the wire and
+/// its socket buffer overflows. Measured with `wire_perf --section rate` on 2 cores: the
+/// receiver got 6% of a CPU and 0.26 of plain forwarding's packet rate. So once the TUN has
+/// stayed undrained for [`OVERLOAD_NS`] (packets arrive faster than the wire carries them;
+/// release times are lost anyway), the thread takes the fair class and shares its CPU; it
+/// takes real-time priority back before it next sleeps.
+struct Priority {
+    realtime: bool,
+    /// Since when every read batch was full, ns (`None` while the TUN drains).
+    undrained_since: Option<u64>,
+    /// When the current fair spell began, ns.
+    fair_since: u64,
+}
+
+impl Priority {
+    /// The state after [`realtime_priority`] succeeded (`realtime`) or failed.
+    fn new(realtime: bool) -> Self {
+        Self {
+            realtime,
+            undrained_since: None,
+            fair_since: 0,
+        }
+    }
+
+    /// Takes one read pass's outcome at `now_ns`: `drained` when the TUN ran empty. Gives up
+    /// real-time priority once the TUN has been undrained for [`OVERLOAD_NS`]; true when it
+    /// did so now.
+    fn after_reads(&mut self, drained: bool, now_ns: u64) -> bool {
+        if drained {
+            self.undrained_since = None;
+            return false;
+        }
+        let since = *self.undrained_since.get_or_insert(now_ns);
+        if !self.realtime || now_ns.saturating_sub(since) < OVERLOAD_NS {
+            return false;
+        }
+        let fair = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 is the calling thread; `fair` is a valid sched_param for SCHED_OTHER.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &fair) } != 0 {
+            return false;
+        }
+        self.realtime = false;
+        self.fair_since = now_ns;
+        true
+    }
+
+    /// Before the thread sleeps: takes real-time priority back after a fair spell, and
+    /// returns that spell's length, ns.
+    fn before_sleep(&mut self, now_ns: u64) -> Option<u64> {
+        if self.realtime || self.fair_since == 0 {
+            return None;
+        }
+        realtime_priority().ok()?;
+        self.realtime = true;
+        self.undrained_since = None;
+        Some(now_ns.saturating_sub(self.fair_since))
+    }
+}
+
 impl Pump {
     /// Carries packets until `stop` is raised.
     ///
@@ -225,9 +294,11 @@ impl Pump {
     pub(crate) fn run(mut self, stop: Arc<StopSignal>) -> io::Result<()> {
         // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-        if let Err(e) = realtime_priority() {
+        let realtime = realtime_priority();
+        if let Err(e) = &realtime {
             eprintln!("echolab-netem wire: {}: no real-time priority ({e}); release times may slip by milliseconds when the host's CPUs are busy", self.name);
         }
+        let mut priority = Priority::new(realtime.is_ok());
         // SAFETY: epoll_create1/timerfd_create with constant flags; results are checked and
         // immediately owned.
         let ep = unsafe {
@@ -276,6 +347,12 @@ impl Pump {
                             .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
                         armed_for = Some(wake_at);
                     }
+                }
+            }
+            if !polling {
+                if let Some(spell_ns) = priority.before_sleep(now_ns()) {
+                    let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+                    c.fair_share_ns += spell_ns;
                 }
             }
             let timeout = if polling { 0 } else { -1 };
@@ -379,6 +456,9 @@ impl Pump {
                         }
                     }
                 }
+                if priority.after_reads(!tun_readable, now_ns()) {
+                    c.fair_share_spells += 1;
+                }
             }
             let now = now_ns();
             while queue.peek().is_some_and(|Reverse(h)| h.release_ns <= now) {
@@ -434,6 +514,54 @@ impl Pump {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn priority_turns_fair_after_two_undrained_milliseconds_and_back_before_sleeping() {
+        let mut p = Priority::new(true);
+        assert!(
+            !p.after_reads(false, 10_000_000),
+            "first full batch starts the clock"
+        );
+        assert!(
+            !p.after_reads(false, 11_999_999),
+            "1.999 ms undrained is not overload"
+        );
+        assert!(
+            !p.after_reads(true, 11_999_999),
+            "a drained TUN resets the clock"
+        );
+        assert!(!p.after_reads(false, 12_000_000));
+        assert!(!p.after_reads(false, 13_999_999));
+        assert!(
+            p.after_reads(false, 14_000_000),
+            "2 ms undrained since 12 ms"
+        );
+        assert!(!p.realtime);
+        assert!(
+            !p.after_reads(false, 20_000_000),
+            "already fair: no second spell"
+        );
+        // Taking real-time priority back needs CAP_SYS_NICE; without it the thread stays fair
+        // and the spell goes on.
+        match p.before_sleep(14_500_000) {
+            Some(spell) => {
+                assert_eq!(spell, 500_000);
+                assert!(p.realtime);
+                assert_eq!(p.before_sleep(15_000_000), None, "no spell to end");
+                let fair = libc::sched_param { sched_priority: 0 };
+                // SAFETY: back to the fair class for the rest of this test thread.
+                unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &fair) };
+            }
+            None => assert!(!p.realtime),
+        }
+        let mut never = Priority::new(false);
+        assert!(!never.after_reads(false, 0));
+        assert!(
+            !never.after_reads(false, 5_000_000),
+            "without real-time priority nothing to give up"
+        );
+        assert_eq!(never.before_sleep(6_000_000), None);
+    }
 
     #[test]
     fn wake_margin_settles_at_the_ninetieth_percentile_and_respects_the_cap() {

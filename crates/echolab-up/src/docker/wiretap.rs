@@ -107,6 +107,7 @@ fn direction_between(b: &DirectionStats, a: &DirectionStats) -> DirectionCounter
         peak_queue_since_start: a.peak_queue,
         limit: a.limit,
         release_error_us: release,
+        overloaded_spells: a.fair_share_spells.saturating_sub(b.fair_share_spells),
     }
 }
 
@@ -137,6 +138,8 @@ mod tests {
             unstamped: 0,
             not_ipv4: 0,
             tun_wait_us: Default::default(),
+            fair_share_spells: 0,
+            fair_share_ms: 0.0,
         }
     }
 
@@ -171,10 +174,14 @@ mod tests {
         // The TUN dropped 4 packets before the run and 3 more during it.
         before.uplink.drops_device = Some(4);
         after.uplink.drops_device = Some(7);
+        // It was overloaded twice before the run and three times during it.
+        before.uplink.fair_share_spells = 2;
+        after.uplink.fair_share_spells = 5;
         let c = between(&before, &after);
         assert_eq!((c.uplink.packets, c.uplink.bytes), (500, 50_000));
         assert_eq!((c.uplink.drops_queue, c.uplink.drops_loss), (19, 0));
         assert_eq!(c.uplink.drops_device, 3);
+        assert_eq!(c.uplink.overloaded_spells, 3);
         assert_eq!(c.unintended_drops(), 19 + 3);
         assert_eq!(c.uplink.peak_queue_since_start, 40);
         // Only the run's 500 releases: all 50 µs late, none of the earlier 5 µs ones.

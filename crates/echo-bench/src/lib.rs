@@ -51,7 +51,13 @@ pub fn real_main() -> i32 {
         Some(Command::Sustain(a)) => (sustain::run(a), &a.out),
     };
     match result {
-        Ok(done) => emit(&done, out),
+        Ok(mut done) => {
+            report::note_conntrack(
+                &mut done.report,
+                echolab_core::netstat::ConntrackFill::read(),
+            );
+            emit(&done, out)
+        }
         Err(e) => {
             eprintln!("echo-bench: {}", e.message);
             e.exit_code

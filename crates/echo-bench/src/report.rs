@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use echolab_core::hist::{self, LatencySummary};
+use echolab_core::netstat::ConntrackFill;
 use echolab_core::stats::BenchReport;
 use hdrhistogram::Histogram;
 
@@ -124,6 +125,26 @@ pub(crate) fn note_setup_failures(report: &mut BenchReport, outcome: &RunOutcome
     }
 }
 
+/// `extra` key of a nearly full connection-tracking table at the end of the run.
+pub(crate) const CONNTRACK_KEY: &str = "conntrack_nearly_full";
+
+/// Records in `report` a connection-tracking table at least 90% full (`fill`, read at the end
+/// of the run) as `extra.conntrack_nearly_full = {"entries", "max"}`, and removes the key
+/// otherwise (a `--processes` parent's own reading replaces its shards').
+pub(crate) fn note_conntrack(report: &mut BenchReport, fill: Option<ConntrackFill>) {
+    match fill.filter(ConntrackFill::nearly_full) {
+        Some(f) => {
+            report.extra.insert(
+                CONNTRACK_KEY.into(),
+                serde_json::json!({ "entries": f.entries, "max": f.max }),
+            );
+        }
+        None => {
+            report.extra.remove(CONNTRACK_KEY);
+        }
+    }
+}
+
 /// Client CPU microseconds per successful request, `None` without requests.
 pub(crate) fn cpu_us_per_request(r: &BenchReport) -> Option<f64> {
     (r.requests_ok > 0)
@@ -192,6 +213,15 @@ pub(crate) fn render_summary(r: &BenchReport) -> String {
     let trouble = kernel_trouble(r);
     if !trouble.is_empty() {
         let _ = writeln!(out, "kernel dropped, refused or retransmitted: {trouble}");
+    }
+    if let Some(f) = r.extra.get(CONNTRACK_KEY) {
+        let _ = writeln!(
+            out,
+            "connection tracking table nearly full: {} of {} entries (nf_conntrack_max); when it \
+             is full the kernel drops new connections' SYNs (see the README's \"Connection \
+             tracking on the host\")",
+            f["entries"], f["max"]
+        );
     }
     out
 }
@@ -305,6 +335,44 @@ mod tests {
             .sum();
         assert_eq!(total, 5, "{text}");
         assert_eq!(text.lines().count(), 1 + HIST_BUCKETS);
+    }
+
+    #[test]
+    fn a_nearly_full_conntrack_table_is_recorded_and_said_and_a_fuller_one_replaces_it() {
+        let mut r = BenchReport::default();
+        note_conntrack(
+            &mut r,
+            Some(ConntrackFill {
+                entries: 1000,
+                max: 262_144,
+            }),
+        );
+        note_conntrack(&mut r, None);
+        assert!(r.extra.is_empty());
+        assert!(!render_summary(&r).contains("connection tracking"));
+        note_conntrack(
+            &mut r,
+            Some(ConntrackFill {
+                entries: 262_144,
+                max: 262_144,
+            }),
+        );
+        assert_eq!(
+            r.extra[CONNTRACK_KEY],
+            serde_json::json!({ "entries": 262_144, "max": 262_144 })
+        );
+        assert!(render_summary(&r).contains(
+            "connection tracking table nearly full: 262144 of 262144 entries (nf_conntrack_max)"
+        ));
+        // A parent's own reading, below nine tenths, takes its shard's away.
+        note_conntrack(
+            &mut r,
+            Some(ConntrackFill {
+                entries: 200_000,
+                max: 262_144,
+            }),
+        );
+        assert!(!r.extra.contains_key(CONNTRACK_KEY));
     }
 
     #[test]

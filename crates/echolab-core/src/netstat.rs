@@ -93,6 +93,42 @@ pub const TROUBLE: [&str; 9] = [
     "TcpExtTCPTimeWaitOverflow",
 ];
 
+/// The connection-tracking table of the calling process's namespace: entries in use and the
+/// table's size (`/proc/sys/net/netfilter/nf_conntrack_count` and `nf_conntrack_max`, the
+/// kernel's Documentation/networking/nf_conntrack-sysctl.rst). When it is full the kernel
+/// drops the first packet of every new connection ("nf_conntrack: table full, dropping
+/// packet"), which a client sees as SYN retransmissions and connect timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConntrackFill {
+    /// Entries in use.
+    pub entries: u64,
+    /// The table's size.
+    pub max: u64,
+}
+
+impl ConntrackFill {
+    /// Reads the table's fill; `None` where connection tracking is not loaded (no such files)
+    /// or a file does not hold a number.
+    pub fn read() -> Option<Self> {
+        let num = |name: &str| -> Option<u64> {
+            std::fs::read_to_string(format!("/proc/sys/net/netfilter/{name}"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        };
+        Some(Self {
+            entries: num("nf_conntrack_count")?,
+            max: num("nf_conntrack_max")?,
+        })
+    }
+
+    /// At least 90% of the table in use: the next burst of connections may find it full.
+    pub fn nearly_full(&self) -> bool {
+        self.max > 0 && self.entries.saturating_mul(10) >= self.max.saturating_mul(9)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +186,19 @@ Tcp: 1 -1 2000 3 5\n";
         let s = read();
         assert!(s.contains_key("TcpActiveOpens"), "{s:?}");
         assert!(s.contains_key("TcpExtListenOverflows"), "{s:?}");
+    }
+
+    #[test]
+    fn conntrack_is_nearly_full_from_nine_tenths() {
+        let at = |entries| ConntrackFill {
+            entries,
+            max: 262_144,
+        };
+        // 90% of 262,144 is 235,929.6.
+        assert!(!at(235_929).nearly_full());
+        assert!(at(235_930).nearly_full());
+        assert!(at(262_144).nearly_full());
+        assert!(!at(0).nearly_full());
+        assert!(!ConntrackFill { entries: 0, max: 0 }.nearly_full());
     }
 }

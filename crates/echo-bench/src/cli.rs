@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use echolab_core::cmd::ServerCpus;
 use echolab_core::units;
 
 use crate::engine::EngineKind;
@@ -208,10 +209,15 @@ pub struct LoadArgs {
 #[derive(Debug, Args)]
 pub struct SocketArgs {
     /// Event-engine worker threads [default: auto: the CPUs this process may use, halved for
-    /// long connections when the server is on this machine (the target is a local address),
-    /// since it needs the other half; the choice is in --json's threads_reason].
+    /// long connections when the server runs on the same CPUs (see --server-cpus), since it
+    /// needs the other half; the choice is in --json's threads_reason].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub threads: Option<u64>,
+    /// Whether the server under test runs on this client's CPUs, for the automatic --threads:
+    /// auto (yes when the target is an address of this host), shared (e.g. another namespace
+    /// on the same cores) or separate (CPUs of its own). echolab-up passes it from its CPU plan.
+    #[arg(long, value_enum, default_value_t = ServerCpus::Auto)]
+    pub server_cpus: ServerCpus,
     /// Local addresses to connect from: auto (16 loopback addresses, 127.0.0.1-16, to an IPv4
     /// loopback target for short connections and connect-storm without --linger0, so that
     /// TIME_WAIT ports do not make every connect(2) search the port range, and for more

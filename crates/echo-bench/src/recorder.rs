@@ -321,6 +321,17 @@ mod tests {
         assert_eq!(iv[0].rx_bytes_per_s, 12.0);
         // Each full interval is 1 s long: one request in it is 1 request/s.
         assert_eq!((iv[0].qps, iv[2].qps, iv[2].t_s), (1.0, 1.0, 3.0));
+        // Interval histograms: one per interval, empty ones included, holding the latencies
+        // of the requests started in it (100 ms in the first, none, 500 ms in the third).
+        let hists: Vec<Histogram<u64>> = r
+            .interval_histograms(Duration::from_secs(3))
+            .iter()
+            .map(|t| hist::decode(t).unwrap())
+            .collect();
+        let lens: Vec<u64> = hists.iter().map(Histogram::len).collect();
+        assert_eq!(lens, vec![1, 0, 1]);
+        assert!(hists[0].equivalent(hists[0].max(), 100_000_000));
+        assert!(hists[2].equivalent(hists[2].max(), 500_000_000));
         // A window of 2.5 s ends with a half interval, whose one request is 2 requests/s.
         let short = r.interval_records(Duration::from_millis(2500));
         assert_eq!(short.len(), 3);

@@ -4,6 +4,7 @@
 use std::net::ToSocketAddrs;
 use std::time::Duration;
 
+use echolab_core::cmd::ServerCpus;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use socket2::SockAddr;
 
@@ -103,21 +104,37 @@ pub(crate) fn threads(
         return (t as usize, format!("--threads {t}"));
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    auto_threads(cpus, is_local(target), pattern, conns)
+    let (shared, because) = match sock.server_cpus {
+        ServerCpus::Shared => (true, "the server shares these CPUs (--server-cpus shared)"),
+        ServerCpus::Separate => (
+            false,
+            "the server has CPUs of its own (--server-cpus separate)",
+        ),
+        ServerCpus::Auto if is_local(target) => (true, "the server is on this machine"),
+        ServerCpus::Auto => (false, "the server is elsewhere"),
+    };
+    auto_threads(cpus, shared, because, pattern, conns)
 }
 
-/// The automatic rule of [`threads`] for `cpus` usable CPUs.
-fn auto_threads(cpus: usize, server_local: bool, pattern: Pattern, conns: u64) -> (usize, String) {
-    let (n, why) = match (server_local, pattern) {
+/// The automatic rule of [`threads`] for `cpus` usable CPUs, `shared` with the server or not
+/// (`because` says how that is known).
+fn auto_threads(
+    cpus: usize,
+    shared: bool,
+    because: &str,
+    pattern: Pattern,
+    conns: u64,
+) -> (usize, String) {
+    let (n, why) = match (shared, pattern) {
         (true, Pattern::Long) => (
             (cpus / 2).max(1),
-            "the server is on this machine and long connections load both ends alike, so half",
+            format!("{because} and long connections load both ends alike, so half"),
         ),
         (true, _) => (
             cpus,
-            "the server is on this machine, but connect(2) makes the client the busier end, so all",
+            format!("{because}, but connect(2) makes the client the busier end, so all"),
         ),
-        (false, _) => (cpus, "the server is elsewhere, so all"),
+        (false, _) => (cpus, format!("{because}, so all")),
     };
     let n = n.min(usize::try_from(conns).unwrap_or(usize::MAX)).max(1);
     (n, format!("auto: {n} of {cpus} CPU(s): {why}"))
@@ -221,7 +238,7 @@ mod tests {
 
     #[test]
     fn auto_threads_halves_only_for_long_connections_to_a_local_server() {
-        let t = |cpus, local, pattern, conns| auto_threads(cpus, local, pattern, conns).0;
+        let t = |cpus, local, pattern, conns| auto_threads(cpus, local, "", pattern, conns).0;
         assert_eq!(t(2, true, Pattern::Long, 100), 1);
         assert_eq!(t(8, true, Pattern::Long, 100), 4);
         assert_eq!(t(1, true, Pattern::Long, 100), 1);
@@ -229,8 +246,12 @@ mod tests {
         assert_eq!(t(2, true, Pattern::Storm, 100), 2);
         assert_eq!(t(2, false, Pattern::Long, 100), 2);
         assert_eq!(t(8, false, Pattern::Short, 3), 3);
-        let (_, why) = auto_threads(2, true, Pattern::Long, 100);
-        assert!(why.starts_with("auto: 1 of 2 CPU(s)"), "{why}");
+        let (_, why) = auto_threads(2, true, "the server is on this machine", Pattern::Long, 100);
+        assert_eq!(
+            why,
+            "auto: 1 of 2 CPU(s): the server is on this machine and long connections load both \
+             ends alike, so half"
+        );
     }
 
     #[test]

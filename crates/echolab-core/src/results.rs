@@ -252,6 +252,21 @@ pub struct CpuPlanRecord {
 }
 
 impl CpuPlanRecord {
+    /// What echo-bench's `--server-cpus` is under this plan: shared when server and client
+    /// may run on a common CPU (one CPU, an unpinned plan, or overlapping lists), separate
+    /// when both are pinned to disjoint CPUs.
+    pub fn server_cpus(&self) -> crate::cmd::ServerCpus {
+        use crate::cmd::ServerCpus;
+        let pinned_apart = self.server.is_some()
+            && self.client.is_some()
+            && self.shared_by_server_and_client().is_empty();
+        if self.machine_cpus >= 2 && pinned_apart {
+            ServerCpus::Separate
+        } else {
+            ServerCpus::Shared
+        }
+    }
+
     /// The CPUs server and client both may run on (empty: disjoint, or not both pinned).
     pub fn shared_by_server_and_client(&self) -> Vec<u32> {
         match (&self.server, &self.client) {
@@ -544,6 +559,23 @@ impl ResultsDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_cpus_are_separate_only_when_both_are_pinned_apart() {
+        use crate::cmd::ServerCpus::{Separate, Shared};
+        let plan = |server: Option<&str>, client: Option<&str>, cpus| CpuPlanRecord {
+            server: server.map(str::to_string),
+            client: client.map(str::to_string),
+            machine_cpus: cpus,
+            ..Default::default()
+        };
+        assert_eq!(plan(Some("0"), Some("1"), 2).server_cpus(), Separate);
+        assert_eq!(plan(Some("0-1"), Some("2-3"), 4).server_cpus(), Separate);
+        assert_eq!(plan(Some("0-1"), Some("1-2"), 4).server_cpus(), Shared);
+        assert_eq!(plan(None, None, 2).server_cpus(), Shared, "unpinned");
+        assert_eq!(plan(Some("0"), None, 2).server_cpus(), Shared);
+        assert_eq!(plan(None, None, 1).server_cpus(), Shared, "one CPU");
+    }
 
     #[test]
     fn write_atomic_replaces_whole_files() {

@@ -6,7 +6,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use echolab_core::cmd::{
-    BenchCmd, LoadOpts, RunCmd, RunMode, ServerCmd, SocketOpts, StormCmd, SustainCmd, UnknownModel,
+    BenchCmd, LoadOpts, RunCmd, RunMode, ServerCmd, ServerCpus, SocketOpts, StormCmd, SustainCmd,
+    UnknownModel,
 };
 use echolab_core::experiment::{BenchMode, Cell, Experiment};
 
@@ -31,8 +32,15 @@ pub fn server_cmd(exp: &Experiment, cell: &Cell, bind: IpAddr) -> Result<ServerC
 /// short/long: `HOST PORT CONNS [ROUNDS] --mode M` (a timed cell passes `--duration`
 /// instead of ROUNDS); connect-storm: `connect-storm HOST PORT N` with the socket options
 /// only; sustain: `sustain HOST PORT N --duration D --reply-bytes B`. The experiment's
-/// `warmup` and `bench` options go to every form that takes them.
-pub fn bench_cmd(exp: &Experiment, cell: &Cell, target: SocketAddr) -> BenchCmd {
+/// `warmup` and `bench` options go to every form that takes them; `server_cpus` (from the
+/// run's CPU plan, [`echolab_core::results::CpuPlanRecord::server_cpus`]) tells echo-bench
+/// whether the server shares its CPUs, for its automatic `--threads`.
+pub fn bench_cmd(
+    exp: &Experiment,
+    cell: &Cell,
+    target: SocketAddr,
+    server_cpus: ServerCpus,
+) -> BenchCmd {
     let b = &exp.bench;
     let load = LoadOpts {
         warmup: exp.warmup,
@@ -42,6 +50,7 @@ pub fn bench_cmd(exp: &Experiment, cell: &Cell, target: SocketAddr) -> BenchCmd 
         threads: b.threads,
         timeout: b.timeout,
         linger0: b.linger0,
+        server_cpus: Some(server_cpus),
     };
     let run = |mode| {
         BenchCmd::Run(RunCmd {
@@ -104,12 +113,16 @@ mod tests {
         );
         let t: SocketAddr = "10.0.0.2:9988".parse().unwrap();
         assert_eq!(
-            bench_cmd(&e, &cells[0], t).argv().join(" "),
-            "10.0.0.2 9988 100 10 --mode long --warmup 1s --timeout 5s --json"
+            bench_cmd(&e, &cells[0], t, ServerCpus::Shared)
+                .argv()
+                .join(" "),
+            "10.0.0.2 9988 100 10 --mode long --warmup 1s --timeout 5s --server-cpus shared --json"
         );
         assert_eq!(
-            bench_cmd(&e, &cells[1], t).argv().join(" "),
-            "connect-storm 10.0.0.2 9988 100 --timeout 5s --json"
+            bench_cmd(&e, &cells[1], t, ServerCpus::Separate)
+                .argv()
+                .join(" "),
+            "connect-storm 10.0.0.2 9988 100 --timeout 5s --server-cpus separate --json"
         );
     }
 

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use echolab_core::cmd::{bench_report, final_stats};
+use echolab_core::cmd::{bench_report, final_stats, ServerCpus};
 use echolab_core::experiment::Experiment;
 use echolab_core::results::RunRecord;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -45,11 +45,12 @@ async fn trace<H: Hosts>(
     hosts: &mut H,
     exp: &Experiment,
     cell: &echolab_core::experiment::Cell,
+    server_cpus: ServerCpus,
 ) -> anyhow::Result<String> {
     let cmd = server_cmd(exp, cell, hosts.server_bind())?;
     let (server, ready) = hosts.start_server(&cmd).await?;
     let traced = hosts
-        .trace_bench(&bench_cmd(exp, cell, hosts.target(&ready)))
+        .trace_bench(&bench_cmd(exp, cell, hosts.target(&ready), server_cpus))
         .await;
     let stopped = hosts.stop_server(server).await;
     let out = traced?;
@@ -99,6 +100,11 @@ pub(crate) async fn run_all<H: Hosts>(
     fresh_hosts: bool,
 ) -> Result<u64, RunError> {
     let mut failed = 0;
+    let server_cpus = out
+        .manifest
+        .cpu_plan
+        .as_ref()
+        .map_or(ServerCpus::Shared, |p| p.server_cpus());
     // A server that died during a cell may have taken its host with it: the next cell gets
     // fresh hosts even when hosts are otherwise reused.
     let mut replace_hosts = false;
@@ -166,7 +172,7 @@ pub(crate) async fn run_all<H: Hosts>(
         let link_before = hosts.link_snapshot().await;
         let bench = hosts
             .run_bench(
-                &bench_cmd(exp, cell, target),
+                &bench_cmd(exp, cell, target, server_cpus),
                 &server,
                 window_start(exp, cell),
             )
@@ -225,7 +231,7 @@ pub(crate) async fn run_all<H: Hosts>(
             Err(e) => errors.push(format!("stopping echo-server: {e:#}")),
         }
         if exp.bench.strace {
-            match trace(hosts, exp, cell).await {
+            match trace(hosts, exp, cell, server_cpus).await {
                 Ok(summary) => rec.strace = Some(summary),
                 Err(e) => errors.push(format!("strace cross-check: {e:#}")),
             }

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use clap::{Parser as _, ValueEnum as _};
 use echo_bench::cli::{Command, LoadArgs, Mode, SocketArgs};
 use echolab_core::cmd::{
-    BenchCmd, BenchEngine, LoadOpts, NetemCmd, RunCmd, RunMode, ServerCmd, ServerModel, SocketOpts,
-    StormCmd, SustainCmd,
+    BenchCmd, BenchEngine, LoadOpts, NetemCmd, RunCmd, RunMode, ServerCmd, ServerCpus, ServerModel,
+    SocketOpts, StormCmd, SustainCmd,
 };
 use echolab_core::experiment::{BenchMode, BenchOptions, Experiment, MatrixBlock, ServerOptions};
 use echolab_core::profile::Profile;
@@ -74,6 +74,11 @@ fn check_sock(a: &SocketArgs, c: &SocketOpts, line: &str) {
         assert_eq!(a.timeout, t.0, "{line}");
     }
     assert_eq!(a.linger0, c.linger0, "{line}");
+    assert_eq!(
+        a.server_cpus,
+        c.server_cpus.unwrap_or(ServerCpus::Auto),
+        "{line}"
+    );
 }
 
 /// Parses `cmd` with echo-bench's clap and checks that each flag landed on its field.
@@ -221,7 +226,9 @@ fn check_experiment(exp: &Experiment) -> Vec<BenchMode> {
             let bind: IpAddr = bind.parse().unwrap();
             check_server(&server_cmd(exp, &cell, bind).unwrap());
         }
-        check_bench(&bench_cmd(exp, &cell, target));
+        for server_cpus in [ServerCpus::Shared, ServerCpus::Separate] {
+            check_bench(&bench_cmd(exp, &cell, target, server_cpus));
+        }
         modes.push(cell.mode);
     }
     modes
@@ -333,6 +340,7 @@ fn every_field_of_every_builder_parses() {
         threads: Some(4),
         timeout: Some(dur("750ms")),
         linger0: true,
+        server_cpus: Some(ServerCpus::Separate),
     };
     let mut variants = [false; 3];
     let mut seen = |c: &BenchCmd| {

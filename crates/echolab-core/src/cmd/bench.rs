@@ -30,6 +30,30 @@ impl fmt::Display for BenchEngine {
     }
 }
 
+/// echo-bench's `--server-cpus`: whether the server under test runs on the client's CPUs,
+/// which decides echo-bench's automatic `--threads` (on shared CPUs a long-connection client
+/// takes half, since every request costs both ends alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum ServerCpus {
+    /// Shared when the target is an address of the client's own host (echo-bench's default).
+    Auto,
+    /// The server runs on the client's CPUs (another namespace, same cores).
+    Shared,
+    /// The server has CPUs the client does not use.
+    Separate,
+}
+
+impl fmt::Display for ServerCpus {
+    /// The `--server-cpus` value (`auto`, `shared`, `separate`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ServerCpus::Auto => "auto",
+            ServerCpus::Shared => "shared",
+            ServerCpus::Separate => "separate",
+        })
+    }
+}
+
 /// `--mode` of the short/long form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RunMode {
@@ -73,13 +97,16 @@ pub struct SocketOpts {
     pub timeout: Option<Dur>,
     /// `--linger0`: close with RST, no TIME_WAIT on the client.
     pub linger0: bool,
+    /// `--server-cpus`: whether the server runs on the client's CPUs.
+    pub server_cpus: Option<ServerCpus>,
 }
 
 impl SocketOpts {
     fn push(&self, a: &mut Argv) {
         a.opt("threads", self.threads)
             .opt("timeout", self.timeout)
-            .flag("linger0", self.linger0);
+            .flag("linger0", self.linger0)
+            .opt("server-cpus", self.server_cpus);
     }
 }
 
@@ -239,13 +266,14 @@ mod tests {
                 threads: Some(1),
                 timeout: Some("5s".parse().unwrap()),
                 linger0: true,
+                server_cpus: Some(ServerCpus::Shared),
             },
             json: true,
         });
         assert_eq!(
             run.argv().join(" "),
             "10.0.0.2 9988 100 10 --mode short --payload-size 64 --rate 2500.5 --warmup 1s \
-             --engine thread --threads 1 --timeout 5s --linger0 --json"
+             --engine thread --threads 1 --timeout 5s --linger0 --server-cpus shared --json"
         );
         let storm = BenchCmd::ConnectStorm(StormCmd {
             target: target(),

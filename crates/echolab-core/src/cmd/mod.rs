@@ -18,8 +18,8 @@ mod netem;
 mod server;
 
 pub use bench::{
-    bench_report, BenchCmd, BenchEngine, LoadOpts, RunCmd, RunMode, SocketOpts, StormCmd,
-    SustainCmd,
+    bench_report, BenchCmd, BenchEngine, LoadOpts, RunCmd, RunMode, ServerCpus, SocketOpts,
+    StormCmd, SustainCmd,
 };
 pub use netem::{
     json_from_stdout, CalibServerReady, CalibrationReport, Check, Ipv4Net, NetemCmd, ProbeResult,

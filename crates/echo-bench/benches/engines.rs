@@ -1,6 +1,7 @@
-//! Event engine vs thread engine, side by side in one run, against one
+//! The engines side by side in one run (event, ring, thread), against one
 //! `echo-server --model epoll-et`: QPS and client CPU per request at 1 and 100 long
-//! connections (issue 3's performance requirement).
+//! connections, as ratios to the thread engine (issue 3's requirement) and to the default
+//! event engine (issue 17's question: does the ring win?).
 //!
 //!     cargo build --release -p echo-server && cargo bench -p echo-bench --bench engines
 //!
@@ -30,6 +31,10 @@ const VARIANTS: &[Variant] = &[
     Variant {
         label: "event --threads 1",
         args: &["--engine", "event", "--threads", "1"],
+    },
+    Variant {
+        label: "uring (default threads)",
+        args: &["--engine", "uring"],
     },
     Variant {
         label: "thread (1 per conn)",
@@ -74,8 +79,8 @@ fn main() {
         "echo-server --model epoll-et on {}; {reps} repetitions x {secs} s (+1 s warm-up)",
         server.addr
     );
-    println!("| conns | engine | QPS (median) | QPS min..max | client CPU µs/request (median) | QPS vs thread | CPU/request vs thread | failures |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| conns | engine | QPS (median) | QPS min..max | client CPU µs/request (median) | QPS vs thread | CPU/request vs thread | QPS vs event | CPU/request vs event | failures |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let conn_counts: Vec<u64> = std::env::var("ECHO_BENCH_CONNS")
         .unwrap_or_else(|_| "1,100".into())
         .split(',')
@@ -101,15 +106,18 @@ fn main() {
         }
         let thread = VARIANTS.len() - 1;
         let (base_qps, base_cpu) = (median(qps[thread].clone()), median(cpu[thread].clone()));
+        let (event_qps, event_cpu) = (median(qps[0].clone()), median(cpu[0].clone()));
         for (i, v) in VARIANTS.iter().enumerate() {
             let (q, c) = (median(qps[i].clone()), median(cpu[i].clone()));
             let lo = qps[i].iter().cloned().fold(f64::INFINITY, f64::min);
             let hi = qps[i].iter().cloned().fold(0.0, f64::max);
             println!(
-                "| {conns} | {} | {q:.0} | {lo:.0}..{hi:.0} | {c:.2} | {:.2}x | {:.2}x | {} |",
+                "| {conns} | {} | {q:.0} | {lo:.0}..{hi:.0} | {c:.2} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {} |",
                 v.label,
                 q / base_qps,
                 c / base_cpu,
+                q / event_qps,
+                c / event_cpu,
                 failed[i]
             );
         }

@@ -60,7 +60,7 @@ pub(crate) fn base_report(
         .into(),
         threads: outcome.threads,
         threads_reason: match engine {
-            EngineKind::Event => plan.threads_reason.clone(),
+            EngineKind::Event | EngineKind::Uring => plan.threads_reason.clone(),
             EngineKind::Thread => "thread engine: one per connection".into(),
         },
         source_addrs: plan.sources.addrs.iter().map(|a| a.to_string()).collect(),

@@ -226,6 +226,12 @@ pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupE
 /// # Errors
 /// Exit code 1, `"<engine> engine failed: <why>"`, when the engine cannot start.
 pub(crate) fn run_engine(plan: &Plan, engine: EngineKind) -> Result<RunOutcome, SetupError> {
+    if engine == EngineKind::Uring && plan.pattern != Pattern::Long {
+        return Err(SetupError::usage(
+            "--engine uring runs long connections only (--mode long, sustain); \
+             short connections need --engine event or thread",
+        ));
+    }
     engine::run(plan, engine).map_err(|e| SetupError {
         message: format!("{} engine failed: {e}", engine.name()),
         exit_code: 1,

@@ -44,11 +44,14 @@ pub(crate) enum Call {
     /// ppoll(2): the thread engine's wait for one socket, bounded by what is left of a
     /// request's deadline (reported as `poll`).
     Poll,
+    /// io_uring_enter(2): the ring engine's submit-and-wait, one per loop turn for a batch of
+    /// operations (reported as `io_uring_enter`).
+    UringEnter,
 }
 
 impl Call {
     /// Every call, in report order.
-    pub(crate) const ALL: [Call; 11] = [
+    pub(crate) const ALL: [Call; 12] = [
         Call::Socket,
         Call::Setsockopt,
         Call::Bind,
@@ -60,6 +63,7 @@ impl Call {
         Call::EpollCtl,
         Call::EpollWait,
         Call::Poll,
+        Call::UringEnter,
     ];
 
     /// The name used as key in `BenchReport.syscalls`.
@@ -76,6 +80,7 @@ impl Call {
             Call::EpollCtl => "epoll_ctl",
             Call::EpollWait => "epoll_wait",
             Call::Poll => "poll",
+            Call::UringEnter => "io_uring_enter",
         }
     }
 }

@@ -11,7 +11,16 @@ use common::{failures, report, run, FaultyServer, TRICKLE_GAP};
 use echolab_core::stats::BenchReport;
 use echolab_testkit::spawn_echo_server;
 
-const ENGINES: [&str; 2] = ["event", "thread"];
+const ENGINES: [&str; 3] = ["event", "thread", "uring"];
+
+/// The modes `engine` runs: the ring engine runs long connections only.
+fn modes(engine: &str) -> &'static [&'static str] {
+    if engine == "uring" {
+        &["long"]
+    } else {
+        &["long", "short"]
+    }
+}
 
 fn bench_json(args: &[&str]) -> (BenchReport, Duration) {
     let mut all = args.to_vec();
@@ -30,7 +39,7 @@ fn a_request_larger_than_both_socket_buffers_completes() {
     let port = server.addr.port().to_string();
     for size in ["16777216", "12582912"] {
         for engine in ENGINES {
-            for mode in ["long", "short"] {
+            for &mode in modes(engine) {
                 let r = report(&[
                     "127.0.0.1",
                     &port,
@@ -66,7 +75,7 @@ fn timeout_is_a_deadline_on_the_request_not_on_each_call() {
     let port = server.port.to_string();
     assert!(TRICKLE_GAP < Duration::from_secs(1));
     for engine in ENGINES {
-        for mode in ["long", "short"] {
+        for &mode in modes(engine) {
             let (r, took) = bench_json(&[
                 "127.0.0.1",
                 &port,
@@ -101,7 +110,7 @@ fn a_server_that_closes_without_answering_is_end_of_stream() {
     let server = FaultyServer::closer();
     let port = server.port.to_string();
     for engine in ENGINES {
-        for mode in ["long", "short"] {
+        for &mode in modes(engine) {
             let r = report(&[
                 "127.0.0.1",
                 &port,
@@ -129,7 +138,7 @@ fn both_engines_count_the_same_requests_and_connects() {
     let server = spawn_echo_server("epoll-lt", &[]);
     let port = server.addr.port().to_string();
     for mode in ["long", "short"] {
-        let rs: Vec<BenchReport> = ENGINES
+        let rs: Vec<BenchReport> = ["event", "thread"]
             .iter()
             .map(|e| {
                 report(&[
@@ -163,4 +172,61 @@ fn both_engines_count_the_same_requests_and_connects() {
             );
         }
     }
+}
+
+#[test]
+fn the_ring_engine_counts_requests_and_sockets_and_connects_through_the_ring() {
+    let server = spawn_echo_server("epoll-lt", &[]);
+    let port = server.addr.port().to_string();
+    let r = report(&[
+        "127.0.0.1",
+        &port,
+        "5",
+        "4",
+        "--payload-size",
+        "100",
+        "--engine",
+        "uring",
+    ]);
+    assert_eq!(
+        (
+            r.requests_ok,
+            r.requests_failed,
+            r.payload_bytes,
+            r.engine.as_str()
+        ),
+        (20, 0, 100, "uring")
+    );
+    // One socket and one close per connection; connects, sends and receives are ring
+    // operations, so no connect, read or write calls; at most one io_uring_enter per
+    // completion (20 replies, 5 connects, 20 sends) and the shutdown's reaping.
+    assert_eq!(
+        (r.syscalls["socket"].count, r.syscalls["close"].count),
+        (5, 5)
+    );
+    for call in ["connect", "read", "write", "epoll_wait"] {
+        assert!(!r.syscalls.contains_key(call), "{call}: {:?}", r.syscalls);
+    }
+    let enters = r.syscalls["io_uring_enter"].count;
+    assert!((1..=46).contains(&enters), "{enters} io_uring_enter calls");
+}
+
+#[test]
+fn the_ring_engine_refuses_short_connections_by_name() {
+    let (out, _) = run(&[
+        "127.0.0.1",
+        "9",
+        "1",
+        "1",
+        "--mode",
+        "short",
+        "--engine",
+        "uring",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--engine uring runs long connections only"),
+        "{stderr}"
+    );
 }

@@ -11,7 +11,7 @@ use echolab_testkit::spawn_echo_server;
 fn wrong_bytes_are_counted_as_mismatch() {
     let server = FaultyServer::bit_flipper();
     let port = server.port.to_string();
-    for engine in ["event", "thread"] {
+    for engine in ["event", "thread", "uring"] {
         let r = report(&["127.0.0.1", &port, "4", "3", "--engine", engine]);
         assert_eq!((r.requests_ok, r.requests_failed), (0, 12), "{engine}");
         assert_eq!(failures(&r, "mismatch"), 12, "{engine}: {:?}", r.failures);
@@ -48,7 +48,7 @@ fn sustain_verifies_reply_content() {
 fn silence_is_counted_as_timeout_within_the_deadline() {
     let server = FaultyServer::mute();
     let port = server.port.to_string();
-    for engine in ["event", "thread"] {
+    for engine in ["event", "thread", "uring"] {
         let args = [
             "127.0.0.1",
             &port,
@@ -82,6 +82,7 @@ fn closed_port_is_counted_as_refused() {
         ("long", "event"),
         ("short", "thread"),
         ("long", "thread"),
+        ("long", "uring"),
     ] {
         let r = report(&[
             "127.0.0.1",

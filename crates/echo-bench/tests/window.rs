@@ -13,7 +13,8 @@ use common::{report, FaultyServer};
 use echolab_core::stats::BenchReport;
 use echolab_testkit::spawn_echo_server;
 
-const ENGINES: [&str; 2] = ["event", "thread"];
+/// Every engine; all run long connections, which every test here uses.
+const ENGINES: [&str; 3] = ["event", "thread", "uring"];
 
 /// Echoes every chunk, except that the first chunk read `after` or later since the
 /// connection's first chunk is held for `stall` before it is echoed (once per connection).

@@ -4,9 +4,11 @@
 //! - [`event`]: `--threads` epoll workers multiplexing all connections (the default).
 //! - [`thread`]: one blocking OS thread per connection, like seed 000's echo-kp-bench, kept
 //!   for comparison.
+//! - [`uring`]: `--threads` io_uring workers, long connections only.
 
 pub(crate) mod event;
 pub(crate) mod thread;
+pub(crate) mod uring;
 
 use std::time::{Duration, Instant};
 
@@ -304,6 +306,7 @@ pub(crate) fn run(plan: &Plan, engine: EngineKind) -> std::io::Result<RunOutcome
     match engine {
         EngineKind::Event => event::run(plan),
         EngineKind::Thread => thread::run(plan),
+        EngineKind::Uring => uring::run(plan),
     }
 }
 
@@ -314,6 +317,9 @@ pub enum EngineKind {
     Event,
     /// One blocking OS thread per connection, as seed 000's echo-kp-bench.
     Thread,
+    /// io_uring workers (`--threads`), one io_uring_enter(2) per batch of sends and
+    /// receives; long connections only (`--mode long`), Linux 5.11 or later.
+    Uring,
 }
 
 impl EngineKind {
@@ -322,6 +328,7 @@ impl EngineKind {
         match self {
             EngineKind::Event => "event",
             EngineKind::Thread => "thread",
+            EngineKind::Uring => "uring",
         }
     }
 }

@@ -230,6 +230,13 @@ fn check_complete_smoke(e: &engine::Engine, base: &Path, o: &Output, backend: &s
                 "{}: one client CPU, one worker",
                 rec.file_name()
             );
+            // The launcher told echo-bench the server has CPUs of its own.
+            assert!(
+                bench.threads_reason.contains("(--server-cpus separate)"),
+                "{}: {}",
+                rec.file_name(),
+                bench.threads_reason
+            );
         }
     }
     let order = m.order.as_ref().expect("order recorded");
@@ -843,14 +850,22 @@ fn storm_and_sustain_cells_run_through_the_launcher() {
         "s.yaml",
         "name: s\nquestion: do seed 004's two cell kinds run end to end?\nrepetitions: 1\nwarmup: 0s\nmatrix:\n  - servers: [epoll-lt]\n    modes: [connect-storm]\n    conns: [50]\n  - servers: [select]\n    modes: [sustain]\n    conns: [20]\n    duration: 2s\n    reply_bytes: 1024\n",
     );
+    // Unpinned hosts: the launcher tells echo-bench that the server shares its CPUs.
+    cmd.args(["--cpu-plan", "shared"]);
     let o = cmd.output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let r = results(&out);
     assert_eq!(r.runs.len(), 2);
+    let cpus = r.manifest.environment.cpus;
     for run in &r.runs {
         let b = run.bench.as_ref().expect("a bench report");
         assert_eq!(run.error, None);
         assert!(run.server.is_some(), "final server stats");
+        assert!(
+            b.threads_reason.contains("(--server-cpus shared)"),
+            "{}",
+            b.threads_reason
+        );
         match run.cell.mode {
             BenchMode::ConnectStorm => {
                 // Every one of the 50 connections proven by an echo over it.
@@ -859,6 +874,8 @@ fn storm_and_sustain_cells_run_through_the_launcher() {
                 assert!(b.extra.contains_key("time_to_establish_s"));
             }
             BenchMode::Sustain => {
+                // Long connections on the server's CPUs: half of them for the client.
+                assert_eq!(b.threads, (cpus / 2).max(1), "{}", b.threads_reason);
                 assert_eq!((b.reply_bytes, b.requests_failed), (Some(1024), 0));
                 // One interval record per second of the 2 s run.
                 assert_eq!(b.intervals.len(), 2, "{:?}", b.intervals);

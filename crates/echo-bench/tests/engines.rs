@@ -106,6 +106,39 @@ fn timeout_is_a_deadline_on_the_request_not_on_each_call() {
 }
 
 #[test]
+fn an_open_loop_schedule_left_unsent_when_the_drain_runs_out_is_counted_as_timeouts() {
+    // One connection at 10 requests/s for a 1 s window: slots at 0, 0.1, ..., 0.9 s. The
+    // server never answers and --timeout is 2 s: the slot-0 request times out at 2 s, the
+    // slot-0.1 request (already late) is sent then and is still in flight when the drain
+    // ends (window end + timeout, 3 s), and slots 0.2..0.9 were never sent. All ten slots of
+    // the window are failures by timeout; the slot at 1.0 s is the next window's.
+    let server = FaultyServer::mute();
+    let port = server.port.to_string();
+    for engine in ENGINES {
+        let (r, took) = bench_json(&[
+            "127.0.0.1",
+            &port,
+            "1",
+            "--duration",
+            "1s",
+            "--rate",
+            "10",
+            "--timeout",
+            "2s",
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(
+            (r.requests_ok, r.requests_failed, failures(&r, "timeout")),
+            (0, 10, 10),
+            "{engine}: {:?}",
+            r.failures
+        );
+        assert!(took < Duration::from_secs(6), "{engine}: ran {took:?}");
+    }
+}
+
+#[test]
 fn a_server_that_closes_without_answering_is_end_of_stream() {
     let server = FaultyServer::closer();
     let port = server.port.to_string();

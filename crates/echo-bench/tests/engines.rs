@@ -139,6 +139,68 @@ fn an_open_loop_schedule_left_unsent_when_the_drain_runs_out_is_counted_as_timeo
 }
 
 #[test]
+fn a_request_in_flight_when_the_window_closes_still_counts() {
+    // Every reply comes 400 ms after its request: one closed-loop connection starts requests
+    // at 0, 0.4 and 0.8 s of a 1 s window; the third completes at 1.2 s, after the window
+    // closed, and belongs to it (it started in it). None starts at 1.2 s.
+    fn slow(mut s: std::net::TcpStream) {
+        use std::io::{Read, Write};
+        let mut buf = [0u8; 12];
+        while s.read_exact(&mut buf).is_ok() {
+            std::thread::sleep(Duration::from_millis(400));
+            if s.write_all(&buf).is_err() {
+                return;
+            }
+        }
+    }
+    let server = FaultyServer::start(slow);
+    let port = server.port.to_string();
+    for engine in ENGINES {
+        let (r, _) = bench_json(&[
+            "127.0.0.1",
+            &port,
+            "1",
+            "--duration",
+            "1s",
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(
+            (r.requests_ok, r.requests_failed),
+            (3, 0),
+            "{engine}: {:?}",
+            r.failures
+        );
+    }
+}
+
+#[test]
+fn an_open_loop_connection_with_no_slot_left_in_the_window_retires_when_it_closes() {
+    // 0.5 requests/s for a 1 s window: one slot, at 0. The next (2 s) is outside the window,
+    // so the run ends when the window does instead of waiting for it.
+    let server = spawn_echo_server("epoll-et", &[]);
+    let port = server.addr.port().to_string();
+    for engine in ENGINES {
+        let (r, took) = bench_json(&[
+            "127.0.0.1",
+            &port,
+            "1",
+            "--duration",
+            "1s",
+            "--rate",
+            "0.5",
+            "--engine",
+            engine,
+        ]);
+        assert_eq!((r.requests_ok, r.requests_failed), (1, 0), "{engine}");
+        assert!(
+            took < Duration::from_millis(1700),
+            "{engine}: ran {took:?}, waited for the slot after the window"
+        );
+    }
+}
+
+#[test]
 fn a_server_that_closes_without_answering_is_end_of_stream() {
     let server = FaultyServer::closer();
     let port = server.port.to_string();

@@ -24,6 +24,12 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
         (Some(n), None) => Stop::Rounds(n),
         (None, None) => return Err(SetupError::usage("give ROUNDS or --duration")),
     };
+    let pattern = match args.mode {
+        Mode::Short => Pattern::Short,
+        Mode::Long => Pattern::Long,
+    };
+    // Refused before anything is resolved, checked or started.
+    setup::engine_runs(args.load.engine, pattern)?;
     if args.processes > 1 && args.shard.is_none() {
         // Bad input is refused once, here, rather than by every shard.
         setup::resolve(host, port)?;
@@ -33,10 +39,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
     let plan = setup::plan(
         PlanInputs {
             addr: setup::resolve(host, port)?,
-            pattern: match args.mode {
-                Mode::Short => Pattern::Short,
-                Mode::Long => Pattern::Long,
-            },
+            pattern,
             conns,
             stop,
             warmup: args.load.warmup,

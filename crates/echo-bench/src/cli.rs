@@ -270,9 +270,17 @@ fn duration_nonzero(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The highest `--rate`, requests/s: far above what one client machine sends (a few hundred
+/// thousand on loopback), and low enough that an unsent schedule, each slot counted as a
+/// timeout at the end of the run, stays seconds of work rather than minutes.
+pub const MAX_RATE: f64 = 10_000_000.0;
+
 fn positive_rate(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        Ok(r) if r.is_finite() && r > 0.0 && r <= MAX_RATE => Ok(r),
+        Ok(r) if r.is_finite() && r > MAX_RATE => Err(format!(
+            "invalid rate {s:?}: at most {MAX_RATE:.0} requests per second"
+        )),
         _ => Err(format!(
             "invalid rate {s:?}: expected requests per second, a number greater than 0"
         )),
@@ -283,6 +291,21 @@ fn positive_rate(s: &str) -> Result<f64, String> {
 mod tests {
     use super::*;
     use echolab_core::cli::one_line_error;
+
+    #[test]
+    fn rates_are_positive_and_at_most_ten_million() {
+        assert_eq!(positive_rate("0.5"), Ok(0.5));
+        assert_eq!(positive_rate("1e7"), Ok(10_000_000.0));
+        assert!(positive_rate("1.0000001e7")
+            .unwrap_err()
+            .contains("at most 10000000 requests per second"));
+        for bad in ["0", "-3", "inf", "NaN", "fast"] {
+            assert!(
+                positive_rate(bad).unwrap_err().contains("greater than 0"),
+                "{bad}"
+            );
+        }
+    }
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("echo-bench").chain(args.iter().copied()))

@@ -243,7 +243,11 @@ pub(crate) fn kernel_trouble(r: &BenchReport) -> String {
 
 /// The `--syscalls` table: calls, total and mean time, calls per successful request.
 pub(crate) fn render_syscalls(r: &BenchReport) -> String {
-    let mut out = String::from("syscall        calls     total ms    mean ns  per request\n");
+    // The name column fits the longest name (io_uring_enter, 14).
+    let mut out = format!(
+        "{:<14} {:>8} {:>12} {:>10} {:>12}\n",
+        "syscall", "calls", "total ms", "mean ns", "per request"
+    );
     for (name, s) in &r.syscalls {
         let total = s.total_ns.unwrap_or(0);
         let mean = total.checked_div(s.count).unwrap_or(0);
@@ -254,7 +258,7 @@ pub(crate) fn render_syscalls(r: &BenchReport) -> String {
         };
         let _ = writeln!(
             out,
-            "{name:<12} {:>8} {:>12.3} {mean:>10} {per:>12}",
+            "{name:<14} {:>8} {:>12.3} {mean:>10} {per:>12}",
             s.count,
             total as f64 / 1e6
         );

@@ -225,13 +225,22 @@ pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupE
 ///
 /// # Errors
 /// Exit code 1, `"<engine> engine failed: <why>"`, when the engine cannot start.
-pub(crate) fn run_engine(plan: &Plan, engine: EngineKind) -> Result<RunOutcome, SetupError> {
-    if engine == EngineKind::Uring && plan.pattern != Pattern::Long {
+/// Refuses an engine that cannot run `pattern`: the ring engine runs long connections only.
+///
+/// # Errors
+/// A usage error naming the flags.
+pub(crate) fn engine_runs(engine: EngineKind, pattern: Pattern) -> Result<(), SetupError> {
+    if engine == EngineKind::Uring && pattern != Pattern::Long {
         return Err(SetupError::usage(
             "--engine uring runs long connections only (--mode long, sustain); \
              short connections need --engine event or thread",
         ));
     }
+    Ok(())
+}
+
+pub(crate) fn run_engine(plan: &Plan, engine: EngineKind) -> Result<RunOutcome, SetupError> {
+    engine_runs(engine, plan.pattern)?;
     engine::run(plan, engine).map_err(|e| SetupError {
         message: format!("{} engine failed: {e}", engine.name()),
         exit_code: 1,

@@ -47,11 +47,13 @@ pub(crate) enum Call {
     /// io_uring_enter(2): the ring engine's submit-and-wait, one per loop turn for a batch of
     /// operations (reported as `io_uring_enter`).
     UringEnter,
+    /// fcntl(2): the ring engine makes its sockets blocking, two calls per socket.
+    Fcntl,
 }
 
 impl Call {
     /// Every call, in report order.
-    pub(crate) const ALL: [Call; 12] = [
+    pub(crate) const ALL: [Call; 13] = [
         Call::Socket,
         Call::Setsockopt,
         Call::Bind,
@@ -64,6 +66,7 @@ impl Call {
         Call::EpollWait,
         Call::Poll,
         Call::UringEnter,
+        Call::Fcntl,
     ];
 
     /// The name used as key in `BenchReport.syscalls`.
@@ -81,6 +84,7 @@ impl Call {
             Call::EpollWait => "epoll_wait",
             Call::Poll => "poll",
             Call::UringEnter => "io_uring_enter",
+            Call::Fcntl => "fcntl",
         }
     }
 }

@@ -292,12 +292,16 @@ fn the_ring_engine_counts_requests_and_sockets_and_connects_through_the_ring() {
         ),
         (20, 0, 100, "uring")
     );
-    // One socket and one close per connection; connects, sends and receives are ring
-    // operations, so no connect, read or write calls; at most one io_uring_enter per
-    // completion (20 replies, 5 connects, 20 sends) and the shutdown's reaping.
+    // One socket, two fcntl (blocking) and one close per connection; connects, sends and
+    // receives are ring operations, so no connect, read or write calls; at most one
+    // io_uring_enter per completion (20 replies, 5 connects, 20 sends) and the end's reaping.
     assert_eq!(
-        (r.syscalls["socket"].count, r.syscalls["close"].count),
-        (5, 5)
+        (
+            r.syscalls["socket"].count,
+            r.syscalls["fcntl"].count,
+            r.syscalls["close"].count
+        ),
+        (5, 10, 5)
     );
     for call in ["connect", "read", "write", "epoll_wait"] {
         assert!(!r.syscalls.contains_key(call), "{call}: {:?}", r.syscalls);

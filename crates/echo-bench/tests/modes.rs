@@ -200,6 +200,13 @@ fn linger0_leaves_no_client_time_wait() {
             0,
             "--linger0 must leave no TIME_WAIT"
         );
+        // Long connections on every engine: each closes once at the end, with RST, also when
+        // the ring engine still has operations on the socket to cancel.
+        for engine in ["event", "thread", "uring"] {
+            let r = bench(&p, &["20", "5", "--linger0", "--engine", engine]);
+            assert_eq!(r.requests_ok, 100, "{engine}");
+            assert_eq!(time_wait_towards(port), 0, "{engine}: --linger0, long");
+        }
         // Without it the client, which closes first, keeps one TIME_WAIT per request.
         let r = bench(&p, &["20", "5", "--mode", "short"]);
         assert_eq!(r.requests_ok, 100);

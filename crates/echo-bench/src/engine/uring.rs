@@ -12,12 +12,13 @@
 //!
 //! Differences from the event engine, all on purpose:
 //! - Sockets are blocking: the ring waits for them (its internal poll), and a non-blocking
-//!   socket would make a receive fail with EAGAIN instead of waiting.
+//!   socket would make a receive fail with EAGAIN instead of waiting. Making them so costs
+//!   two fcntl(2) calls per socket, counted.
 //! - A request's latency starts when it is queued, not at its write's first instant: the
 //!   send leaves at the next io_uring_enter of the same loop turn.
 //! - Deadlines (`--timeout`) are checked by a sweep every timeout/10 (1 ms to 100 ms), like
-//!   the event engine's; a request past its deadline has its socket shut down (which ends its
-//!   operations on the ring) and closed.
+//!   the event engine's; a request past its deadline has its operations cancelled
+//!   (IORING_OP_ASYNC_CANCEL) and its socket closed.
 //! - connect(2) goes through the ring too, so `--syscalls` shows no `connect` row.
 //! - A connection's buffer is reused only once the ring has returned every operation that
 //!   pointed at it (`pending`), so a late completion can never write into a later request.
@@ -135,6 +136,8 @@ enum State {
 const OP_CONNECT: u64 = 0;
 const OP_SEND: u64 = 1;
 const OP_RECV: u64 = 2;
+/// A cancel of another operation; its own completion is not counted in `pending`.
+const OP_CANCEL: u64 = 3;
 
 fn user_data(i: usize, op: u64, generation: u32) -> u64 {
     (u64::from(generation) << 32) | (op << 24) | i as u64
@@ -286,7 +289,7 @@ impl<'p> Worker<'p> {
             Ok(fd) => fd,
             Err(e) => return self.fail(i, FailureKind::from_io(&e)),
         };
-        if let Err(e) = set_blocking(fd) {
+        if let Err(e) = set_blocking(&mut self.sys, fd) {
             sys::close(&mut self.sys, fd);
             return self.fail(i, FailureKind::from_io(&e));
         }
@@ -423,6 +426,9 @@ impl<'p> Worker<'p> {
 
     fn on_completion(&mut self, ud: u64, res: i32) {
         let (i, op, generation) = split(ud);
+        if op == OP_CANCEL {
+            return;
+        }
         let c = &mut self.conns[i];
         c.pending -= 1;
         if c.generation != generation || !matches!(c.state, State::Connecting | State::Exchanging) {
@@ -590,12 +596,7 @@ impl<'p> Worker<'p> {
         let c = &mut self.conns[i];
         let fd = c.fd;
         if fd >= 0 {
-            // shutdown(2) ends whatever the ring still has on the socket at once (a pending
-            // receive returns 0, a send or a connect in progress fails), so its completions
-            // come back and the buffer is free again; close(2) alone would leave a receive
-            // waiting for a reply that may never come, since the ring holds the socket open.
-            // SAFETY: shutdown(2) on a descriptor this worker owns.
-            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+            self.cancel_pending(i);
             sys::close(&mut self.sys, fd);
             self.conns[i].fd = -1;
         }
@@ -624,14 +625,29 @@ impl<'p> Worker<'p> {
         }
     }
 
-    /// Before the buffers go: shuts every socket down (a pending receive then completes) and
-    /// reaps completions until the ring holds nothing, for at most one `--timeout`.
+    /// Cancels whatever connection `i` still has on the ring (IORING_OP_ASYNC_CANCEL by user
+    /// data, one per kind of operation), so that its completions come back and the buffer is
+    /// free again. close(2) alone would not do it: the ring holds the socket open, so a
+    /// receive would wait for a reply that may never come. Cancelling keeps the close what it
+    /// is (FIN, or RST with `--linger0`), where shutdown(2) would send a FIN first.
+    fn cancel_pending(&mut self, i: usize) {
+        if self.conns[i].pending == 0 {
+            return;
+        }
+        let generation = self.conns[i].generation;
+        for op in [OP_CONNECT, OP_SEND, OP_RECV] {
+            let entry = opcode::AsyncCancel::new(user_data(i, op, generation))
+                .build()
+                .user_data(user_data(i, OP_CANCEL, generation));
+            self.push(&entry);
+        }
+    }
+
+    /// Before the buffers go: cancels what is still on the ring and reaps completions until
+    /// it holds nothing, for at most one `--timeout`; then closes every socket.
     fn quiesce(&mut self) {
-        for c in &mut self.conns {
-            if c.fd >= 0 {
-                // SAFETY: shutdown(2) on a descriptor this worker owns.
-                unsafe { libc::shutdown(c.fd, libc::SHUT_RDWR) };
-            }
+        for i in 0..self.conns.len() {
+            self.cancel_pending(i);
         }
         let deadline = Instant::now() + self.plan.timeout;
         while self.conns.iter().any(|c| c.pending > 0) && Instant::now() < deadline {
@@ -640,7 +656,10 @@ impl<'p> Worker<'p> {
             }
             let done: Vec<u64> = self.ring.completion().map(|e| e.user_data()).collect();
             for ud in done {
-                self.conns[split(ud).0].pending -= 1;
+                let (i, op, _) = split(ud);
+                if op != OP_CANCEL {
+                    self.conns[i].pending -= 1;
+                }
             }
         }
         for c in &mut self.conns {
@@ -657,15 +676,18 @@ fn os_error(res: i32) -> io::Error {
     io::Error::from_raw_os_error(-res)
 }
 
-/// Clears O_NONBLOCK (fcntl(2)): the ring waits for blocking sockets itself. Not counted.
-fn set_blocking(fd: RawFd) -> io::Result<()> {
+/// Clears O_NONBLOCK (fcntl(2), counted): the ring waits for blocking sockets itself.
+fn set_blocking(c: &mut SyscallCounters, fd: RawFd) -> io::Result<()> {
     // SAFETY: fcntl(2) on a descriptor the caller owns, with integer arguments only.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    let flags = c.timed(Call::Fcntl, || unsafe { libc::fcntl(fd, libc::F_GETFL) });
     if flags < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+    let set = c.timed(Call::Fcntl, || unsafe {
+        libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK)
+    });
+    if set < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

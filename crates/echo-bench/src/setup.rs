@@ -182,7 +182,7 @@ pub(crate) struct PlanInputs {
 pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupError> {
     let total = inputs.conns as usize;
     let ids = match inputs.shard {
-        Some(s) => crate::engine::event::share(total, s.count as usize, s.index as usize),
+        Some(s) => crate::engine::window::share(total, s.count as usize, s.index as usize),
         None => 0..total,
     };
     ensure_fd_limit(ids.len() as u64)?;

@@ -21,9 +21,13 @@ use std::time::{Duration, Instant};
 use echolab_core::hist;
 use hdrhistogram::Histogram;
 
-use super::{await_start, CpuMeter, Pacer, Pattern, Plan, RunOutcome};
+use super::window::{
+    abandon, begin_drain, impl_connections, run_workers, sweep, worker_count, RunClock, WindowStep,
+    WorkerResult,
+};
+use super::{Pacer, Pattern, Plan, RunOutcome};
 use crate::gate::{StartGate, Ticket};
-use crate::recorder::{FailureKind, Recorder, Window};
+use crate::recorder::FailureKind;
 use crate::syscalls::{self as sys, SocketOptions, SyscallCounters};
 
 /// Runs `plan` on `min(plan.threads, plan.conns)` epoll workers.
@@ -31,67 +35,12 @@ use crate::syscalls::{self as sys, SocketOptions, SyscallCounters};
 /// # Errors
 /// A worker could not create its epoll instance or its thread.
 pub(crate) fn run(plan: &Plan) -> io::Result<RunOutcome> {
-    let workers = plan.threads.clamp(1, plan.conns.max(1));
-    let start_gate = StartGate::new(workers + 1);
     // The storm keeps every connection open until all workers have established theirs.
-    let hold_gate = StartGate::new(workers);
-    let mut cpu = CpuMeter::start();
-    let (start, results) = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let local = share(plan.conns, workers, w);
-                let ids = plan.first_id + local.start..plan.first_id + local.end;
-                let (start, hold) = (start_gate.ticket(), hold_gate.ticket());
-                // On a failed spawn the closure, and with it both tickets, is dropped, so the
-                // gates still open for the others.
-                std::thread::Builder::new()
-                    .name(format!("echo-bench-w{w}"))
-                    .spawn_scoped(s, move || {
-                        Worker::new(plan, ids).and_then(|wk| wk.run(start, hold))
-                    })
-            })
-            .collect();
-        let start = await_start(plan, &start_gate, &mut cpu);
-        let results: Vec<io::Result<WorkerResult>> = handles
-            .into_iter()
-            .map(|h| {
-                h.and_then(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(io::Error::other("an event worker panicked")))
-                })
-            })
-            .collect();
-        (start, results)
-    });
-    let cpu = cpu.stop();
-    let mut out = RunOutcome::empty(plan, start, cpu, workers as u64);
-    for r in results {
-        let r = r?;
-        out.recorder.merge(&r.recorder);
-        out.connect_hist.add(&r.connect_hist).expect("same bounds");
-        out.syscalls.merge(&r.syscalls);
-        out.setup_failures += r.setup_failures;
-        out.established += r.established;
-    }
-    Ok(out)
-}
-
-/// Connection ids `[first, last)` of worker `w` of `workers` for `conns` connections:
-/// contiguous, sizes differing by at most one.
-pub(crate) fn share(conns: usize, workers: usize, w: usize) -> std::ops::Range<usize> {
-    let base = conns / workers;
-    let extra = conns % workers;
-    let first = w * base + w.min(extra);
-    first..first + base + usize::from(w < extra)
-}
-
-/// What one worker hands back.
-struct WorkerResult {
-    recorder: Recorder,
-    connect_hist: Histogram<u64>,
-    syscalls: SyscallCounters,
-    setup_failures: u64,
-    established: u64,
+    let hold_gate = StartGate::new(worker_count(plan));
+    run_workers(plan, "echo-bench-w", |_, ids| {
+        let hold = hold_gate.ticket();
+        move |start| Worker::new(plan, ids).and_then(|wk| wk.run(start, hold))
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,9 +103,8 @@ struct Worker<'p> {
     tick_fd: RawFd,
     conns: Vec<Conn>,
     sys: SyscallCounters,
-    sys_baseline: Option<SyscallCounters>,
-    recorder: Recorder,
-    window: Window,
+    /// The measurement window, the recorder and the drain.
+    clock: RunClock<'p>,
     connect_hist: Histogram<u64>,
     phase: Phase,
     /// Connections not yet Done or Held.
@@ -171,9 +119,6 @@ struct Worker<'p> {
     setup_failures: u64,
     established: u64,
     sweep_every: Duration,
-    /// A timed run's window has closed: no request starts any more, those in flight finish
-    /// (they belong to the window they started in), for at most `--timeout`.
-    draining: bool,
 }
 
 impl Drop for Worker<'_> {
@@ -194,8 +139,7 @@ impl Drop for Worker<'_> {
 
 impl<'p> Worker<'p> {
     fn new(plan: &'p Plan, ids: std::ops::Range<usize>) -> io::Result<Self> {
-        let sweep_every =
-            (plan.timeout / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        let sweep_every = RunClock::sweep_every(plan);
         let epfd = sys::epoll_create()?;
         let tick_fd = match sys::periodic_timerfd(sweep_every) {
             Ok(fd) => fd,
@@ -221,11 +165,6 @@ impl<'p> Worker<'p> {
                 pacer: None,
             })
             .collect::<Vec<_>>();
-        let placeholder = Window {
-            start: now,
-            end: None,
-            interval: None,
-        };
         let mut worker = Self {
             plan,
             epfd,
@@ -233,9 +172,7 @@ impl<'p> Worker<'p> {
             active: conns.len(),
             conns,
             sys: SyscallCounters::default(),
-            sys_baseline: None,
-            recorder: Recorder::new(placeholder),
-            window: placeholder,
+            clock: RunClock::new(plan),
             connect_hist: hist::new_latency_histogram(),
             phase: Phase::Setup,
             runnable: VecDeque::new(),
@@ -244,7 +181,6 @@ impl<'p> Worker<'p> {
             setup_failures: 0,
             established: 0,
             sweep_every,
-            draining: false,
         };
         sys::epoll_add(
             &mut worker.sys,
@@ -265,8 +201,7 @@ impl<'p> Worker<'p> {
         }
         let opened = start.wait();
         self.phase = Phase::Run;
-        self.window = self.plan.window(opened);
-        self.recorder = Recorder::new(self.window);
+        self.clock.open(opened);
         let now = Instant::now();
         for i in 0..self.conns.len() {
             self.conns[i].pacer = self.plan.pacer(self.conns[i].id, opened);
@@ -281,18 +216,12 @@ impl<'p> Worker<'p> {
         }
         result?;
         self.finish();
-        let syscalls = match &self.sys_baseline {
-            Some(b) => self.sys.since(b),
-            None if !self.plan.warmup.is_zero() => SyscallCounters::default(),
-            None => self.sys.clone(),
-        };
-        Ok(WorkerResult {
-            recorder: std::mem::replace(&mut self.recorder, Recorder::new(self.window)),
-            connect_hist: std::mem::replace(&mut self.connect_hist, hist::new_latency_histogram()),
-            syscalls,
-            setup_failures: self.setup_failures,
-            established: self.established,
-        })
+        Ok(self.clock.result(
+            &self.sys,
+            &mut self.connect_hist,
+            self.setup_failures,
+            self.established,
+        ))
     }
 
     /// Closes every socket still open (held storm connections, a timed run's last requests).
@@ -313,23 +242,14 @@ impl<'p> Worker<'p> {
         let mut next_sweep = Instant::now() + self.sweep_every;
         loop {
             let now = Instant::now();
-            if self.phase == Phase::Run {
-                if self.sys_baseline.is_none()
-                    && !self.plan.warmup.is_zero()
-                    && now >= self.window.start
-                {
-                    self.sys_baseline = Some(self.sys.clone());
-                }
-                if let Some(end) = self.window.end {
-                    if now >= end && !self.draining {
-                        self.begin_drain(end);
-                    }
-                    if self.draining && now >= end + self.plan.timeout {
-                        self.abandon(end, now);
-                        self.finish();
-                        self.active = 0;
-                        return Ok(());
-                    }
+            match self.clock.tick(now, &self.sys) {
+                WindowStep::Run => {}
+                WindowStep::BeginDrain(end) => begin_drain(self, end),
+                WindowStep::Abandon(end) => {
+                    abandon(self, end, now);
+                    self.finish();
+                    self.active = 0;
+                    return Ok(());
                 }
             }
             for _ in 0..self.runnable.len().min(START_BATCH) {
@@ -344,7 +264,7 @@ impl<'p> Worker<'p> {
                 self.start_request(i, Instant::now());
             }
             if now >= next_sweep {
-                self.sweep(now);
+                sweep(self, now);
                 next_sweep = now + self.sweep_every;
             }
             if done(self) {
@@ -353,14 +273,7 @@ impl<'p> Worker<'p> {
             // Sweeps are woken by the tick timerfd; only an open-loop slot, or an end of run
             // that comes before the next tick, needs a timeout on the wait itself.
             let mut wake = self.timers.peek().map(|&Reverse((due, _))| due);
-            let phase_end = self.window.end.map(|end| {
-                if self.draining {
-                    end + self.plan.timeout
-                } else {
-                    end
-                }
-            });
-            if let Some(end) = phase_end.filter(|&e| self.phase == Phase::Run && e < next_sweep) {
+            if let Some(end) = self.clock.next_deadline().filter(|&e| e < next_sweep) {
                 wake = Some(wake.map_or(end, |w| w.min(end)));
             }
             let timeout = if self.runnable.is_empty() {
@@ -410,47 +323,6 @@ impl<'p> Worker<'p> {
         }
     }
 
-    /// Fails every request whose deadline has passed.
-    fn sweep(&mut self, now: Instant) {
-        for i in 0..self.conns.len() {
-            let c = &self.conns[i];
-            if matches!(c.state, State::Connecting | State::Exchanging) && now >= c.deadline {
-                self.fail(i, FailureKind::Timeout);
-            }
-        }
-    }
-
-    /// The window of a timed run closed at `end`: connections with nothing in flight retire,
-    /// except open-loop ones whose next slot was due before `end` (that request belongs to the
-    /// window and is still sent); the rest finish what they have in flight.
-    fn begin_drain(&mut self, end: Instant) {
-        self.draining = true;
-        for i in 0..self.conns.len() {
-            let c = &self.conns[i];
-            let owes_slot = c.pacer.as_ref().is_some_and(|p| p.due() < end);
-            if c.state == State::Idle && !owes_slot {
-                self.retire(i);
-            }
-        }
-    }
-
-    /// The drain's `--timeout` ran out at `now`: what is still in flight, and every open-loop
-    /// slot of the window not yet sent, failed by timeout (each counted against the window it
-    /// started in, so the schedule's backlog is not silently dropped).
-    fn abandon(&mut self, end: Instant, now: Instant) {
-        for i in 0..self.conns.len() {
-            if matches!(self.conns[i].state, State::Connecting | State::Exchanging) {
-                self.fail(i, FailureKind::Timeout);
-            }
-            if let Some(p) = self.conns[i].pacer.as_mut() {
-                while p.due() < end {
-                    let slot = p.take();
-                    self.recorder.failure(slot, now, FailureKind::Timeout);
-                }
-            }
-        }
-    }
-
     /// Schedules connection `i`'s next request after one ended at `now`: at once (closed loop
     /// or a late open-loop slot) or at its slot. `direct` starts it within this call; failures
     /// pass `false` and go through the runnable queue.
@@ -479,7 +351,7 @@ impl<'p> Worker<'p> {
         // A request starts at its slot in open loop (however late it is sent), else now; one
         // that would start after a timed run's window is not made.
         let starts_at = c.pacer.as_ref().map_or(now, Pacer::due);
-        let ended = self.window.end.is_some_and(|end| starts_at >= end);
+        let ended = self.clock.after_window(starts_at);
         if c.rounds_left == 0 || ended {
             return self.retire(i);
         }
@@ -626,7 +498,7 @@ impl<'p> Worker<'p> {
         // the request's end, without another clock read.
         let now = self.sys.last_end();
         let latency = now.saturating_duration_since(c.origin).as_nanos() as u64;
-        self.recorder.ok(
+        self.clock.recorder.ok(
             c.origin,
             now,
             latency,
@@ -645,10 +517,8 @@ impl<'p> Worker<'p> {
     /// A request of connection `i` ended; it counts against ROUNDS when it started in the
     /// window (the recorder's rule), so warm-up requests never use up rounds.
     fn count_round(&mut self, i: usize) {
-        if self.recorder.in_window(self.conns[i].origin) {
-            let c = &mut self.conns[i];
-            c.rounds_left = c.rounds_left.saturating_sub(1);
-        }
+        let c = &mut self.conns[i];
+        self.clock.count_round(c.origin, &mut c.rounds_left);
     }
 
     fn fail(&mut self, i: usize, kind: FailureKind) {
@@ -664,7 +534,7 @@ impl<'p> Worker<'p> {
             return;
         }
         let now = Instant::now();
-        self.recorder.failure(c.origin, now, kind);
+        self.clock.recorder.failure(c.origin, now, kind);
         if self.plan.pattern == Pattern::Storm {
             c.state = State::Done;
             self.active -= 1;
@@ -675,20 +545,4 @@ impl<'p> Worker<'p> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::share;
-
-    #[test]
-    fn shares_cover_all_connections_once() {
-        for (conns, workers) in [(10, 3), (2, 2), (5000, 2), (1, 1)] {
-            let ranges: Vec<_> = (0..workers).map(|w| share(conns, workers, w)).collect();
-            assert_eq!(ranges[0].start, 0);
-            assert_eq!(ranges[workers - 1].end, conns);
-            assert!(ranges.windows(2).all(|p| p[0].end == p[1].start));
-            assert!(ranges
-                .iter()
-                .all(|r| r.len() == conns / workers || r.len() == conns / workers + 1));
-        }
-    }
-}
+impl_connections!(Worker);

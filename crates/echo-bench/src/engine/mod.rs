@@ -9,6 +9,7 @@
 pub(crate) mod event;
 pub(crate) mod thread;
 pub(crate) mod uring;
+pub(crate) mod window;
 
 use std::time::{Duration, Instant};
 

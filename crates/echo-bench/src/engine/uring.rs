@@ -32,10 +32,12 @@ use std::time::{Duration, Instant};
 use echolab_core::hist;
 use io_uring::{opcode, squeue, types, IoUring};
 
-use super::event::share;
-use super::{await_start, CpuMeter, Pacer, Pattern, Plan, RunOutcome};
-use crate::gate::{StartGate, Ticket};
-use crate::recorder::{FailureKind, Recorder, Window};
+use super::window::{
+    abandon, begin_drain, impl_connections, run_workers, sweep, RunClock, WindowStep, WorkerResult,
+};
+use super::{Pacer, Pattern, Plan, RunOutcome};
+use crate::gate::Ticket;
+use crate::recorder::FailureKind;
 use crate::syscalls::{self as sys, Call, SocketOptions, SyscallCounters};
 
 /// Runs `plan` (long connections) on `min(plan.threads, plan.conns)` ring workers.
@@ -51,49 +53,13 @@ pub(crate) fn run(plan: &Plan) -> io::Result<RunOutcome> {
             "the ring engine runs long connections only",
         ));
     }
-    let workers = plan.threads.clamp(1, plan.conns.max(1));
     // A ring is made (and dropped) before any thread starts, so a kernel without io_uring
     // fails the run at once, with nothing connected. Each worker makes its own: a
     // SINGLE_ISSUER ring belongs to the thread that created it.
     drop(new_ring(1)?);
-    let start_gate = StartGate::new(workers + 1);
-    let mut cpu = CpuMeter::start();
-    let (start, results) = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let local = share(plan.conns, workers, w);
-                let ids = plan.first_id + local.start..plan.first_id + local.end;
-                let start = start_gate.ticket();
-                // On a failed ring the ticket is dropped, so the gate still opens for the others.
-                std::thread::Builder::new()
-                    .name(format!("echo-bench-u{w}"))
-                    .spawn_scoped(s, move || {
-                        new_ring(ids.len()).and_then(|ring| Worker::new(plan, ids, ring).run(start))
-                    })
-            })
-            .collect();
-        let start = await_start(plan, &start_gate, &mut cpu);
-        let results: Vec<io::Result<WorkerResult>> = handles
-            .into_iter()
-            .map(|h| {
-                h.and_then(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(io::Error::other("a ring worker panicked")))
-                })
-            })
-            .collect();
-        (start, results)
-    });
-    let cpu = cpu.stop();
-    let mut out = RunOutcome::empty(plan, start, cpu, workers as u64);
-    for r in results {
-        let r = r?;
-        out.recorder.merge(&r.recorder);
-        out.connect_hist.add(&r.connect_hist).expect("same bounds");
-        out.syscalls.merge(&r.syscalls);
-        out.setup_failures += r.setup_failures;
-    }
-    Ok(out)
+    run_workers(plan, "echo-bench-u", |_, ids| {
+        move |start| new_ring(ids.len()).and_then(|ring| Worker::new(plan, ids, ring).run(start))
+    })
 }
 
 /// A ring for `conns` connections: room for each one's send and receive plus cancels.
@@ -108,14 +74,6 @@ fn new_ring(conns: usize) -> io::Result<IoUring> {
         .build(entries)
         .or_else(|_| IoUring::builder().setup_cqsize(entries * 2).build(entries))
         .map_err(|e| io::Error::new(e.kind(), format!("io_uring_setup: {e}")))
-}
-
-/// What one worker hands back.
-struct WorkerResult {
-    recorder: Recorder,
-    connect_hist: hdrhistogram::Histogram<u64>,
-    syscalls: SyscallCounters,
-    setup_failures: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,16 +135,14 @@ struct Worker<'p> {
     plan: &'p Plan,
     conns: Vec<Conn>,
     sys: SyscallCounters,
-    sys_baseline: Option<SyscallCounters>,
-    recorder: Recorder,
-    window: Window,
+    /// The measurement window, the recorder and the drain.
+    clock: RunClock<'p>,
     connect_hist: hdrhistogram::Histogram<u64>,
     phase: Phase,
     active: usize,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     setup_failures: u64,
     sweep_every: Duration,
-    draining: bool,
 }
 
 impl<'p> Worker<'p> {
@@ -210,27 +166,18 @@ impl<'p> Worker<'p> {
                 buf: vec![0; buf_len],
             })
             .collect();
-        let placeholder = Window {
-            start: now,
-            end: None,
-            interval: None,
-        };
         Self {
             ring,
             plan,
             active: conns.len(),
             conns,
             sys: SyscallCounters::default(),
-            sys_baseline: None,
-            recorder: Recorder::new(placeholder),
-            window: placeholder,
+            clock: RunClock::new(plan),
             connect_hist: hist::new_latency_histogram(),
             phase: Phase::Setup,
             timers: BinaryHeap::new(),
             setup_failures: 0,
-            sweep_every: (plan.timeout / 10)
-                .clamp(Duration::from_millis(1), Duration::from_millis(100)),
-            draining: false,
+            sweep_every: RunClock::sweep_every(plan),
         }
     }
 
@@ -242,8 +189,7 @@ impl<'p> Worker<'p> {
         let opened = start.wait();
         setup?;
         self.phase = Phase::Run;
-        self.window = self.plan.window(opened);
-        self.recorder = Recorder::new(self.window);
+        self.clock.open(opened);
         let now = Instant::now();
         for i in 0..self.conns.len() {
             self.conns[i].pacer = self.plan.pacer(self.conns[i].id, opened);
@@ -252,17 +198,9 @@ impl<'p> Worker<'p> {
         let result = self.pump(|w| w.active == 0);
         self.quiesce();
         result?;
-        let syscalls = match &self.sys_baseline {
-            Some(b) => self.sys.since(b),
-            None if !self.plan.warmup.is_zero() => SyscallCounters::default(),
-            None => self.sys.clone(),
-        };
-        Ok(WorkerResult {
-            recorder: std::mem::replace(&mut self.recorder, Recorder::new(self.window)),
-            connect_hist: std::mem::replace(&mut self.connect_hist, hist::new_latency_histogram()),
-            syscalls,
-            setup_failures: self.setup_failures,
-        })
+        Ok(self
+            .clock
+            .result(&self.sys, &mut self.connect_hist, self.setup_failures, 0))
     }
 
     /// Queues `entry`; when the submission queue is full, hands it to the kernel first.
@@ -357,21 +295,12 @@ impl<'p> Worker<'p> {
         let mut completions: Vec<(u64, i32)> = Vec::with_capacity(self.conns.len() * 2);
         loop {
             let now = Instant::now();
-            if self.phase == Phase::Run {
-                if self.sys_baseline.is_none()
-                    && !self.plan.warmup.is_zero()
-                    && now >= self.window.start
-                {
-                    self.sys_baseline = Some(self.sys.clone());
-                }
-                if let Some(end) = self.window.end {
-                    if now >= end && !self.draining {
-                        self.begin_drain(end);
-                    }
-                    if self.draining && now >= end + self.plan.timeout {
-                        self.abandon(end, now);
-                        return Ok(());
-                    }
+            match self.clock.tick(now, &self.sys) {
+                WindowStep::Run => {}
+                WindowStep::BeginDrain(end) => begin_drain(self, end),
+                WindowStep::Abandon(end) => {
+                    abandon(self, end, now);
+                    return Ok(());
                 }
             }
             while let Some(&Reverse((due, i))) = self.timers.peek() {
@@ -382,7 +311,7 @@ impl<'p> Worker<'p> {
                 self.start_request(i, now);
             }
             if now >= next_sweep {
-                self.sweep(now);
+                sweep(self, now);
                 next_sweep = now + self.sweep_every;
             }
             if done(self) {
@@ -392,12 +321,8 @@ impl<'p> Worker<'p> {
             if let Some(&Reverse((due, _))) = self.timers.peek() {
                 wake = wake.min(due);
             }
-            if let Some(end) = self.window.end.filter(|_| self.phase == Phase::Run) {
-                wake = wake.min(if self.draining {
-                    end + self.plan.timeout
-                } else {
-                    end
-                });
+            if let Some(end) = self.clock.next_deadline() {
+                wake = wake.min(end);
             }
             self.enter(wake.saturating_duration_since(now))?;
             completions.clear();
@@ -490,7 +415,7 @@ impl<'p> Worker<'p> {
         let now = self.sys.last_end();
         let c = &mut self.conns[i];
         let latency = now.saturating_duration_since(c.origin).as_nanos() as u64;
-        self.recorder.ok(
+        self.clock.recorder.ok(
             c.origin,
             now,
             latency,
@@ -501,13 +426,10 @@ impl<'p> Worker<'p> {
         self.next_request(i, now, true);
     }
 
-    /// A request of connection `i` ended; it counts against ROUNDS when it started in the
-    /// window (the recorder's rule), so warm-up requests never use up rounds.
+    /// A request of connection `i` ended ([`RunClock::count_round`]).
     fn count_round(&mut self, i: usize) {
-        if self.recorder.in_window(self.conns[i].origin) {
-            let c = &mut self.conns[i];
-            c.rounds_left = c.rounds_left.saturating_sub(1);
-        }
+        let c = &mut self.conns[i];
+        self.clock.count_round(c.origin, &mut c.rounds_left);
     }
 
     /// Schedules connection `i`'s next request after one ended at `now`: at once (closed loop
@@ -529,7 +451,7 @@ impl<'p> Worker<'p> {
             return;
         }
         let starts_at = c.pacer.as_ref().map_or(now, Pacer::due);
-        let ended = self.window.end.is_some_and(|end| starts_at >= end);
+        let ended = self.clock.after_window(starts_at);
         if c.rounds_left == 0 || ended {
             return self.retire(i);
         }
@@ -547,46 +469,6 @@ impl<'p> Worker<'p> {
             self.active -= 1;
         }
         c.state = State::Done;
-    }
-
-    /// Fails every request whose deadline has passed.
-    fn sweep(&mut self, now: Instant) {
-        for i in 0..self.conns.len() {
-            let c = &self.conns[i];
-            if matches!(c.state, State::Connecting | State::Exchanging) && now >= c.deadline {
-                self.fail(i, FailureKind::Timeout);
-            }
-        }
-    }
-
-    /// The window of a timed run closed at `end`: idle connections retire, except open-loop
-    /// ones whose slot was due before `end`; the rest finish what they have in flight.
-    fn begin_drain(&mut self, end: Instant) {
-        self.draining = true;
-        for i in 0..self.conns.len() {
-            let c = &self.conns[i];
-            let owes_slot = c.pacer.as_ref().is_some_and(|p| p.due() < end);
-            if c.state == State::Idle && !owes_slot {
-                self.retire(i);
-            }
-        }
-    }
-
-    /// The drain's `--timeout` ran out: what is still in flight, and every open-loop slot of
-    /// the window not yet sent, failed by timeout.
-    fn abandon(&mut self, end: Instant, now: Instant) {
-        for i in 0..self.conns.len() {
-            if matches!(self.conns[i].state, State::Connecting | State::Exchanging) {
-                let origin = self.conns[i].origin;
-                self.recorder.failure(origin, now, FailureKind::Timeout);
-            }
-            if let Some(p) = self.conns[i].pacer.as_mut() {
-                while p.due() < end {
-                    let slot = p.take();
-                    self.recorder.failure(slot, now, FailureKind::Timeout);
-                }
-            }
-        }
     }
 
     /// Fails connection `i`'s request: cancels its operations, closes its socket, and (in
@@ -607,7 +489,7 @@ impl<'p> Worker<'p> {
             self.setup_failures += 1;
         } else {
             let origin = c.origin;
-            self.recorder.failure(origin, Instant::now(), kind);
+            self.clock.recorder.failure(origin, Instant::now(), kind);
             self.count_round(i);
         }
         let c = &mut self.conns[i];
@@ -692,6 +574,8 @@ fn set_blocking(c: &mut SyscallCounters, fd: RawFd) -> io::Result<()> {
     }
     Ok(())
 }
+
+impl_connections!(Worker);
 
 #[cfg(test)]
 mod tests {

@@ -119,7 +119,8 @@ pub struct RunArgs {
     /// Run for this long instead of ROUNDS (e.g. "10s"); adds per-second records to --json.
     #[arg(long, value_parser = duration_nonzero)]
     pub duration: Option<Duration>,
-    /// Open loop: send R requests/s in total, latency from each intended send time.
+    /// Open loop: send R requests/s in total (at most 10,000,000), latency from each intended
+    /// send time.
     #[arg(long, value_name = "R", value_parser = positive_rate)]
     pub rate: Option<f64>,
     /// Split the connections over N client processes started together, and merge their
@@ -179,7 +180,8 @@ pub struct SustainArgs {
     /// Length of one interval record.
     #[arg(long, default_value = "1s", value_parser = duration_nonzero)]
     pub interval: Duration,
-    /// Open loop: send R requests/s in total, latency from each intended send time.
+    /// Open loop: send R requests/s in total (at most 10,000,000), latency from each intended
+    /// send time.
     #[arg(long, value_name = "R", value_parser = positive_rate)]
     pub rate: Option<f64>,
     /// Engine and warm-up.
@@ -199,7 +201,7 @@ pub struct LoadArgs {
     /// event: epoll workers multiplexing all connections; thread: one blocking thread per
     /// connection, like seed 000's tool (for comparison); uring: io_uring workers, one
     /// io_uring_enter(2) per batch of sends and receives (long connections only, Linux 5.11+;
-    /// less client CPU per request, see the README).
+    /// fewer system calls per request; the README says what that saved where measured).
     #[arg(long, value_enum, default_value_t = EngineKind::Event)]
     pub engine: EngineKind,
     /// Run the same load this long first and discard its results (e.g. "2s").

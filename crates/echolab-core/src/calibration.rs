@@ -37,11 +37,16 @@ pub fn rtt_check(profile: &Profile, median: Duration) -> Check {
         (false, why)
     } else if median > high {
         (false, format!("median RTT {} is above {}: more base delay than the profile allows (loaded host, extra hops?)", format_duration(median), format_duration(high)))
-    } else if profile.topology == Topology::Loopback {
+    } else if profile.topology != Topology::Link {
+        let what = if profile.topology == Topology::Native {
+            "native: the real path, nothing added"
+        } else {
+            "loopback: no impairment expected"
+        };
         (
             true,
             format!(
-                "median RTT {} within {}..{}; loopback: no impairment expected",
+                "median RTT {} within {}..{}; {what}",
                 format_duration(median),
                 format_duration(low),
                 format_duration(high)

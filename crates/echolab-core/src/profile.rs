@@ -1,7 +1,8 @@
 //! Link profiles (`netem/*.yaml`): the network condition a run is made under, and what
 //! calibration must measure for the condition to count as in effect.
 //!
-//! A profile names a topology (`loopback` or `link`), gives one [`LinkSpec`] per direction
+//! A profile names a topology (`loopback`, `link`, or `native`: separate machines of a lab file,
+//! nothing added), gives one [`LinkSpec`] per direction
 //! (uplink = client to server, downlink = server to client; docs/architecture.md,
 //! "Topologies") and the [`Expected`] calibration figures with their tolerances. Unknown keys
 //! are an error, and every error names the file, the field and the bad value (serde_yaml adds
@@ -42,6 +43,21 @@ pub enum Topology {
     Loopback,
     /// Client network, link host, server network; the link host impairs both directions.
     Link,
+    /// Client and server on separate machines (a lab file, echolab-up's `--lab`), over the
+    /// real network between them with nothing added: calibration measures the path (RTT,
+    /// goodput each way) and records it.
+    Native,
+}
+
+impl Topology {
+    /// The name profiles give it (`loopback`, `link`, `native`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Loopback => "loopback",
+            Topology::Link => "link",
+            Topology::Native => "native",
+        }
+    }
 }
 
 /// The shape of the random jitter added to each packet's delay.
@@ -376,6 +392,20 @@ impl Profile {
                     );
                 }
             }
+            Topology::Native => {
+                if self.uplink.is_some() || self.downlink.is_some() {
+                    return Err(
+                        "topology: native adds nothing to the real path, so uplink/downlink must be absent"
+                            .into(),
+                    );
+                }
+                if self.expected.goodput.is_some() || self.expected.added_rtt.is_some() {
+                    return Err(
+                        "expected: native measures the real path's goodput and adds no RTT, so expected.goodput and expected.added_rtt must be absent"
+                            .into(),
+                    );
+                }
+            }
             Topology::Link => {
                 let (Some(up), Some(down)) = (&self.uplink, &self.downlink) else {
                     return Err("topology: link needs both uplink and downlink".into());
@@ -631,7 +661,7 @@ expected:
                 seen += 1;
             }
         }
-        assert_eq!(seen, 3, "loopback, lan100, crossnet");
+        assert_eq!(seen, 4, "loopback, lan100, crossnet, native");
     }
 
     #[test]
@@ -695,6 +725,26 @@ expected:
         assert_eq!(spec.bdp_packets(), 8334);
         assert_eq!(spec.effective_limit(), 16_668);
         assert_eq!(LinkSpec::default().effective_limit(), NETEM_DEFAULT_LIMIT);
+    }
+
+    #[test]
+    fn native_adds_nothing_and_expects_no_goodput() {
+        let native = "name: n\ndescription: d\nsource: s\ntopology: native\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 5ms }\n";
+        let p = Profile::from_yaml(native, "n.yaml").unwrap();
+        assert_eq!(p.topology, Topology::Native);
+        assert_eq!(
+            serde_json::to_value(p.topology).unwrap(),
+            serde_json::json!(p.topology.name())
+        );
+        assert_eq!(p.added_rtt(), Duration::ZERO);
+        let e = err(&format!(
+            "{native}uplink: {{ delay: 1ms }}\ndownlink: {{ delay: 1ms }}\n"
+        ));
+        assert!(e.contains("native") && e.contains("uplink"), "{e}");
+        let e = err(&format!(
+            "{native}  goodput: {{ value: 94mbit, tolerance: 3% }}\n"
+        ));
+        assert!(e.contains("expected.goodput"), "{e}");
     }
 
     #[test]

@@ -200,6 +200,44 @@ pub struct Manifest {
     /// `route-helper`); empty for the local backend and in records older than the field.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub privileges: BTreeMap<String, HostPrivileges>,
+    /// The Docker engines of a multi-machine run (echolab-up `--lab`), by the lab file's
+    /// name; empty for a run on one engine and in records older than the field (then
+    /// `environment` is the one machine).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub engines: BTreeMap<String, EngineRecord>,
+}
+
+/// One Docker engine of a multi-machine run and the machine it runs on, as read through
+/// its API and from a host container on it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineRecord {
+    /// The lab file's endpoint (`unix:///var/run/docker.sock`, `tcp://10.0.0.2:2376`,
+    /// `ssh://lab@10.0.0.3`).
+    pub endpoint: String,
+    /// The roles it ran (`server`, `client`).
+    pub roles: Vec<String>,
+    /// Where the other machines reach this one's host-network containers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub address: String,
+    /// Engine version and API version (`20.10.24+dfsg1 (API 1.41)`).
+    pub docker_version: String,
+    /// The engine's name for its machine (`docker info`'s Name).
+    #[serde(default)]
+    pub hostname: String,
+    /// The machine's kernel release, as its engine reports it.
+    pub kernel: String,
+    /// The machine's CPU model, read from /proc/cpuinfo in a host container on it.
+    #[serde(default)]
+    pub cpu_model: String,
+    /// Logical CPUs of the machine (`docker info`'s NCPU).
+    pub cpus: u64,
+    /// Memory of the machine, bytes (`docker info`'s MemTotal).
+    pub mem_bytes: u64,
+    /// The lab image's id on this engine (`sha256:...`), the same on every engine when the
+    /// deterministic archive was loaded.
+    pub image_id: String,
+    /// Whether the image was loaded this run (false: that id was already present).
+    pub image_loaded: bool,
 }
 
 /// How the containers of one role were confined, as echolab-up asked the engine (`docker
@@ -252,11 +290,18 @@ pub struct CpuPlanRecord {
 }
 
 impl CpuPlanRecord {
-    /// What echo-bench's `--server-cpus` is under this plan: shared when server and client
-    /// may run on a common CPU (one CPU, an unpinned plan, or overlapping lists), separate
-    /// when both are pinned to disjoint CPUs.
+    /// The [`mode`](Self::mode) of a multi-machine run: server and client on machines of
+    /// their own, nothing pinned.
+    pub const MACHINES: &'static str = "machines";
+
+    /// What echo-bench's `--server-cpus` is under this plan: separate on separate machines
+    /// ([`Self::MACHINES`]) or when both are pinned to disjoint CPUs; shared when server and
+    /// client may run on a common CPU (one CPU, an unpinned plan, or overlapping lists).
     pub fn server_cpus(&self) -> crate::cmd::ServerCpus {
         use crate::cmd::ServerCpus;
+        if self.mode == Self::MACHINES {
+            return ServerCpus::Separate;
+        }
         let pinned_apart = self.server.is_some()
             && self.client.is_some()
             && self.shared_by_server_and_client().is_empty();
@@ -575,6 +620,15 @@ mod tests {
         assert_eq!(plan(None, None, 2).server_cpus(), Shared, "unpinned");
         assert_eq!(plan(Some("0"), None, 2).server_cpus(), Shared);
         assert_eq!(plan(None, None, 1).server_cpus(), Shared, "one CPU");
+        let machines = CpuPlanRecord {
+            mode: CpuPlanRecord::MACHINES.into(),
+            ..plan(None, None, 1)
+        };
+        assert_eq!(
+            machines.server_cpus(),
+            Separate,
+            "each on a machine of its own"
+        );
     }
 
     #[test]

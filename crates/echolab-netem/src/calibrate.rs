@@ -260,7 +260,7 @@ pub fn rtt_report(target: SocketAddr, probes: usize) -> io::Result<RttReport> {
     })
 }
 
-/// Measures RTT and (when the profile expects one, or `always_goodput`) goodput in both
+/// Measures RTT and (when the profile expects one, is `native`, or `always_goodput`) goodput in both
 /// directions against a calibration peer at `target`, and compares them with `profile`.
 ///
 /// # Errors
@@ -281,7 +281,9 @@ pub fn calibrate(
         checks.push(added_rtt_check(profile, b, med, PROBE_IP_BYTES));
     }
     let (mut up_mbit, mut down_mbit) = (None, None);
-    if profile.expected.goodput.is_some() || always_goodput {
+    // A native path has no expected rate, but what it carries is what the run stood on.
+    if profile.expected.goodput.is_some() || always_goodput || profile.topology == Topology::Native
+    {
         let up = measure_upload(target, plan)?.bits_per_s();
         let down = measure_download(target, plan)?.bits_per_s();
         up_mbit = Some(up / 1e6);
@@ -295,6 +297,7 @@ pub fn calibrate(
         None if profile.topology == Topology::Loopback => {
             "PASS: loopback, no impairment expected".into()
         }
+
         None => format!(
             "PASS: {}",
             checks

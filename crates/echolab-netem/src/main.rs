@@ -167,10 +167,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         } => {
             let p = load_profile(&cli.profile_dir, profile)?;
             check_probes(probes)?;
-            if baseline_rtt.is_some() && p.topology == Topology::Loopback {
+            if baseline_rtt.is_some() && p.topology != Topology::Link {
                 return Err(bad_input(format!(
-                    "--baseline-rtt: profile {} is loopback, which adds no RTT to check",
-                    p.name
+                    "--baseline-rtt: profile {} is {}, which adds no RTT to check",
+                    p.name,
+                    p.topology.name()
                 )));
             }
             let plan = CalibrationPlan {

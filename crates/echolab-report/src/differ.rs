@@ -73,7 +73,21 @@ pub fn bullets(
         .cpu_plan
         .as_ref()
         .and_then(|p| Some((p.server.as_ref()?, p.client.as_ref()?, p)));
-    if let Some((server, client, plan)) = pinned {
+    let machines = manifest
+        .cpu_plan
+        .as_ref()
+        .filter(|p| p.mode == echolab_core::results::CpuPlanRecord::MACHINES);
+    if let Some(plan) = machines {
+        out.push(format!(
+            "Cores: the server and the client ran on machines of their own ({}), so neither took CPU from the other{}.",
+            plan.note,
+            e.reference
+                .setup
+                .as_ref()
+                .map(|s| format!("; the seed's machine had {}", s.cores))
+                .unwrap_or_default()
+        ));
+    } else if let Some((server, client, plan)) = pinned {
         out.push(format!(
             "Cores: the server ran on CPU {server} and the client on CPU {client}{} of this machine's {cpus} ({}){}; the \
              kernel's loopback and softirq work still runs on whichever CPU sends the packet.",

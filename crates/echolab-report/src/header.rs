@@ -141,14 +141,42 @@ pub fn render(manifest: &Manifest, counts: &Counts) -> String {
         };
         let hosts = if o.fresh_hosts_per_cell {
             "fresh client and server hosts for every cell"
+        } else if !manifest.engines.is_empty() {
+            "one client and one server host for all cells, each in its machine's network namespace (a cell inherits the TIME_WAIT sockets of the cells before it)"
         } else {
             "one client and one server host for all cells"
         };
         t.row(["Cell order".to_string(), format!("{order}; {hosts}")]);
     }
-    t.row(["Kernel".to_string(), or_unknown(&env.kernel).to_string()]);
+    for (name, m) in &manifest.engines {
+        t.row([
+            format!("Engine {name} ({})", m.roles.join(", ")),
+            format!(
+                "{} at {}: {}, kernel {}, {} ({} logical CPUs, {:.1} GiB memory), Docker {}, image {} ({})",
+                or_unknown(&m.hostname),
+                m.endpoint,
+                if m.address.is_empty() { "no address given".to_string() } else { format!("reached at {}", m.address) },
+                or_unknown(&m.kernel),
+                or_unknown(&m.cpu_model),
+                m.cpus,
+                m.mem_bytes as f64 / (1u64 << 30) as f64,
+                or_unknown(&m.docker_version),
+                or_unknown(&m.image_id),
+                if m.image_loaded { "loaded this run" } else { "already there" },
+            ),
+        ]);
+    }
+    let launcher = if manifest.engines.is_empty() {
+        ""
+    } else {
+        " (launcher's machine)"
+    };
     t.row([
-        "CPU".to_string(),
+        format!("Kernel{launcher}"),
+        or_unknown(&env.kernel).to_string(),
+    ]);
+    t.row([
+        format!("CPU{launcher}"),
         format!(
             "{} ({} logical CPUs, {:.1} GiB memory)",
             or_unknown(&env.cpu_model),
@@ -294,5 +322,37 @@ mod tests {
             status_text(&manifest("abandoned", Some(LAUNCHER)), never),
             "abandoned"
         );
+    }
+
+    #[test]
+    fn a_lab_run_names_each_engine_and_its_machine() {
+        let mut m = manifest("complete", None);
+        let plain = render(&m, &Counts::default());
+        assert!(
+            plain.contains("| Kernel |") && !plain.contains("Engine"),
+            "{plain}"
+        );
+        m.engines.insert(
+            "b".into(),
+            echolab_core::results::EngineRecord {
+                endpoint: "tcp://10.0.0.2:2376".into(),
+                roles: vec!["client".into()],
+                address: "10.0.0.2".into(),
+                docker_version: "28.2.2 (API 1.50)".into(),
+                hostname: "lab2".into(),
+                kernel: "6.1.0".into(),
+                cpu_model: "Xeon".into(),
+                cpus: 8,
+                mem_bytes: 16 << 30,
+                image_id: "sha256:ab".into(),
+                image_loaded: true,
+            },
+        );
+        let lab = render(&m, &Counts::default());
+        assert!(
+            lab.contains("| Engine b (client) | lab2 at tcp://10.0.0.2:2376: reached at 10.0.0.2, kernel 6.1.0, Xeon (8 logical CPUs, 16.0 GiB memory), Docker 28.2.2 (API 1.50), image sha256:ab (loaded this run) |"),
+            "{lab}"
+        );
+        assert!(lab.contains("| Kernel (launcher's machine) | k |"), "{lab}");
     }
 }

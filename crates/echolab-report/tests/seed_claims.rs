@@ -159,6 +159,20 @@ fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context()
     ] {
         assert!(md.contains(needle), "no {needle:?} in:\n{md}");
     }
+    assert!(md.contains("- Cores: "), "{md}");
+    // On machines of their own (a lab run), the cores bullet says so instead.
+    m.cpu_plan = Some(echolab_core::results::CpuPlanRecord {
+        mode: "machines".into(),
+        note:
+            "server on engine a's machine (8 CPUs), client on engine b's (4 CPUs); nothing pinned"
+                .into(),
+        machine_cpus: 4,
+        ..Default::default()
+    });
+    let (_tmp2, _, lab_md) = rendered("native", &m, &runs);
+    let cores = "- Cores: the server and the client ran on machines of their own (server on engine a's machine (8 CPUs), \
+                 client on engine b's (4 CPUs); nothing pinned), so neither took CPU from the other; the seed's machine had 4.";
+    assert!(lab_md.contains(cores), "no {cores:?} in:\n{lab_md}");
     // The y axis of a 20 ms path's latency plot carries numbers: short requests take 42.7–90.4
     // ms (0.9 and 1.9 × the mean), so the axis runs 20000–100000 µs, ticked at 1-2-5 values.
     let svg =

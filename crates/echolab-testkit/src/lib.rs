@@ -8,6 +8,8 @@
 //! binary that is older than its sources, with the command that rebuilds it, rather than let a
 //! test pass or fail against code that is no longer there.
 
+pub mod second_engine;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use anyhow::anyhow;
 use echolab_core::cli::EXIT_USAGE;
-use echolab_core::cmd::ServerModel;
 use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::profile::{Profile, Topology};
 use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
@@ -17,6 +16,7 @@ use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
 use crate::catalog::{find_root, load_experiment, load_profile};
 use crate::cli::{Args, BackendChoice};
 use crate::docker;
+use crate::docker::confinement::Confinement;
 use crate::hosts::Hosts;
 use crate::image_archive::sha256_hex;
 use crate::local::LocalHosts;
@@ -24,6 +24,32 @@ use crate::plan::{self, PlannedRun};
 use crate::results_dir::ResultsWriter;
 use crate::rtt_probe::{calibrate_rtt, failure_message};
 use crate::runner::{progress_bar, run_all, RunError};
+
+/// Where a run's hosts are.
+enum Hosting {
+    /// Processes on this machine.
+    Local,
+    /// Containers on one engine.
+    Docker(docker::engine::Engine),
+    /// Containers on the engines of a lab file, one machine per role.
+    Lab(Box<(crate::lab::Lab, docker::lab::LabEngines)>),
+}
+
+impl Hosting {
+    /// The engines to clean up, with their names (`""` for the one engine of a Docker run).
+    fn engines(&self) -> Vec<(&str, &bollard::Docker)> {
+        match self {
+            Hosting::Local => vec![],
+            Hosting::Docker(e) => vec![("", &e.docker)],
+            Hosting::Lab(l) => {
+                l.1.all()
+                    .into_iter()
+                    .map(|e| (e.name.as_str(), &e.engine.docker))
+                    .collect()
+            }
+        }
+    }
+}
 
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;
@@ -152,7 +178,7 @@ async fn shutdown_signal() -> &'static str {
 /// Runs the whole call; returns the process exit code.
 pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     if args.down {
-        return down(&args).await;
+        return crate::down_cmd::down(&args).await;
     }
     let inputs = match resolve(&args) {
         Ok(i) => i,
@@ -174,7 +200,29 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     if args.build_image {
         return build_image(&inputs, args.image.as_deref()).await;
     }
+    let lab = match args.lab.as_deref() {
+        Some(path) => match crate::lab::Lab::for_run(
+            path,
+            &inputs.profile,
+            args.backend == BackendChoice::Local,
+        ) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("echolab-up: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        None if inputs.profile.topology == Topology::Native => {
+            eprintln!(
+                "echolab-up: profile {} is the real path between two machines, which needs --lab LAB.yaml naming their engines (README, \"Two or more machines\")",
+                inputs.profile.name
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+        None => None,
+    };
     let engine = match args.backend {
+        _ if lab.is_some() => None,
         BackendChoice::Local => None,
         BackendChoice::Docker | BackendChoice::Auto => match docker::engine::connect().await {
             Ok(e) => Some(e),
@@ -190,7 +238,18 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
             }
         },
     };
-    if engine.is_none() && inputs.profile.topology != Topology::Loopback {
+    let hosting = match (lab, engine) {
+        (Some(lab), _) => match docker::lab::LabEngines::connect(&lab).await {
+            Ok(engines) => Hosting::Lab(Box::new((lab, engines))),
+            Err(e) => {
+                eprintln!("echolab-up: {e}; nothing was created");
+                return ExitCode::FAILURE;
+            }
+        },
+        (None, Some(e)) => Hosting::Docker(e),
+        (None, None) => Hosting::Local,
+    };
+    if matches!(hosting, Hosting::Local) && inputs.profile.topology != Topology::Loopback {
         eprintln!(
             "echolab-up: profile {} needs a link between separate hosts, which only the Docker backend provides; start a Docker engine or use --profile loopback",
             inputs.profile.name
@@ -219,7 +278,11 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
         file_digest(&inputs.experiment_path),
     );
     recorded_inputs.insert("bin_dir".to_string(), inputs.bin_dir.display().to_string());
-    let backend = if engine.is_some() { "docker" } else { "local" };
+    let backend = if matches!(hosting, Hosting::Local) {
+        "local"
+    } else {
+        "docker"
+    };
     let mut manifest = plan::new_manifest(
         &run_id,
         argv,
@@ -232,7 +295,18 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     manifest.created_at = created;
     manifest.environment = crate::environment::capture(&inputs.root);
     let has_link = inputs.profile.topology != Topology::Loopback;
-    let cpu_plan = if engine.is_some() {
+    let cpu_plan = if let Hosting::Lab(l) = &hosting {
+        let [s, c] = l.1.all();
+        echolab_core::results::CpuPlanRecord {
+            mode: echolab_core::results::CpuPlanRecord::MACHINES.into(),
+            machine_cpus: c.machine.cpus,
+            note: format!(
+                "server on engine {}'s machine ({} CPUs), client on engine {}'s ({} CPUs); nothing pinned",
+                s.name, s.machine.cpus, c.name, c.machine.cpus
+            ),
+            ..Default::default()
+        }
+    } else if matches!(hosting, Hosting::Docker(_)) {
         match crate::cpuplan::resolve(&args.cpu_plan, manifest.environment.cpus, has_link) {
             Ok(p) => p,
             Err(e) => {
@@ -252,9 +326,15 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     manifest.order = Some(echolab_core::results::OrderRecord {
         kind: inputs.order.kind().into(),
         seed: inputs.order.seed(),
-        fresh_hosts_per_cell: engine.is_some() && !args.reuse_hosts,
+        // A lab's hosts share their machines' network namespaces: no container is fresh.
+        fresh_hosts_per_cell: matches!(hosting, Hosting::Docker(_)) && !args.reuse_hosts,
     });
-    if let Some(e) = &engine {
+    let server_engine = match &hosting {
+        Hosting::Docker(e) => Some(e),
+        Hosting::Lab(l) => Some(&l.1.server.engine),
+        Hosting::Local => None,
+    };
+    if let Some(e) = server_engine {
         manifest.environment.docker_version = format!("{} (API {})", e.version, e.api_version);
     }
     for dir in crate::results_dir::mark_abandoned(&inputs.out) {
@@ -292,9 +372,14 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
 
     let ending = {
         let work = async {
-            match &engine {
-                Some(engine) => run_docker(engine, &args, &inputs, &run_id, &mut out).await,
-                None => run_local(&inputs, &mut out).await,
+            match &hosting {
+                Hosting::Docker(engine) => {
+                    run_docker(engine, &args, &inputs, &run_id, &mut out).await
+                }
+                Hosting::Lab(lab) => {
+                    run_lab(&lab.0, &lab.1, &args, &inputs, &run_id, &mut out).await
+                }
+                Hosting::Local => run_local(&inputs, &mut out).await,
             }
         };
         tokio::select! {
@@ -305,12 +390,25 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
 
     let teardown = Instant::now();
     let mut teardown_error = None;
-    if let Some(engine) = &engine {
-        if args.keep {
-            eprintln!("echolab-up: --keep: run {run_id}'s containers stay up; `echolab-up --down` removes them");
-        } else if let Err(e) = docker::cleanup::remove_labelled(&engine.docker, Some(&run_id)).await
-        {
-            teardown_error = Some(format!("teardown: {e:#}"));
+    if args.keep && !matches!(hosting, Hosting::Local) {
+        eprintln!(
+            "echolab-up: --keep: run {run_id}'s containers stay up; `echolab-up --down{}` removes them",
+            if args.lab.is_some() { " --lab LAB.yaml" } else { "" }
+        );
+    } else {
+        // Every engine, even after one failed: a lab run leaves nothing on any machine.
+        let mut errors = Vec::new();
+        for (name, docker) in hosting.engines() {
+            if let Err(e) = docker::cleanup::remove_labelled(docker, Some(&run_id)).await {
+                errors.push(if name.is_empty() {
+                    format!("{e:#}")
+                } else {
+                    format!("engine {name}: {e:#}")
+                });
+            }
+        }
+        if !errors.is_empty() {
+            teardown_error = Some(format!("teardown: {}", errors.join("; ")));
         }
     }
     let _ = out.phase("teardown", teardown.elapsed().as_secs_f64());
@@ -391,58 +489,6 @@ async fn build_image(inputs: &Inputs, prebuilt: Option<&str>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-async fn down(args: &Args) -> ExitCode {
-    let results = args
-        .out
-        .clone()
-        .unwrap_or_else(|| find_root().join("results"));
-    for dir in crate::results_dir::mark_abandoned(&results) {
-        eprintln!(
-            "echolab-up: {} was still 'running' but its launcher is gone: marked abandoned",
-            dir.display()
-        );
-    }
-    let engine = match docker::engine::connect().await {
-        Ok(e) => e,
-        Err(reason) => {
-            eprintln!("echolab-up: {reason}; nothing to remove");
-            return ExitCode::SUCCESS;
-        }
-    };
-    let outcome = match docker::down::down(&engine.docker, args.all).await {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("echolab-up: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    for (run, why) in &outcome.kept {
-        eprintln!("echolab-up: kept run {run}: {why}");
-    }
-    // A live run between two cells may have no container using its image for a moment, so
-    // the engine's own refusal does not protect it: while any run is kept, images are too.
-    let images = if outcome.kept.is_empty() {
-        match docker::cleanup::remove_stale_images(&engine.docker).await {
-            Ok(removed) => removed.len(),
-            Err(e) => {
-                eprintln!("echolab-up: {e:#}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        eprintln!("echolab-up: kept stale lab images while runs are kept");
-        0
-    };
-    eprintln!(
-        "echolab-up: removed {} containers and {} networks of {} runs whose launcher is gone{}, and {images} stale lab images",
-        outcome.removed.containers.len(),
-        outcome.removed.networks.len(),
-        outcome.abandoned.len(),
-        if args.all { " or that --all named" } else { "" },
-    );
-    ExitCode::SUCCESS
 }
 
 /// Calibrates (unless `done` carries a calibration already made, with its seconds), stops
@@ -556,6 +602,25 @@ async fn run_local(inputs: &Inputs, out: &mut ResultsWriter) -> anyhow::Result<u
     calibrate_and_run(&mut hosts, inputs, out, None, &|_| Ok(())).await
 }
 
+/// What [`Confinement::new`] needs of a run.
+fn run_inputs<'a>(
+    args: &Args,
+    inputs: &'a Inputs,
+    run_id: &'a str,
+    image: &'a str,
+    cpus: u64,
+) -> docker::confinement::RunInputs<'a> {
+    docker::confinement::RunInputs {
+        runs: &inputs.runs,
+        experiment: &inputs.experiment,
+        profile: &inputs.profile,
+        allow_uring_unconfined: args.allow_uring_unconfined,
+        run_id,
+        image,
+        cpus,
+    }
+}
+
 async fn run_docker(
     engine: &docker::engine::Engine,
     args: &Args,
@@ -570,31 +635,11 @@ async fn run_docker(
     let image = out.manifest.image.id.clone();
 
     let t = Instant::now();
-    let wants_uring = inputs
-        .runs
-        .iter()
-        .any(|(c, _)| c.model() == Ok(ServerModel::Uring));
-    let uring = if wants_uring {
-        Some(docker::uring::probe(d, run_id, &image, args.allow_uring_unconfined).await?)
-    } else {
-        None
-    };
-    let privileges = docker::privileges::RunPrivileges::new(
-        &inputs.experiment,
-        &inputs.profile,
-        out.manifest.environment.cpus,
-        uring
-            .as_ref()
-            .map(|u| u.server_seccomp.clone())
-            .unwrap_or_default(),
-    );
-    out.manifest.privileges = privileges.record(inputs.profile.topology == Topology::Link);
-    let denied = uring.as_ref().and_then(|u| u.denied.clone());
-    let skip = move |c: &Cell| match &denied {
-        Some(reason) if c.model() == Ok(ServerModel::Uring) => Err(reason.clone()),
-        _ => Ok(()),
-    };
-    let uring_record = uring.as_ref().map(|u| u.record());
+    let cpus = out.manifest.environment.cpus;
+    let confined =
+        Confinement::new(d, &run_inputs(args, inputs, run_id, &image, cpus), out).await?;
+    let privileges = confined.privileges.clone();
+    let skip = confined.skip();
     match inputs.profile.topology {
         Topology::Loopback => {
             let cpus = out.manifest.cpu_plan.clone().unwrap_or_default();
@@ -607,10 +652,7 @@ async fn run_docker(
             };
             let (mut hosts, records) =
                 docker::docker_hosts::DockerHosts::loopback(d, &spec).await?;
-            out.manifest.hosts = records;
-            if let Some(u) = uring_record {
-                out.manifest.hosts.insert("io_uring".into(), u);
-            }
+            confined.record_hosts(out, records);
             out.manifest.link = LinkRecord {
                 backend: "none".into(),
                 reason: "loopback topology: the client shares the server's network namespace and targets 127.0.0.1".into(),
@@ -619,6 +661,10 @@ async fn run_docker(
             out.phase("topology_up", t.elapsed().as_secs_f64())?;
             calibrate_and_run(&mut hosts, inputs, out, None, &skip).await
         }
+        Topology::Native => Err(anyhow!(
+            "profile {} is the real path between two machines; it runs with --lab",
+            inputs.profile.name
+        )),
         Topology::Link => {
             let mut up = docker::link::up(
                 d,
@@ -629,10 +675,7 @@ async fn run_docker(
                 &out.manifest.cpu_plan.clone().unwrap_or_default(),
             )
             .await?;
-            out.manifest.hosts = up.records.clone();
-            if let Some(u) = uring_record {
-                out.manifest.hosts.insert("io_uring".into(), u);
-            }
+            confined.record_hosts(out, up.records.clone());
             out.manifest.link = up.link.clone();
             out.phase("topology_up", t.elapsed().as_secs_f64())?;
             let t = Instant::now();
@@ -653,4 +696,55 @@ async fn run_docker(
             .await
         }
     }
+}
+
+/// A lab run (`--lab`): the image on every engine, the server host on the server's machine
+/// and the client host on the client's ([`docker::lab`]), the real path calibrated, then
+/// every planned run.
+async fn run_lab(
+    lab: &crate::lab::Lab,
+    engines: &docker::lab::LabEngines,
+    args: &Args,
+    inputs: &Inputs,
+    run_id: &str,
+    out: &mut ResultsWriter,
+) -> anyhow::Result<u64> {
+    let t = Instant::now();
+    let (image, per_engine) =
+        docker::lab::ensure_image(engines, &inputs.bin_dir, args.image.as_deref()).await?;
+    out.manifest.image = image;
+    out.phase("image", t.elapsed().as_secs_f64())?;
+    let image = out.manifest.image.id.clone();
+
+    let t = Instant::now();
+    let server = &engines.server;
+    let cpus = server.machine.cpus;
+    let what = run_inputs(args, inputs, run_id, &image, cpus);
+    let confined = Confinement::new(&server.engine.docker, &what, out).await?;
+    let mut up = docker::lab::up(engines, lab, run_id, &image, &confined.privileges).await?;
+    confined.record_hosts(out, up.records.clone());
+    out.manifest.engines = up.engine_records(engines, lab, &per_engine).await;
+    out.manifest.link = LinkRecord {
+        backend: "none".into(),
+        reason: format!(
+            "native: the real network between engine {}'s machine (server, reached at {}) and engine {}'s (client); both hosts use their machine's network (host networking), nothing added",
+            server.name,
+            lab.server_address(),
+            engines.client.name
+        ),
+        ..Default::default()
+    };
+    out.phase("topology_up", t.elapsed().as_secs_f64())?;
+    let t = Instant::now();
+    let calibration = up.calibrate(&inputs.profile).await?;
+    let elapsed = t.elapsed().as_secs_f64();
+    let skip = confined.skip();
+    calibrate_and_run(
+        &mut up.hosts,
+        inputs,
+        out,
+        Some((calibration, elapsed)),
+        &skip,
+    )
+    .await
 }

@@ -69,6 +69,12 @@ pub struct Args {
     /// Which hosts to use.
     #[arg(long, value_enum, default_value = "auto")]
     pub(crate) backend: BackendChoice,
+    /// A lab file naming Docker engines on other machines and the role each runs
+    /// (`roles: { server: a, client: b }`; README, "Two or more machines"): the server and
+    /// the client then run on their own machines over the real network between them, with
+    /// profile `native`. With --down: clean up on every engine of the file.
+    #[arg(long, value_name = "LAB.yaml", conflicts_with = "build_image")]
+    pub(crate) lab: Option<PathBuf>,
     /// If io_uring is denied by Docker's default seccomp profile and also by that profile
     /// with the three io_uring calls added (which the server host otherwise gets), run the
     /// server host with seccomp=unconfined instead of skipping the uring cells. Recorded.

@@ -1,4 +1,4 @@
-//! The two small jobs the launcher binary does inside the lab image, so the image needs no
+//! The small jobs the launcher binary does inside the lab image, so the image needs no
 //! shell and no other tool:
 //!
 //! - `echolab-up __hold`: the host container's main process. It owns nothing but the
@@ -6,6 +6,8 @@
 //!   re-parented to it) and exits 0 on SIGTERM or SIGINT.
 //! - `echolab-up __signal TARGET SIG`: sends SIG (`TERM`, `KILL`, `INT`, `USR1`) to TARGET, a pid or a
 //!   process name (every process of that name in the pid namespace, from /proc/PID/comm).
+//! - `echolab-up __cpu-model`: prints the machine's CPU model (/proc/cpuinfo), which a lab
+//!   run records for each machine (an engine's API does not say it).
 
 use echolab_core::cli::EXIT_USAGE;
 use nix::sys::signal::{kill, SigSet, Signal};
@@ -91,4 +93,16 @@ pub fn signal(args: &[String]) -> i32 {
     } else {
         0
     }
+}
+
+/// Runs `__cpu-model`: prints the first "model name" of /proc/cpuinfo; returns the exit code
+/// (1 when there is none).
+pub fn cpu_model() -> i32 {
+    let model = crate::environment::cpu_model();
+    if model.is_empty() {
+        eprintln!("echolab-up __cpu-model: no \"model name\" in /proc/cpuinfo");
+        return 1;
+    }
+    println!("{model}");
+    0
 }

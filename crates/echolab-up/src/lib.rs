@@ -3,7 +3,8 @@
 //! every run into a results directory, and clean up on every path (docs/architecture.md,
 //! "Data flow").
 //!
-//! - [`cli`], [`app`]: the command line and one call from start to end.
+//! - [`cli`], [`app`]: the command line and one call from start to end; [`down_cmd`]:
+//!   `--down`; [`lab`]: the lab file of a multi-machine run (`--lab`).
 //! - [`catalog`], [`plan`]: inputs (profiles, experiments) and the runs they expand to, in
 //!   shuffled rounds; [`cpuplan`]: which CPUs each host gets.
 //! - [`image_archive`]: the lab image as a deterministic archive; [`docker`]: the Docker
@@ -22,10 +23,12 @@ pub mod cli;
 pub mod commands;
 pub(crate) mod cpuplan;
 pub mod docker;
+pub(crate) mod down_cmd;
 pub(crate) mod environment;
 pub mod hold;
 pub(crate) mod hosts;
 pub mod image_archive;
+pub mod lab;
 pub(crate) mod local;
 pub(crate) mod plan;
 pub(crate) mod quiet;

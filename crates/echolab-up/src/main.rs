@@ -14,6 +14,7 @@ fn main() -> ExitCode {
     match argv.get(1).map(String::as_str) {
         Some("__hold") => return code(hold::hold()),
         Some("__signal") => return code(hold::signal(&argv[2..])),
+        Some("__cpu-model") => return code(hold::cpu_model()),
         _ => {}
     }
     let args = match echolab_core::cli::parsed_or_exit("echolab-up", cli::parse(argv.clone())) {

@@ -134,6 +134,7 @@ pub(crate) fn new_manifest(
         cpu_plan: None,
         order: None,
         privileges: BTreeMap::new(),
+        engines: BTreeMap::new(),
     }
 }
 

@@ -20,6 +20,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_echolab-up");
 #[path = "docker/privileges.rs"]
 mod privileges;
 
+#[path = "docker/lab.rs"]
+mod lab;
+
 /// A private copy of the lab binaries: other builds may replace target/debug's files while a
 /// test runs, and an image must be built from one consistent set. The testkit refuses a sibling
 /// binary older than its sources (`cargo nextest run -p echolab-up` builds only this crate's).

@@ -303,6 +303,7 @@ pub(crate) fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64
         cpu_plan: None,
         order: None,
         privileges: Default::default(),
+        engines: Default::default(),
     }
 }
 

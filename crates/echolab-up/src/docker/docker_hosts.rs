@@ -19,7 +19,11 @@ use crate::image_archive::IMAGE_BIN_DIR;
 
 /// The hosts of a run on Docker.
 pub(crate) struct DockerHosts {
+    /// The engine the server host is on.
     docker: Docker,
+    /// The engine the client host is on: the same as `docker` but in a lab run
+    /// ([`Remake::Lab`]).
+    client_docker: Docker,
     server: String,
     client: String,
     /// Where the client reaches the server (127.0.0.1 for loopback, the server's address on
@@ -39,6 +43,9 @@ pub(crate) enum Remake {
     Loopback(LoopbackSpec),
     /// Behind a link: each on its own network, routed through the link host.
     Link(Endpoints),
+    /// A lab run: each on its own machine's engine, in that machine's network namespace
+    /// (host networking), which a new container would not make fresh.
+    Lab,
 }
 
 /// A running echo-server exec.
@@ -71,6 +78,7 @@ impl DockerHosts {
         let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let hosts = DockerHosts {
             docker: docker.clone(),
+            client_docker: docker.clone(),
             server: made.server,
             client: made.client,
             server_addr: loopback,
@@ -90,6 +98,7 @@ impl DockerHosts {
     ) -> Self {
         Self {
             docker: docker.clone(),
+            client_docker: docker.clone(),
             server: made.server,
             client: made.client,
             server_addr: made.server_ip,
@@ -99,8 +108,28 @@ impl DockerHosts {
         }
     }
 
+    /// Hosts of a lab run: `server` on `server_docker`'s machine, reached at `server_addr`,
+    /// and `client` on `client_docker`'s, both with host networking.
+    pub(crate) fn on_machines(
+        (server_docker, server): (&Docker, String),
+        (client_docker, client): (&Docker, String),
+        server_addr: IpAddr,
+    ) -> Self {
+        Self {
+            docker: server_docker.clone(),
+            client_docker: client_docker.clone(),
+            server,
+            client,
+            server_addr,
+            bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            remake: Remake::Lab,
+            wire: None,
+        }
+    }
+
     async fn signal(
         &self,
+        docker: &Docker,
         container: &str,
         target: &str,
         signal: &str,
@@ -111,7 +140,7 @@ impl DockerHosts {
             target.into(),
             signal.into(),
         ];
-        exec::run(&self.docker, container, &cmd, STOP_DEADLINE).await
+        exec::run(docker, container, &cmd, STOP_DEADLINE).await
     }
 }
 
@@ -128,6 +157,9 @@ impl Hosts for DockerHosts {
     }
 
     async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {
+        if matches!(self.remake, Remake::Lab) {
+            return Ok(false);
+        }
         // The client first: in loopback it lives in the server's namespace.
         remove_host(&self.docker, &self.client).await?;
         remove_host(&self.docker, &self.server).await?;
@@ -143,6 +175,7 @@ impl Hosts for DockerHosts {
                 self.client = made.client;
                 self.server_addr = made.server_ip;
             }
+            Remake::Lab => unreachable!("answered above"),
         }
         Ok(true)
     }
@@ -179,7 +212,9 @@ impl Hosts for DockerHosts {
                 ))
             }
             Err(_) => {
-                let _ = self.signal(&self.server, "echo-server", "KILL").await;
+                let _ = self
+                    .signal(&self.docker, &self.server, "echo-server", "KILL")
+                    .await;
                 Err(anyhow!(
                     "echo-server {} printed no readiness line within {READY_DEADLINE:?}; killed",
                     args.join(" ")
@@ -197,12 +232,14 @@ impl Hosts for DockerHosts {
         let sampler = Sampler::start(&self.docker, &self.server, window_start).await;
         let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM)];
         cmd.extend(bench.argv());
-        let result = exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await;
+        let result = exec::run(&self.client_docker, &self.client, &cmd, BENCH_DEADLINE).await;
         let samples = sampler.stop().await;
         match result {
             Ok(out) => Ok((out, samples)),
             Err(e) => {
-                let _ = self.signal(&self.client, "echo-bench", "KILL").await;
+                let _ = self
+                    .signal(&self.client_docker, &self.client, "echo-bench", "KILL")
+                    .await;
                 Err(e)
             }
         }
@@ -213,7 +250,7 @@ impl Hosts for DockerHosts {
         cmd.extend(crate::hosts::STRACE_ARGS.iter().map(|a| a.to_string()));
         cmd.push(format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM));
         cmd.extend(bench.argv());
-        exec::run(&self.docker, &self.client, &cmd, BENCH_DEADLINE).await
+        exec::run(&self.client_docker, &self.client, &cmd, BENCH_DEADLINE).await
     }
 
     async fn stop_server(&mut self, server: DockerServer) -> anyhow::Result<ProcOutput> {
@@ -222,7 +259,7 @@ impl Hosts for DockerHosts {
             return exited_before_stop(&self.docker, server).await;
         }
         let sent = self
-            .signal(&self.server, &server.pid.to_string(), "TERM")
+            .signal(&self.docker, &self.server, &server.pid.to_string(), "TERM")
             .await;
         if sent.as_ref().map_or(true, |s| s.exit_code != Some(0)) {
             // It may have died between the check and the signal.
@@ -239,7 +276,7 @@ impl Hosts for DockerHosts {
             Ok(out) => Ok(out),
             Err(e) => {
                 let _ = self
-                    .signal(&self.server, &server.pid.to_string(), "KILL")
+                    .signal(&self.docker, &self.server, &server.pid.to_string(), "KILL")
                     .await;
                 Err(anyhow!(
                     "echo-server pid {} after SIGTERM: {e:#}; killed",

@@ -20,7 +20,7 @@
 //!
 //! [`up`] does these steps in order; each module does one of them.
 
-mod calibration;
+pub(crate) mod calibration;
 pub(crate) mod endpoints;
 mod helpers;
 mod netem;
@@ -163,6 +163,7 @@ impl LinkUp {
         calibration::calibrate(
             docker,
             &self.server,
+            docker,
             &self.client,
             self.server_ip,
             &self.profile,

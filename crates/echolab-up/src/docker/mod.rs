@@ -10,9 +10,11 @@
 //!   engine's stats.
 //! - [`topology`]: how a host container is made, and the loopback topology; [`link`]: the
 //!   link topology (networks, link host, endpoints, the link itself, its calibration).
-//! - [`docker_hosts`]: the `Hosts` implementation on either topology's containers.
+//! - [`docker_hosts`]: the `Hosts` implementation on either topology's containers, and on a
+//!   lab's machines ([`lab`]: `--lab`, server and client on engines of their own).
 //! - [`privileges`]: what each role's containers may do (user, capabilities, read-only root,
-//!   seccomp, pids and memory limits).
+//!   seccomp, pids and memory limits); [`confinement`]: those of a run, after the io_uring
+//!   probe.
 //! - [`wiretap`]: the userspace wire's counters, read while it runs.
 //! - [`cleanup`]: removing a run's objects, or every echolab object.
 //! - [`down`]: `--down`: removing the objects of runs whose launcher is gone.
@@ -20,11 +22,13 @@
 
 pub(crate) mod cgroup_sampling;
 pub mod cleanup;
+pub(crate) mod confinement;
 pub(crate) mod docker_hosts;
 pub mod down;
 pub mod engine;
 pub mod exec;
 pub mod image;
+pub(crate) mod lab;
 pub(crate) mod link;
 pub mod privileges;
 pub(crate) mod topology;

@@ -75,14 +75,16 @@ async fn kill_calib_server(docker: &Docker, server: &str) {
     .await;
 }
 
-/// Starts calib-server in `server` (reached at `server_ip`), runs the command `make` builds
-/// for its address in `client`, stops calib-server, and returns the command's output.
+/// Starts calib-server in `server` on engine `docker` (reached at `server_ip`), runs the
+/// command `make` builds for its address in `client` on engine `client_docker`, stops
+/// calib-server, and returns the command's output.
 ///
 /// # Errors
 /// calib-server did not get ready, or the command could not run.
 async fn against_calib_server(
     docker: &Docker,
     server: &str,
+    client_docker: &Docker,
     client: &str,
     server_ip: IpAddr,
     make: impl FnOnce(SocketAddr) -> NetemCmd,
@@ -108,7 +110,7 @@ async fn against_calib_server(
         ));
     };
     let cmd = netem(&make(SocketAddr::new(server_ip, port)));
-    let out = exec::run(docker, client, &cmd, CALIBRATION_DEADLINE).await;
+    let out = exec::run(client_docker, client, &cmd, CALIBRATION_DEADLINE).await;
     kill_calib_server(docker, server).await;
     let _ = exec::finish(docker, s, STOP_DEADLINE).await;
     out
@@ -125,8 +127,8 @@ pub(super) async fn baseline(
     client: &str,
     server_ip: IpAddr,
 ) -> anyhow::Result<RttReport> {
-    let out = against_calib_server(docker, server, client, server_ip, |target| NetemCmd::Rtt {
-        target,
+    let out = against_calib_server(docker, server, docker, client, server_ip, |target| {
+        NetemCmd::Rtt { target }
     })
     .await?;
     json_from_stdout(&out.stdout).map_err(|e| {
@@ -137,21 +139,23 @@ pub(super) async fn baseline(
     })
 }
 
-/// Calibrates across the link with echolab-netem: calib-server in `server` (reached at
-/// `server_ip`), calibrate in `client`, with the `baseline` median RTT measured before the
-/// link was installed (then the added RTT is checked too).
+/// Calibrates across the link (or a lab's real path) with echolab-netem: calib-server in
+/// `server` on engine `docker` (reached at `server_ip`), calibrate in `client` on engine
+/// `client_docker`, with the `baseline` median RTT measured before the link was installed
+/// (then the added RTT is checked too).
 ///
 /// # Errors
 /// The tools could not run or printed no report (a miss is `passed: false`).
-pub(super) async fn calibrate(
+pub(crate) async fn calibrate(
     docker: &Docker,
     server: &str,
+    client_docker: &Docker,
     client: &str,
     server_ip: IpAddr,
     profile: &Profile,
     baseline: Option<Duration>,
 ) -> anyhow::Result<CalibrationRecord> {
-    let out = against_calib_server(docker, server, client, server_ip, |target| {
+    let out = against_calib_server(docker, server, client_docker, client, server_ip, |target| {
         NetemCmd::Calibrate {
             target,
             profile: profile.clone(),

@@ -1,0 +1,99 @@
+//! What each role's containers may do in a run ([`Confinement`]): the privileges of
+//! [`super::privileges`], after the io_uring probe ([`super::uring`]) on the server's engine
+//! where a cell wants the uring model. Shared by the one-engine and the lab runs.
+
+use std::collections::BTreeMap;
+
+use echolab_core::cmd::ServerModel;
+use echolab_core::experiment::{Cell, Experiment};
+use echolab_core::profile::{Profile, Topology};
+
+use crate::plan::PlannedRun;
+use crate::results_dir::ResultsWriter;
+
+/// What [`Confinement::new`] needs to know of a run.
+pub(crate) struct RunInputs<'a> {
+    /// The planned runs (which models they use).
+    pub runs: &'a [PlannedRun],
+    /// The experiment.
+    pub experiment: &'a Experiment,
+    /// The profile.
+    pub profile: &'a Profile,
+    /// `--allow-uring-unconfined`.
+    pub allow_uring_unconfined: bool,
+    /// Run id (labels of the probe's host).
+    pub run_id: &'a str,
+    /// Image id.
+    pub image: &'a str,
+    /// CPUs of the server's machine.
+    pub cpus: u64,
+}
+
+/// What each role's containers may do in a run, after the io_uring probe on the server's
+/// engine where a cell wants the uring model.
+pub(crate) struct Confinement {
+    /// Each role's privileges.
+    pub privileges: super::privileges::RunPrivileges,
+    /// Why uring cells are skipped, if they are.
+    uring_denied: Option<String>,
+    /// The probe's record, for the manifest's `hosts.io_uring`.
+    uring_record: Option<serde_json::Value>,
+}
+
+impl Confinement {
+    /// Probes io_uring on `d` where needed and sets the privileges of the run `r`;
+    /// records them in the manifest.
+    ///
+    /// # Errors
+    /// The probe could not run.
+    pub(crate) async fn new(
+        d: &bollard::Docker,
+        r: &RunInputs<'_>,
+        out: &mut ResultsWriter,
+    ) -> anyhow::Result<Self> {
+        let wants_uring = r
+            .runs
+            .iter()
+            .any(|(c, _)| c.model() == Ok(ServerModel::Uring));
+        let uring = if wants_uring {
+            Some(super::uring::probe(d, r.run_id, r.image, r.allow_uring_unconfined).await?)
+        } else {
+            None
+        };
+        let privileges = super::privileges::RunPrivileges::new(
+            r.experiment,
+            r.profile,
+            r.cpus,
+            uring
+                .as_ref()
+                .map(|u| u.server_seccomp.clone())
+                .unwrap_or_default(),
+        );
+        out.manifest.privileges = privileges.record(r.profile.topology == Topology::Link);
+        Ok(Self {
+            privileges,
+            uring_denied: uring.as_ref().and_then(|u| u.denied.clone()),
+            uring_record: uring.as_ref().map(|u| u.record()),
+        })
+    }
+
+    /// Skips the uring cells when io_uring is denied.
+    pub(crate) fn skip(&self) -> impl Fn(&Cell) -> Result<(), String> + '_ {
+        move |c: &Cell| match &self.uring_denied {
+            Some(reason) if c.model() == Ok(ServerModel::Uring) => Err(reason.clone()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records the hosts of the run, with the io_uring probe's record.
+    pub(crate) fn record_hosts(
+        &self,
+        out: &mut ResultsWriter,
+        hosts: BTreeMap<String, serde_json::Value>,
+    ) {
+        out.manifest.hosts = hosts;
+        if let Some(u) = &self.uring_record {
+            out.manifest.hosts.insert("io_uring".into(), u.clone());
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! `echolab-up --down`: remove the objects of runs whose launcher is gone, on this machine's
+//! engine or on every engine of a lab file (`--down --lab LAB.yaml`).
+
+use std::process::ExitCode;
+
+use echolab_core::cli::EXIT_USAGE;
+
+use crate::catalog::find_root;
+use crate::cli::Args;
+use crate::docker;
+
+/// Runs `--down`; returns the exit code (1 when an engine could not be cleaned up).
+pub(crate) async fn down(args: &Args) -> ExitCode {
+    let results = args
+        .out
+        .clone()
+        .unwrap_or_else(|| find_root().join("results"));
+    for dir in crate::results_dir::mark_abandoned(&results) {
+        eprintln!(
+            "echolab-up: {} was still 'running' but its launcher is gone: marked abandoned",
+            dir.display()
+        );
+    }
+    let Some(lab_path) = &args.lab else {
+        return match docker::engine::connect().await {
+            Ok(e) => down_on("", &e.docker, args.all).await,
+            Err(reason) => {
+                eprintln!("echolab-up: {reason}; nothing to remove");
+                ExitCode::SUCCESS
+            }
+        };
+    };
+    let lab = match crate::lab::Lab::load(lab_path) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("echolab-up: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    // Every engine of the file, whichever role it had: one that cannot be reached fails the
+    // call but does not stop the others' cleanup.
+    let mut code = ExitCode::SUCCESS;
+    for (name, spec) in &lab.engines {
+        match docker::engine::connect_lab(name, spec).await {
+            Ok((e, _)) => {
+                if down_on(name, &e.docker, args.all).await != ExitCode::SUCCESS {
+                    code = ExitCode::FAILURE;
+                }
+            }
+            Err(e) => {
+                eprintln!("echolab-up: {e}; nothing removed there");
+                code = ExitCode::FAILURE;
+            }
+        }
+    }
+    code
+}
+
+/// `--down` on one engine (`name` empty: the only one).
+async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> ExitCode {
+    let on = if name.is_empty() {
+        String::new()
+    } else {
+        format!("engine {name}: ")
+    };
+    let outcome = match docker::down::down(docker, all).await {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("echolab-up: {on}{e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for (run, why) in &outcome.kept {
+        eprintln!("echolab-up: {on}kept run {run}: {why}");
+    }
+    // A live run between two cells may have no container using its image for a moment, so
+    // the engine's own refusal does not protect it: while any run is kept, images are too.
+    let images = if outcome.kept.is_empty() {
+        match docker::cleanup::remove_stale_images(docker).await {
+            Ok(removed) => removed.len(),
+            Err(e) => {
+                eprintln!("echolab-up: {on}{e:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        eprintln!("echolab-up: {on}kept stale lab images while runs are kept");
+        0
+    };
+    eprintln!(
+        "echolab-up: {on}removed {} containers and {} networks of {} runs whose launcher is gone{}, and {images} stale lab images",
+        outcome.removed.containers.len(),
+        outcome.removed.networks.len(),
+        outcome.abandoned.len(),
+        if all { " or that --all named" } else { "" },
+    );
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,383 @@
+//! The lab file (`--lab lab.yaml`): the Docker engines of a multi-machine run and which role
+//! runs on which (issue 12). Read and checked before anything is created on any engine:
+//! unknown keys, a role naming no engine, a TLS file that is not there and an endpoint of an
+//! unknown kind are one-line errors naming the file and the field.
+//!
+//! ```yaml
+//! engines:
+//!   a: { endpoint: "unix:///var/run/docker.sock", address: 10.0.0.1 }
+//!   b: { endpoint: "tcp://10.0.0.2:2376", tls: { ca: ca.pem, cert: cert.pem, key: key.pem } }
+//!   c: { endpoint: "ssh://lab@10.0.0.3" }
+//! roles: { server: a, client: b }
+//! ```
+//!
+//! Relative TLS and identity paths are relative to the lab file's directory. `address` is
+//! where the other machines reach this machine's host-network containers; it defaults to the
+//! endpoint's host when that is an IP address (`tcp://`, `ssh://`), and the server's engine
+//! needs one.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// A lab file, read and checked ([`Lab::load`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lab {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// The engines by name, with resolved paths and addresses.
+    pub engines: BTreeMap<String, EngineSpec>,
+    /// The engine of the server role.
+    pub server: String,
+    /// The engine of the client role.
+    pub client: String,
+}
+
+/// How to reach one engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `unix:///path/to/docker.sock`: an engine on the launcher's machine.
+    Unix(PathBuf),
+    /// `tcp://host:port` with mutual TLS (dockerd `--tlsverify`): the files are the CA that
+    /// signed the engine's certificate, and the client's certificate and key.
+    Tls {
+        /// `host:port`.
+        addr: String,
+        /// CA certificate (PEM).
+        ca: PathBuf,
+        /// Client certificate (PEM).
+        cert: PathBuf,
+        /// Client key (PEM).
+        key: PathBuf,
+    },
+    /// `ssh://user@host[:port]`: the engine's socket through `ssh` (the machine's ssh
+    /// client and agent, or `identity`).
+    Ssh {
+        /// The whole `ssh://` URL.
+        url: String,
+        /// A private key file, if not the agent's or ssh's default.
+        identity: Option<PathBuf>,
+    },
+}
+
+/// One engine of the lab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineSpec {
+    /// The endpoint as written.
+    pub endpoint_text: String,
+    /// How to reach it.
+    pub endpoint: Endpoint,
+    /// Where the other machines reach this machine's host-network containers.
+    pub address: Option<IpAddr>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LabText {
+    engines: BTreeMap<String, EngineText>,
+    roles: RolesText,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EngineText {
+    endpoint: String,
+    #[serde(default)]
+    tls: Option<TlsText>,
+    #[serde(default)]
+    identity: Option<PathBuf>,
+    #[serde(default)]
+    address: Option<IpAddr>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsText {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RolesText {
+    server: String,
+    client: String,
+    #[serde(default)]
+    link: Option<String>,
+}
+
+impl Lab {
+    /// Reads and checks the lab file at `path`.
+    ///
+    /// # Errors
+    /// One line naming the file and the field: unreadable, not YAML of this shape (unknown
+    /// keys included), or a check of [`Lab::from_yaml`].
+    pub fn load(path: &Path) -> Result<Lab, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("lab file {}: cannot read: {e}", path.display()))?;
+        Lab::from_yaml(&text, path)
+    }
+
+    /// Parses and checks lab text as if read from `path` (relative files are resolved
+    /// against its directory, and must exist).
+    ///
+    /// # Errors
+    /// See [`Lab::load`]: besides the shape, a role naming an engine the file does not
+    /// define, server and client on one engine, a `link` role (not built yet), an endpoint
+    /// that is not `unix://`, `tcp://` or `ssh://`, `tcp://` without `tls`, `tls` or
+    /// `identity` on the wrong kind of endpoint, a missing TLS or identity file, or a server
+    /// engine with no address.
+    pub fn from_yaml(text: &str, path: &Path) -> Result<Lab, String> {
+        let fail = |m: String| format!("lab file {}: {m}", path.display());
+        let raw: LabText = serde_yaml::from_str(text).map_err(|e| fail(e.to_string()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut engines = BTreeMap::new();
+        for (name, e) in raw.engines {
+            let spec = engine_spec(&name, e, dir).map_err(&fail)?;
+            engines.insert(name, spec);
+        }
+        let roles = raw.roles;
+        for (role, engine) in [("server", &roles.server), ("client", &roles.client)] {
+            if !engines.contains_key(engine) {
+                return Err(fail(format!(
+                    "roles.{role}: no engine named {engine:?} (engines: {})",
+                    engines.keys().cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        if let Some(link) = roles.link {
+            return Err(fail(format!(
+                "roles.link: {link:?}: a link host on a third engine is not built yet; leave roles.link out and use profile native (the real path between the machines)"
+            )));
+        }
+        if roles.server == roles.client {
+            return Err(fail(format!(
+                "roles: server and client are both on engine {:?}; a lab puts them on separate machines (for one machine, run without --lab)",
+                roles.server
+            )));
+        }
+        if engines[&roles.server].address.is_none() {
+            return Err(fail(format!(
+                "engines.{}.address: the server's engine needs the address the client's machine reaches it at (its endpoint {} names none)",
+                roles.server, engines[&roles.server].endpoint_text
+            )));
+        }
+        Ok(Lab {
+            path: path.to_path_buf(),
+            engines,
+            server: roles.server,
+            client: roles.client,
+        })
+    }
+
+    /// Reads the lab file at `path` for a run on `profile`, before any engine is contacted:
+    /// a lab runs only the `native` profile (the impairments on top of the real path are not
+    /// built yet), and only on Docker engines (`local` is `--backend local`).
+    ///
+    /// # Errors
+    /// As [`Lab::load`], or a wrong profile or backend, in one line.
+    pub fn for_run(
+        path: &Path,
+        profile: &echolab_core::profile::Profile,
+        local: bool,
+    ) -> Result<Lab, String> {
+        use echolab_core::profile::Topology;
+        let lab = Lab::load(path)?;
+        if local {
+            return Err(
+                "--lab runs on the lab file's Docker engines; it cannot take --backend local"
+                    .into(),
+            );
+        }
+        if profile.topology != Topology::Native {
+            return Err(format!(
+                "--lab {}: profile {} is {}, but across machines only profile native (the real path, measured, nothing added) is built yet; use --profile native",
+                path.display(),
+                profile.name,
+                profile.topology.name()
+            ));
+        }
+        Ok(lab)
+    }
+
+    /// The server engine's address (checked present by [`Lab::from_yaml`]).
+    pub fn server_address(&self) -> IpAddr {
+        self.engines[&self.server]
+            .address
+            .expect("Lab::from_yaml refuses a server engine without an address")
+    }
+}
+
+fn engine_spec(name: &str, e: EngineText, dir: &Path) -> Result<EngineSpec, String> {
+    let field = |f: &str| format!("engines.{name}.{f}");
+    let existing = |f: &str, p: &Path| -> Result<PathBuf, String> {
+        let p = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            dir.join(p)
+        };
+        if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("{}: {} is not a file", field(f), p.display()))
+        }
+    };
+    let text = e.endpoint.clone();
+    let (endpoint, host) = if let Some(path) = text.strip_prefix("unix://") {
+        (Endpoint::Unix(PathBuf::from(path)), None)
+    } else if let Some(addr) = text.strip_prefix("tcp://") {
+        let Some(tls) = &e.tls else {
+            return Err(format!(
+                "{}: {text} needs tls: {{ ca, cert, key }} (an engine's TCP API without TLS gives root on that machine to anyone who reaches it)",
+                field("tls")
+            ));
+        };
+        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+        let endpoint = Endpoint::Tls {
+            addr: addr.to_string(),
+            ca: existing("tls.ca", &tls.ca)?,
+            cert: existing("tls.cert", &tls.cert)?,
+            key: existing("tls.key", &tls.key)?,
+        };
+        (endpoint, Some(host.to_string()))
+    } else if let Some(rest) = text.strip_prefix("ssh://") {
+        let host_port = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+        let host = host_port.rsplit_once(':').map_or(host_port, |(h, _)| h);
+        let identity = match &e.identity {
+            Some(p) => Some(existing("identity", p)?),
+            None => None,
+        };
+        let endpoint = Endpoint::Ssh {
+            url: text.clone(),
+            identity,
+        };
+        (endpoint, Some(host.to_string()))
+    } else {
+        return Err(format!(
+            "{}: {text:?} is not unix://PATH, tcp://HOST:PORT or ssh://USER@HOST",
+            field("endpoint")
+        ));
+    };
+    if e.tls.is_some() && !matches!(endpoint, Endpoint::Tls { .. }) {
+        return Err(format!(
+            "{}: only a tcp:// endpoint takes tls",
+            field("tls")
+        ));
+    }
+    if e.identity.is_some() && !matches!(endpoint, Endpoint::Ssh { .. }) {
+        return Err(format!(
+            "{}: only an ssh:// endpoint takes an identity",
+            field("identity")
+        ));
+    }
+    let address = e.address.or_else(|| {
+        host.as_deref()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+            .and_then(|h| h.parse().ok())
+    });
+    Ok(EngineSpec {
+        endpoint_text: text,
+        endpoint,
+        address,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lab file in a fresh directory with TLS files, so that relative paths resolve.
+    fn lab(text: &str) -> Result<Lab, String> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("echolab-lab-test-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["ca.pem", "cert.pem", "key.pem", "id_ed25519"] {
+            std::fs::write(dir.join(f), "x").unwrap();
+        }
+        let r = Lab::from_yaml(text, &dir.join("lab.yaml"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        r
+    }
+
+    const TWO: &str = "engines:\n  a: { endpoint: \"unix:///var/run/docker.sock\", address: 10.0.0.1 }\n  b: { endpoint: \"tcp://10.0.0.2:2376\", tls: { ca: ca.pem, cert: cert.pem, key: key.pem } }\nroles: { server: a, client: b }\n";
+
+    #[test]
+    fn a_two_engine_lab_resolves_files_and_addresses() {
+        let l = lab(TWO).unwrap();
+        assert_eq!((l.server.as_str(), l.client.as_str()), ("a", "b"));
+        assert_eq!(l.server_address(), "10.0.0.1".parse::<IpAddr>().unwrap());
+        let b = &l.engines["b"];
+        assert_eq!(
+            b.address,
+            Some("10.0.0.2".parse().unwrap()),
+            "from the endpoint"
+        );
+        let Endpoint::Tls { addr, ca, .. } = &b.endpoint else {
+            panic!("{b:?}")
+        };
+        assert_eq!(addr, "10.0.0.2:2376");
+        assert_eq!(
+            ca,
+            &l.path.with_file_name("ca.pem"),
+            "relative to the lab file"
+        );
+        assert_eq!(
+            l.engines["a"].endpoint,
+            Endpoint::Unix("/var/run/docker.sock".into())
+        );
+        let ssh = TWO.replace(
+            "b: { endpoint: \"tcp://10.0.0.2:2376\", tls: { ca: ca.pem, cert: cert.pem, key: key.pem } }",
+            "b: { endpoint: \"ssh://lab@10.0.0.3:2222\", identity: id_ed25519 }",
+        );
+        let l = lab(&ssh).unwrap();
+        assert_eq!(l.engines["b"].address, Some("10.0.0.3".parse().unwrap()));
+        assert!(
+            matches!(&l.engines["b"].endpoint, Endpoint::Ssh { url, identity: Some(_) } if url == "ssh://lab@10.0.0.3:2222")
+        );
+    }
+
+    #[test]
+    fn every_mistake_names_its_field() {
+        let cases = [
+            (
+                TWO.replace("address: 10.0.0.1", "adress: 10.0.0.1"),
+                "adress",
+            ),
+            (TWO.replace("client: b", "client: c"), "roles.client"),
+            (TWO.replace("client: b", "client: a"), "separate machines"),
+            (
+                TWO.replace(
+                    "{ server: a, client: b }",
+                    "{ server: a, client: b, link: b }",
+                ),
+                "roles.link",
+            ),
+            (
+                TWO.replace("ca: ca.pem", "ca: nope.pem"),
+                "engines.b.tls.ca",
+            ),
+            (
+                TWO.replace(", tls: { ca: ca.pem, cert: cert.pem, key: key.pem }", ""),
+                "engines.b.tls",
+            ),
+            (TWO.replace("tcp://", "http://"), "engines.b.endpoint"),
+            (TWO.replace(", address: 10.0.0.1", ""), "engines.a.address"),
+            (
+                TWO.replace(
+                    "address: 10.0.0.1",
+                    "address: 10.0.0.1, identity: id_ed25519",
+                ),
+                "engines.a.identity",
+            ),
+            (TWO.replace("address: 10.0.0.1", "address: ten"), "address"),
+        ];
+        for (text, field) in cases {
+            let e = lab(&text).unwrap_err();
+            assert!(e.contains(field) && e.contains("lab.yaml"), "{field}: {e}");
+        }
+    }
+}

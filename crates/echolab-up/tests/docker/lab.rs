@@ -1,0 +1,310 @@
+//! Two machines (issue 12, `--lab`): this machine's engine runs the server and a second
+//! engine, started by the testkit in a network namespace of its own behind a veth pair and
+//! reached over TCP with mutual TLS ([`echolab_testkit::second_engine`]), runs the client.
+//! A submodule of tests/docker.rs, for its helpers.
+
+use super::*;
+use echolab_testkit::second_engine::SecondEngine;
+
+/// The second engine, or the test fails with why it could not start (CI must be able to).
+fn second_engine() -> SecondEngine {
+    SecondEngine::start().unwrap_or_else(|e| panic!("the second engine did not start: {e}"))
+}
+
+/// A lab file in `base`: the server on this machine's engine (reached by the second
+/// engine's machine at the veth's near end), the client on the second engine, with the
+/// given TLS files.
+fn lab_file(
+    base: &TempDir,
+    second: &SecondEngine,
+    endpoint: &str,
+    cert: &Path,
+    key: &Path,
+) -> PathBuf {
+    let path = base.0.join("lab.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "engines:\n  a: {{ endpoint: \"unix:///var/run/docker.sock\", address: {} }}\n  b: {{ endpoint: \"{endpoint}\", tls: {{ ca: {}, cert: {}, key: {} }} }}\nroles: {{ server: a, client: b }}\n",
+            second.peer_addr,
+            second.ca.display(),
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The second engine as an [`engine::Engine`], through the same connection code as a run.
+fn connect_second(lab: &Path) -> engine::Engine {
+    let lab = echolab_up::lab::Lab::load(lab).unwrap();
+    runtime()
+        .block_on(engine::connect_lab("b", &lab.engines["b"]))
+        .unwrap()
+        .0
+}
+
+/// Bytes received and sent by the interface of this namespace that holds `addr` (the veth
+/// end towards the second engine), from its kernel counters.
+fn interface_bytes(addr: std::net::Ipv4Addr) -> (u64, u64) {
+    let out = Command::new("ip")
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let name = text
+        .lines()
+        .find(|l| l.contains(&format!(" {addr}/")))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_else(|| panic!("no interface holds {addr}: {text}"));
+    let read = |what: &str| -> u64 {
+        std::fs::read_to_string(format!("/sys/class/net/{name}/statistics/{what}"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    (read("rx_bytes"), read("tx_bytes"))
+}
+
+const TWO_CELLS: &str = "name: two-cells\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [short, long]\n    conns: [10]\n    rounds: [20]\nbench:\n  timeout: 5s\n";
+
+#[test]
+fn native_across_two_engines_runs_and_leaves_nothing_on_either() {
+    let a = engine();
+    let second = second_engine();
+    let base = TempDir::new("lab");
+    let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
+    let exp = base.0.join("two-cells.yaml");
+    std::fs::write(&exp, TWO_CELLS).unwrap();
+    let out = base.0.join("results");
+    let bins = snapshot_bins(&base);
+    let mut args = profile_experiment("native", exp.to_str().unwrap()).to_vec();
+    args.extend(["--lab", lab.to_str().unwrap()]);
+    let (rx0, tx0) = interface_bytes(second.peer_addr);
+    let o = run(&out, &bins, &args);
+    let (rx1, tx1) = interface_bytes(second.peer_addr);
+    // The kernel's witness that the client ran on the other side of the veth pair: a
+    // client in this namespace would reach 10.213.x.1 over `lo`. Calibration's bulk
+    // transfers alone move far more than 10 MB each way in about a second each.
+    assert!(
+        rx1 - rx0 > 10_000_000 && tx1 - tx0 > 10_000_000,
+        "veth carried {} B in, {} B out",
+        rx1 - rx0,
+        tx1 - tx0
+    );
+    assert!(
+        o.status.success(),
+        "echolab-up --lab failed: {}",
+        stderr(&o)
+    );
+    let r = results(&out);
+    let m = &r.manifest;
+    assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
+    assert_eq!((m.runs_done, r.runs.len()), (2, 2));
+    // Both engines recorded, with their roles and the same deterministic image.
+    let (ea, eb) = (&m.engines["a"], &m.engines["b"]);
+    assert_eq!(
+        (ea.roles.as_slice(), eb.roles.as_slice()),
+        (&["server".to_string()][..], &["client".to_string()][..])
+    );
+    assert_eq!(eb.endpoint, second.endpoint);
+    assert_eq!(ea.image_id, m.image.id);
+    assert_eq!(eb.image_id, m.image.id);
+    assert!(eb.image_loaded, "the second engine starts with no image");
+    assert!(
+        !eb.cpu_model.is_empty() && eb.cpus > 0 && eb.mem_bytes > 0,
+        "{eb:?}"
+    );
+    assert_eq!(m.hosts["server"]["network_mode"], "host");
+    assert_eq!(m.hosts["client"]["engine"], "b");
+    assert_eq!(m.cpu_plan.as_ref().unwrap().mode, "machines");
+    assert!(
+        !m.order.as_ref().unwrap().fresh_hosts_per_cell,
+        "host networking cannot give fresh namespaces"
+    );
+    // The real path measured: the veth pair between the namespaces adds nothing, so its
+    // RTT is well under the profile's 5 ms bound, and both directions carried a transfer.
+    let cal = m.link.calibration.as_ref().expect("calibration recorded");
+    assert!(cal.passed, "{cal:?}");
+    for k in [
+        "rtt_median_us",
+        "goodput_uplink_mbit",
+        "goodput_downlink_mbit",
+    ] {
+        assert!(
+            cal.measured.get(k).is_some_and(|v| *v > 0.0),
+            "{k}: {cal:?}"
+        );
+    }
+    for rec in &r.runs {
+        assert!(rec.error.is_none(), "{}: {:?}", rec.file_name(), rec.error);
+        let bench = rec.bench.as_ref().unwrap();
+        assert_eq!(bench.requests_ok, 10 * 20, "{}", rec.file_name());
+        assert!(
+            bench.target.starts_with(&format!("{}:", second.peer_addr)),
+            "the client went to engine a's machine: {}",
+            bench.target
+        );
+        assert!(
+            bench.threads_reason.contains("(--server-cpus separate)"),
+            "{}",
+            bench.threads_reason
+        );
+        let t = &rec.server.as_ref().unwrap().totals;
+        let connections = if rec.cell.mode == BenchMode::Short {
+            200
+        } else {
+            10
+        };
+        assert_eq!(
+            (t.accepted, t.bytes_in),
+            (connections, 200 * 12),
+            "{}",
+            rec.file_name()
+        );
+    }
+    assert_nothing_left(&a, &m.run_id);
+    assert_nothing_left(&connect_second(&lab), &m.run_id);
+}
+
+#[test]
+fn an_unreachable_or_untrusted_engine_is_one_line_and_nothing_is_created() {
+    let a = engine();
+    let second = second_engine();
+    let base = TempDir::new("lab-bad");
+    let bins = snapshot_bins(&base);
+    let out = base.0.join("results");
+    let before = runtime()
+        .block_on(cleanup::list_labelled(&a.docker, None))
+        .unwrap();
+    // A certificate from a CA the engine does not trust.
+    let rogue = base.0.join("rogue");
+    std::fs::create_dir_all(&rogue).unwrap();
+    let sh = |cmd: &str| {
+        let s = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(&rogue)
+            .status()
+            .unwrap();
+        assert!(s.success(), "{cmd}");
+    };
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem -days 1 -subj /CN=rogue 2>/dev/null");
+    // A listener that accepts and never answers: an engine that hangs.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_endpoint = format!("tcp://{}", silent.local_addr().unwrap());
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused_endpoint = format!("tcp://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let cases = [
+        (
+            second.endpoint.clone(),
+            rogue.join("cert.pem"),
+            rogue.join("key.pem"),
+            "engine b",
+        ),
+        (
+            refused_endpoint,
+            second.cert.clone(),
+            second.key.clone(),
+            "refused",
+        ),
+        (
+            silent_endpoint,
+            second.cert.clone(),
+            second.key.clone(),
+            "no answer within",
+        ),
+    ];
+    for (endpoint, cert, key, says) in cases {
+        let lab = lab_file(&base, &second, &endpoint, &cert, &key);
+        let mut args = profile_experiment("native", "smoke").to_vec();
+        args.extend(["--lab", lab.to_str().unwrap()]);
+        let o = run(&out, &bins, &args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{endpoint}: {err}");
+        assert!(
+            err.contains(says) && err.contains(&endpoint),
+            "{endpoint}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(
+            !out.exists(),
+            "no results directory for a run that never started"
+        );
+    }
+    drop(silent);
+    let after = runtime()
+        .block_on(cleanup::list_labelled(&a.docker, None))
+        .unwrap();
+    assert_eq!(
+        before.containers.len(),
+        after.containers.len(),
+        "nothing created on engine a"
+    );
+    let b = connect_second(&lab_file(
+        &base,
+        &second,
+        &second.endpoint,
+        &second.cert,
+        &second.key,
+    ));
+    let on_b = runtime()
+        .block_on(cleanup::list_labelled(&b.docker, None))
+        .unwrap();
+    assert!(
+        on_b.containers.is_empty() && on_b.networks.is_empty(),
+        "{on_b:?}"
+    );
+    // Without --lab, the native profile is refused before any engine is contacted.
+    let o = run(&out, &bins, &profile_experiment("native", "smoke"));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--lab"), "{}", stderr(&o));
+}
+
+#[test]
+fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
+    let a = engine();
+    let second = second_engine();
+    let base = TempDir::new("lab-keep");
+    let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
+    let exp = base.0.join("one-cell.yaml");
+    std::fs::write(&exp, TWO_CELLS.replace("[short, long]", "[long]")).unwrap();
+    let out = base.0.join("results");
+    let bins = snapshot_bins(&base);
+    let mut args = profile_experiment("native", exp.to_str().unwrap()).to_vec();
+    args.extend(["--lab", lab.to_str().unwrap(), "--keep"]);
+    let o = run(&out, &bins, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run_id = results(&out).manifest.run_id;
+    let b = connect_second(&lab);
+    let on = |e: &engine::Engine| {
+        runtime()
+            .block_on(cleanup::list_labelled(&e.docker, Some(&run_id)))
+            .unwrap()
+            .containers
+            .len()
+    };
+    assert_eq!(
+        (on(&a), on(&b)),
+        (1, 1),
+        "--keep: the server host on a, the client host on b"
+    );
+    let down = Command::new(BIN)
+        .args(["--down", "--lab", lab.to_str().unwrap(), "--out"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(down.status.success(), "{}", stderr(&down));
+    let said = stderr(&down);
+    assert!(
+        said.contains("engine a: removed 1 containers")
+            && said.contains("engine b: removed 1 containers"),
+        "{said}"
+    );
+    assert_nothing_left(&a, &run_id);
+    assert_nothing_left(&b, &run_id);
+}

@@ -25,15 +25,16 @@ impl Server {
     /// Starts echo-server `model` on a loopback port with `env` set, waits for its readiness
     /// line.
     fn start(model: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(workspace_bin("echo-server"))
-            .args(["--model", model, "--port", "0", "--bind", "127.0.0.1"])
-            .args(args)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start echo-server");
+        let mut child =
+            echolab_testkit::dies_with_parent(&mut Command::new(workspace_bin("echo-server")))
+                .args(["--model", model, "--port", "0", "--bind", "127.0.0.1"])
+                .args(args)
+                .envs(env.iter().copied())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start echo-server");
         let stderr = Arc::new(Mutex::new(String::new()));
         let log = Arc::clone(&stderr);
         let (tx, rx) = std::sync::mpsc::channel();

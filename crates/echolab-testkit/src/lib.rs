@@ -21,6 +21,23 @@ use std::time::Duration;
 use echolab_core::cmd::Ready;
 use echolab_core::stats::ServerStats;
 
+/// Makes the child that `cmd` starts receive SIGKILL when the thread that starts it ends
+/// (prctl(2) `PR_SET_PDEATHSIG`): a test process killed by a runner's timeout (cargo-mutants,
+/// nextest) must not leave its server running, busy or holding ports, beside later tests.
+pub fn dies_with_parent(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the closure runs between fork and exec and only calls prctl(2), which is
+    // async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 /// How long a spawned server may take to say it is listening. Generous: the machine has two
 /// cores and other tests compile or run beside this one.
 pub const READY_DEADLINE: Duration = Duration::from_secs(30);
@@ -179,8 +196,9 @@ impl ServerProcess {
     }
 
     /// Like [`ServerProcess::spawn`] for a prepared command (environment, pre_exec, ...).
+    /// The server dies with the thread that started it ([`dies_with_parent`]).
     pub fn spawn_with(cmd: &mut Command) -> Self {
-        let mut child = cmd
+        let mut child = dies_with_parent(cmd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -330,6 +348,24 @@ pub fn spawn_echo_server(model: &str, args: &[&str]) -> ServerProcess {
 mod tests {
     use super::*;
     use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn a_child_dies_with_the_thread_that_started_it() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let mut child = std::thread::spawn(|| {
+            dies_with_parent(Command::new("sleep").arg("30"))
+                .spawn()
+                .unwrap()
+        })
+        .join()
+        .unwrap();
+        // The starting thread has ended, so the kernel has sent (or is sending) SIGKILL;
+        // without it, wait() would return after 30 s with exit 0.
+        let t = std::time::Instant::now();
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        assert!(t.elapsed() < Duration::from_secs(25), "{:?}", t.elapsed());
+    }
 
     fn write_at(path: &Path, text: &str, at: SystemTime) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -10,7 +10,12 @@
 //!
 //! Engine b starts with no images and there is no registry: load one from engine a, e.g.
 //! `docker save IMAGE | docker -H SOCKET load`. Needs root, like the script.
+//!
+//! [`SecondEngine::start_with_ssh`] also reaches it through ssh ([`SshLogin`]): an sshd of its
+//! own beside the engine whose sessions talk to engine b, with a client side that leaves the
+//! machine's `~/.ssh` alone.
 
+use std::ffi::OsString;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -41,6 +46,41 @@ pub struct SecondEngine {
     pub socket: String,
     /// The engine's state directory, removed on drop.
     pub dir: PathBuf,
+    /// Its ssh login, from [`SecondEngine::start_with_ssh`]; `None` from
+    /// [`SecondEngine::start`].
+    pub ssh: Option<SshLogin>,
+}
+
+/// Engine b through ssh (`scripts/second-engine up --ssh`): an sshd in its namespace on
+/// `ENGINE_ADDR:22` that lets root in with [`SshLogin::identity`] only and gives its sessions
+/// `DOCKER_HOST=SOCKET`, so `docker system dial-stdio` there reaches engine b.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SshLogin {
+    /// `ssh://root@ENGINE_ADDR` (`SSH_ENDPOINT`).
+    pub endpoint: String,
+    /// The client's private key (`SSH_IDENTITY`).
+    pub identity: PathBuf,
+    /// The client's ssh config, `ssh -F` (`SSH_CONFIG`): the sshd's host key alone as known
+    /// host, strict checking, the key, batch mode.
+    pub config: PathBuf,
+    /// A directory holding an `ssh` that runs the machine's with [`SshLogin::config`]
+    /// (`SSH_PATH`), for clients that run `ssh` themselves with no config file of theirs
+    /// (bollard through the openssh crate): see [`SshLogin::path_env`].
+    pub bin_dir: PathBuf,
+}
+
+impl SshLogin {
+    /// `PATH` with [`SshLogin::bin_dir`] first, for a process that runs `ssh` from its
+    /// `PATH`: its logins then check the sshd's host key against this engine's known_hosts
+    /// file, and read and write nothing in `~/.ssh` (where a host key from an earlier engine at
+    /// the same address would fail them).
+    pub fn path_env(&self) -> OsString {
+        let mut dirs = vec![self.bin_dir.clone()];
+        dirs.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
+        std::env::join_paths(dirs).expect("PATH directories without ':'")
+    }
 }
 
 /// Distinguishes the engines one process starts.
@@ -60,14 +100,33 @@ impl SecondEngine {
     /// fault; the script has then removed what it made), or when its output lacks a key or
     /// has an unparsable line or address (then the engine is taken down before returning).
     pub fn start() -> Result<SecondEngine, String> {
+        Self::start_up(false)
+    }
+
+    /// As [`SecondEngine::start`], with an sshd beside the engine (`up --ssh`):
+    /// [`SecondEngine::ssh`] is set. About half a second more.
+    ///
+    /// # Errors
+    /// As [`SecondEngine::start`]; also when sshd, ssh or ssh-keygen is missing, sshd does not
+    /// listen within 10 s, or a login through it does not reach engine b (the message then
+    /// has the end of sshd's log).
+    pub fn start_with_ssh() -> Result<SecondEngine, String> {
+        Self::start_up(true)
+    }
+
+    fn start_up(with_ssh: bool) -> Result<SecondEngine, String> {
         let n = STARTED.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("echolab-eng-{}-{n}", std::process::id()));
         if dir.exists() {
             down(&dir)?;
         }
         let script = script();
-        let out = Command::new(&script)
-            .arg("up")
+        let mut up = Command::new(&script);
+        up.arg("up");
+        if with_ssh {
+            up.arg("--ssh");
+        }
+        let out = up
             .arg(&dir)
             .stdin(Stdio::null())
             .output()
@@ -82,7 +141,11 @@ impl SecondEngine {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        match parse_env(&stdout) {
+        let parsed = parse_env(&stdout).and_then(|env| match (with_ssh, &env.ssh) {
+            (true, None) => Err("no SSH_ENDPOINT= line after up --ssh".to_string()),
+            _ => Ok(env),
+        });
+        match parsed {
             Ok(env) => Ok(SecondEngine {
                 endpoint: env.endpoint,
                 ca: env.ca,
@@ -93,6 +156,7 @@ impl SecondEngine {
                 netns: env.netns,
                 socket: env.socket,
                 dir,
+                ssh: env.ssh,
             }),
             Err(e) => {
                 let _ = down(&dir).map_err(|d| eprintln!("{d}"));
@@ -177,10 +241,12 @@ struct EnvLines {
     peer_addr: Ipv4Addr,
     netns: String,
     socket: String,
+    ssh: Option<SshLogin>,
 }
 
 /// Parses the script's `KEY=VALUE` lines (the value is everything after the first `=`). Blank
-/// lines and keys it does not know are skipped, so the script may add some.
+/// lines and keys it does not know are skipped, so the script may add some. The `SSH_` keys
+/// come all four or none.
 ///
 /// # Errors
 /// A line without `=`, a key given twice, a missing key (named), or an address that is not
@@ -209,6 +275,16 @@ fn parse_env(text: &str) -> Result<EnvLines, String> {
             .parse::<Ipv4Addr>()
             .map_err(|e| format!("{key}={value}: not an IPv4 address: {e}"))
     };
+    let ssh = if pairs.iter().any(|(k, _)| k.starts_with("SSH_")) {
+        Some(SshLogin {
+            endpoint: get("SSH_ENDPOINT")?,
+            identity: get("SSH_IDENTITY")?.into(),
+            config: get("SSH_CONFIG")?.into(),
+            bin_dir: get("SSH_PATH")?.into(),
+        })
+    } else {
+        None
+    };
     Ok(EnvLines {
         endpoint: get("ENDPOINT")?,
         ca: get("TLS_CA")?.into(),
@@ -218,6 +294,7 @@ fn parse_env(text: &str) -> Result<EnvLines, String> {
         peer_addr: addr("PEER_ADDR")?,
         netns: get("NETNS")?,
         socket: get("SOCKET")?,
+        ssh,
     })
 }
 
@@ -235,6 +312,12 @@ NETNS=echolab-eng-9be975
 SOCKET=unix:///tmp/e/docker.sock
 ";
 
+    const SSH: &str = "SSH_ENDPOINT=ssh://root@10.213.0.2
+SSH_IDENTITY=/tmp/e/ssh/id_ed25519
+SSH_CONFIG=/tmp/e/ssh/config
+SSH_PATH=/tmp/e/ssh/bin
+";
+
     #[test]
     fn the_script_output_parses_into_its_fields() {
         assert_eq!(
@@ -248,6 +331,17 @@ SOCKET=unix:///tmp/e/docker.sock
                 peer_addr: Ipv4Addr::new(10, 213, 0, 1),
                 netns: "echolab-eng-9be975".into(),
                 socket: "unix:///tmp/e/docker.sock".into(),
+                ssh: None,
+            })
+        );
+        // up --ssh: four more lines.
+        assert_eq!(
+            parse_env(&format!("{UP}{SSH}")).unwrap().ssh,
+            Some(SshLogin {
+                endpoint: "ssh://root@10.213.0.2".into(),
+                identity: "/tmp/e/ssh/id_ed25519".into(),
+                config: "/tmp/e/ssh/config".into(),
+                bin_dir: "/tmp/e/ssh/bin".into(),
             })
         );
         // Unknown keys and blank lines are skipped; a value may hold `=`.
@@ -276,6 +370,19 @@ SOCKET=unix:///tmp/e/docker.sock
         ] {
             assert_eq!(
                 parse_env(&without(key)),
+                Err(format!("no {key}= line")),
+                "{key}"
+            );
+        }
+        // The SSH_ keys all four or none.
+        for key in ["SSH_ENDPOINT", "SSH_IDENTITY", "SSH_CONFIG", "SSH_PATH"] {
+            let some: String = SSH
+                .lines()
+                .filter(|l| !l.starts_with(&format!("{key}=")))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            assert_eq!(
+                parse_env(&format!("{UP}{some}")),
                 Err(format!("no {key}= line")),
                 "{key}"
             );

@@ -490,12 +490,18 @@ fn a_failed_calibration_stops_the_run_before_any_cell() {
 fn ctrl_c_interrupts_and_cleans_up() {
     let e = engine();
     let base = TempDir::new("sigint");
-    // Many seconds of long-connection runs, so that the signal lands mid-run.
-    let (mut cmd, out) = loopback_experiment(
-        &base,
-        "long.yaml",
-        "name: long\nquestion: is a run cut short by Ctrl-C cleaned up?\nrepetitions: 50\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n",
-    );
+    let (cmd, out) = loopback_experiment(&base, "long.yaml", MANY_LONG_RUNS);
+    let r = interrupted_after_first_run(cmd, &out);
+    assert_nothing_left(&e, &r.manifest.run_id);
+}
+
+/// Many seconds of long-connection runs, so that a signal lands mid-run.
+const MANY_LONG_RUNS: &str = "name: long\nquestion: is a run cut short by Ctrl-C cleaned up?\nrepetitions: 50\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n";
+
+/// Starts `cmd` (an echolab-up writing under `out`), sends it SIGINT once its first run
+/// record exists, and checks that it ended as interrupted (exit 130, manifest status
+/// interrupted, some but not all runs done); returns its results directory.
+fn interrupted_after_first_run(mut cmd: Command, out: &Path) -> ResultsDir {
     let mut guard = Child(cmd.stderr(Stdio::piped()).spawn().unwrap());
     // Drained in the background so a full pipe can never block echolab-up.
     let stderr_pipe = guard.0.stderr.take().unwrap();
@@ -510,7 +516,7 @@ fn ctrl_c_interrupts_and_cleans_up() {
         Duration::from_secs(180),
         "no run record within 180 s",
         || {
-            let found = std::fs::read_dir(&out)
+            let found = std::fs::read_dir(out)
                 .ok()
                 .and_then(|mut d| d.next())
                 .and_then(|e| e.ok())
@@ -539,7 +545,7 @@ fn ctrl_c_interrupts_and_cleans_up() {
     let r = ResultsDir::load(&run_dir).unwrap();
     assert_eq!(r.manifest.status, RunStatus::Interrupted, "{err}");
     assert!(r.manifest.runs_done >= 1 && r.manifest.runs_done < r.manifest.runs_planned);
-    assert_nothing_left(&e, &r.manifest.run_id);
+    r
 }
 
 #[test]

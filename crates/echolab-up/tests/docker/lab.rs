@@ -1,6 +1,7 @@
 //! Two machines (issue 12, `--lab`): this machine's engine runs the server and a second
 //! engine, started by the testkit in a network namespace of its own behind a veth pair and
 //! reached over TCP with mutual TLS ([`echolab_testkit::second_engine`]), runs the client.
+//! The last test reaches the second engine through ssh instead (its sshd, `up --ssh`).
 //! A submodule of tests/docker.rs, for its helpers.
 
 use super::*;
@@ -307,4 +308,127 @@ fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
     );
     assert_nothing_left(&a, &run_id);
     assert_nothing_left(&b, &run_id);
+}
+
+/// The processes whose command line mentions `path` (ssh masters name their control socket).
+fn processes_mentioning(path: &Path) -> Vec<String> {
+    let needle = path.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let pid = e.ok()?.file_name().into_string().ok()?;
+            pid.parse::<u32>().ok()?;
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+            cmdline
+                .contains(&needle)
+                .then(|| format!("{pid}: {cmdline}"))
+        })
+        .collect()
+}
+
+#[test]
+fn an_ssh_engine_runs_the_client_and_leaves_nothing_behind() {
+    let a = engine();
+    let second = SecondEngine::start_with_ssh()
+        .unwrap_or_else(|e| panic!("the second engine did not start with its sshd: {e}"));
+    let ssh = second.ssh.clone().expect("start_with_ssh gives a login");
+    let base = TempDir::new("lab-ssh");
+    let lab = base.0.join("ssh-lab.yaml");
+    std::fs::write(
+        &lab,
+        format!(
+            "engines:\n  a: {{ endpoint: \"unix:///var/run/docker.sock\", address: {} }}\n  b: {{ endpoint: \"{}\", identity: {} }}\nroles: {{ server: a, client: b }}\n",
+            second.peer_addr,
+            ssh.endpoint,
+            ssh.identity.display()
+        ),
+    )
+    .unwrap();
+    assert_eq!(ssh.endpoint, format!("ssh://root@{}", second.engine_addr));
+    let exp = base.0.join("one-cell.yaml");
+    std::fs::write(&exp, TWO_CELLS.replace("[short, long]", "[long]")).unwrap();
+    let out = base.0.join("results");
+    let bins = snapshot_bins(&base);
+    let mut args = profile_experiment("native", exp.to_str().unwrap()).to_vec();
+    args.extend(["--lab", lab.to_str().unwrap()]);
+    // bollard logs in with the machine's `ssh` (the openssh crate: a master with its control
+    // socket in a directory of $XDG_STATE_HOME, else ~/.local/state, and known hosts checked
+    // in accept-new mode). The engine's `ssh` first in PATH checks its sshd's host key against
+    // its own known_hosts, not ~/.ssh's (an earlier engine's key for the same address there
+    // would fail the login); a state directory of the test's own shows every master closed.
+    let state = base.0.join("xdg");
+    let o = launch(&out, &bins, &args)
+        .env("PATH", ssh.path_env())
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .expect("echolab-up runs");
+    assert!(
+        o.status.success(),
+        "echolab-up --lab (ssh) failed: {}",
+        stderr(&o)
+    );
+    let r = results(&out);
+    let m = &r.manifest;
+    assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
+    assert_eq!((m.runs_done, r.runs.len()), (1, 1));
+    let eb = &m.engines["b"];
+    assert_eq!(eb.endpoint, ssh.endpoint);
+    assert_eq!(eb.roles, ["client".to_string()]);
+    assert!(eb.image_loaded && eb.image_id == m.image.id, "{eb:?}");
+    let rec = &r.runs[0];
+    assert!(rec.error.is_none(), "{:?}", rec.error);
+    let bench = rec.bench.as_ref().unwrap();
+    assert_eq!(bench.requests_ok, 10 * 20);
+    assert!(
+        bench.target.starts_with(&format!("{}:", second.peer_addr)),
+        "the client went to engine a's machine: {}",
+        bench.target
+    );
+    // Every ssh master echolab-up started (there, the state directory shows) has exited and
+    // removed its control directory.
+    assert!(
+        state.is_dir(),
+        "no ssh master ever ran under {}",
+        state.display()
+    );
+    wait_until(
+        Duration::from_secs(5),
+        "ssh masters left after echolab-up exited",
+        || {
+            let dirs = std::fs::read_dir(&state).unwrap().count();
+            (dirs == 0 && processes_mentioning(&state).is_empty()).then_some(())
+        },
+    );
+    assert_nothing_left(&a, &m.run_id);
+    // Engine b checked over TLS: the test's own process has no ssh setup of its own.
+    let b = connect_second(&lab_file(
+        &base,
+        &second,
+        &second.endpoint,
+        &second.cert,
+        &second.key,
+    ));
+    assert_nothing_left(&b, &m.run_id);
+}
+
+#[test]
+fn ctrl_c_during_a_lab_run_cleans_up_both_engines() {
+    let a = engine();
+    let second = second_engine();
+    let base = TempDir::new("lab-sigint");
+    let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
+    let exp = base.0.join("long.yaml");
+    std::fs::write(&exp, MANY_LONG_RUNS).unwrap();
+    let out = base.0.join("results");
+    let bins = snapshot_bins(&base);
+    let mut cmd = launch(
+        &out,
+        &bins,
+        &profile_experiment("native", exp.to_str().unwrap()),
+    );
+    cmd.arg("--lab").arg(&lab);
+    let r = interrupted_after_first_run(cmd, &out);
+    assert_nothing_left(&a, &r.manifest.run_id);
+    assert_nothing_left(&connect_second(&lab), &r.manifest.run_id);
 }

@@ -201,6 +201,17 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
         return build_image(&inputs, args.image.as_deref()).await;
     }
     let lab = match args.lab.as_deref() {
+        // Each role has a machine of its own there, so a plan of this machine's CPUs means
+        // nothing; refused rather than ignored.
+        Some(_)
+            if matches!(
+                args.cpu_plan,
+                crate::cpuplan::CpuPlanChoice::Explicit { .. }
+            ) =>
+        {
+            eprintln!("echolab-up: --cpu-plan: with --lab the server and the client run on machines of their own, unpinned; drop --cpu-plan");
+            return ExitCode::from(EXIT_USAGE);
+        }
         Some(path) => match crate::lab::Lab::for_run(
             path,
             &inputs.profile,

@@ -83,7 +83,8 @@ pub struct Args {
     /// Which CPUs each host runs on: `auto` gives server and client disjoint CPUs (on 2 CPUs:
     /// server on 0, client and link on 1), `shared` pins nothing, or
     /// `server=LIST,client=LIST[,link=LIST]` with LIST like `0`, `1-3` or `0+2`. Recorded in
-    /// the manifest; echo-bench's thread count follows the client's CPUs.
+    /// the manifest; echo-bench's thread count follows the client's CPUs. With --lab each role
+    /// has a machine of its own and nothing is pinned; a LIST plan is refused there.
     #[arg(long, default_value = "auto", value_name = "PLAN", value_parser = crate::cpuplan::parse_choice)]
     pub(crate) cpu_plan: crate::cpuplan::CpuPlanChoice,
     /// Order of the cells within each repetition round: `shuffled` (a new permutation per

@@ -259,6 +259,18 @@ fn an_unreachable_or_untrusted_engine_is_one_line_and_nothing_is_created() {
         on_b.containers.is_empty() && on_b.networks.is_empty(),
         "{on_b:?}"
     );
+    // A CPU plan of this machine means nothing across machines: refused, not ignored.
+    let good = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
+    let mut args = profile_experiment("native", "smoke").to_vec();
+    args.extend([
+        "--lab",
+        good.to_str().unwrap(),
+        "--cpu-plan",
+        "server=0,client=1",
+    ]);
+    let o = run(&out, &bins, &args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--cpu-plan"), "{}", stderr(&o));
     // Without --lab, the native profile is refused before any engine is contacted.
     let o = run(&out, &bins, &profile_experiment("native", "smoke"));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -69,7 +69,7 @@ struct Inputs {
 
 fn resolve(args: &Args) -> Result<Inputs, String> {
     let root = find_root();
-    let (profile_path, profile) = load_profile(&root, &args.profile).map_err(|e| e.to_string())?;
+    let (profile_path, profile) = load_profile(&root, args.profile()).map_err(|e| e.to_string())?;
     let (experiment_path, experiment) =
         load_experiment(&root, &args.experiment).map_err(|e| e.to_string())?;
     let experiment = plan::with_repetitions(experiment, args.reps)?;
@@ -217,7 +217,15 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
             &inputs.profile,
             args.backend == BackendChoice::Local,
         ) {
-            Ok(l) => Some(l),
+            Ok(l) => {
+                for name in l.unused() {
+                    eprintln!(
+                        "echolab-up: warning: lab file {}: no role names engine {name}; this run does not contact it",
+                        l.path.display()
+                    );
+                }
+                Some(l)
+            }
             Err(e) => {
                 eprintln!("echolab-up: {e}");
                 return ExitCode::from(EXIT_USAGE);
@@ -404,7 +412,10 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     if args.keep && !matches!(hosting, Hosting::Local) {
         eprintln!(
             "echolab-up: --keep: run {run_id}'s containers stay up; `echolab-up --down{}` removes them",
-            if args.lab.is_some() { " --lab LAB.yaml" } else { "" }
+            args.lab
+                .as_ref()
+                .map(|p| format!(" --lab {}", p.display()))
+                .unwrap_or_default()
         );
     } else {
         // Every engine, even after one failed: a lab run leaves nothing on any machine.
@@ -747,7 +758,15 @@ async fn run_lab(
     };
     out.phase("topology_up", t.elapsed().as_secs_f64())?;
     let t = Instant::now();
-    let calibration = up.calibrate(&inputs.profile).await?;
+    let calibration = up.calibrate(&inputs.profile).await.map_err(|e| {
+        anyhow!(
+            "calibration from engine {}'s machine to the server at {} (engines.{}.address in {}): {e:#}",
+            engines.client.name,
+            lab.server_address(),
+            server.name,
+            lab.path.display()
+        )
+    })?;
     let elapsed = t.elapsed().as_secs_f64();
     let skip = confined.skip();
     calibrate_and_run(

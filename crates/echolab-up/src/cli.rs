@@ -8,6 +8,8 @@ use crate::catalog::{available, find_root, EXPERIMENTS_DIR, PROFILES_DIR};
 
 /// Default profile.
 pub(crate) const DEFAULT_PROFILE: &str = "loopback";
+/// Default profile of a lab run (`--lab`).
+pub(crate) const DEFAULT_LAB_PROFILE: &str = "native";
 /// Default experiment.
 pub(crate) const DEFAULT_EXPERIMENT: &str = "exp31";
 
@@ -28,9 +30,11 @@ pub(crate) enum BackendChoice {
 // allow_negative_numbers: "--reps -1" reaches the value parser instead of reading as a flag.
 #[command(name = "echolab-up", version, allow_negative_numbers = true)]
 pub struct Args {
-    /// Link profile: a name from netem/ or a path to a profile file.
-    #[arg(long, default_value = DEFAULT_PROFILE, value_name = "NAME|PATH")]
-    pub(crate) profile: String,
+    /// Link profile: a name from netem/ or a path to a profile file [default: loopback; with
+    /// --lab, native (the real path between the machines, nothing added), the only one a lab
+    /// runs yet].
+    #[arg(long, value_name = "NAME|PATH")]
+    pub(crate) profile: Option<String>,
     /// Experiment: a name from experiments/ or a path to an experiment file.
     #[arg(long, default_value = DEFAULT_EXPERIMENT, value_name = "NAME|PATH")]
     pub(crate) experiment: String,
@@ -144,4 +148,16 @@ pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Args, clap::Erro
         .after_help(listing())
         .try_get_matches_from(argv)?;
     Args::from_arg_matches(&matches)
+}
+
+impl Args {
+    /// `--profile`, or its default: [`DEFAULT_LAB_PROFILE`] with `--lab`, else
+    /// [`DEFAULT_PROFILE`].
+    pub(crate) fn profile(&self) -> &str {
+        match (&self.profile, &self.lab) {
+            (Some(p), _) => p,
+            (None, Some(_)) => DEFAULT_LAB_PROFILE,
+            (None, None) => DEFAULT_PROFILE,
+        }
+    }
 }

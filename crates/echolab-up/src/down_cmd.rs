@@ -23,7 +23,13 @@ pub(crate) async fn down(args: &Args) -> ExitCode {
     }
     let Some(lab_path) = &args.lab else {
         return match docker::engine::connect().await {
-            Ok(e) => down_on("", &e.docker, args.all).await,
+            Ok(e) => {
+                let (code, removed) = down_on("", &e.docker, args.all).await;
+                for hint in lab_runs_elsewhere(&results, &removed) {
+                    eprintln!("echolab-up: {hint}");
+                }
+                code
+            }
             Err(reason) => {
                 eprintln!("echolab-up: {reason}; nothing to remove");
                 ExitCode::SUCCESS
@@ -43,7 +49,7 @@ pub(crate) async fn down(args: &Args) -> ExitCode {
     for (name, spec) in &lab.engines {
         match docker::engine::connect_lab(name, spec).await {
             Ok((e, _)) => {
-                if down_on(name, &e.docker, args.all).await != ExitCode::SUCCESS {
+                if down_on(name, &e.docker, args.all).await.0 != ExitCode::SUCCESS {
                     code = ExitCode::FAILURE;
                 }
             }
@@ -56,8 +62,27 @@ pub(crate) async fn down(args: &Args) -> ExitCode {
     code
 }
 
-/// `--down` on one engine (`name` empty: the only one).
-async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> ExitCode {
+/// For the runs `removed` here whose results under `results` say they spanned a lab's
+/// engines: that their hosts on the other engines are still there, and how to remove them.
+fn lab_runs_elsewhere(results: &std::path::Path, removed: &[String]) -> Vec<String> {
+    let Ok(dirs) = std::fs::read_dir(results) else {
+        return Vec::new();
+    };
+    dirs.filter_map(|d| echolab_core::results::ResultsDir::load(&d.ok()?.path()).ok())
+        .filter(|r| removed.contains(&r.manifest.run_id) && !r.manifest.engines.is_empty())
+        .map(|r| {
+            format!(
+                "run {} also has hosts on the engines of its lab file ({}); `echolab-up --down --lab LAB.yaml` removes them",
+                r.manifest.run_id,
+                r.manifest.engines.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+        .collect()
+}
+
+/// `--down` on one engine (`name` empty: the only one); returns the exit code and the runs
+/// whose objects it removed.
+async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> (ExitCode, Vec<String>) {
     let on = if name.is_empty() {
         String::new()
     } else {
@@ -67,7 +92,7 @@ async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> ExitCode {
         Ok(o) => o,
         Err(e) => {
             eprintln!("echolab-up: {on}{e:#}");
-            return ExitCode::FAILURE;
+            return (ExitCode::FAILURE, Vec::new());
         }
     };
     for (run, why) in &outcome.kept {
@@ -80,7 +105,7 @@ async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> ExitCode {
             Ok(removed) => removed.len(),
             Err(e) => {
                 eprintln!("echolab-up: {on}{e:#}");
-                return ExitCode::FAILURE;
+                return (ExitCode::FAILURE, outcome.abandoned);
             }
         }
     } else {
@@ -94,5 +119,5 @@ async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> ExitCode {
         outcome.abandoned.len(),
         if all { " or that --all named" } else { "" },
     );
-    ExitCode::SUCCESS
+    (ExitCode::SUCCESS, outcome.abandoned)
 }

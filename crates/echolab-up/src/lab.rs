@@ -203,6 +203,15 @@ impl Lab {
         Ok(lab)
     }
 
+    /// The engines no role names: a run does not contact them (`--down --lab` does).
+    pub fn unused(&self) -> Vec<&str> {
+        self.engines
+            .keys()
+            .map(String::as_str)
+            .filter(|n| *n != self.server && *n != self.client)
+            .collect()
+    }
+
     /// The server engine's address (checked present by [`Lab::from_yaml`]).
     pub fn server_address(&self) -> IpAddr {
         self.engines[&self.server]
@@ -236,11 +245,32 @@ fn engine_spec(name: &str, e: EngineText, dir: &Path) -> Result<EngineSpec, Stri
             ));
         };
         let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+        // What each file holds is checked here, where the field can be named: a swapped cert
+        // and key otherwise fail deep in the TLS handshake ("connection was not ready").
+        let pem = |f: &str, p: &Path, is_label: fn(&str) -> bool| -> Result<PathBuf, String> {
+            let p = existing(f, p)?;
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let found = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("-----BEGIN ")?.strip_suffix("-----"))
+                .any(is_label);
+            if found {
+                Ok(p)
+            } else {
+                Err(format!(
+                    "{}: {} holds no PEM block of that kind",
+                    field(f),
+                    p.display()
+                ))
+            }
+        };
+        let certificate = |label: &str| label == "CERTIFICATE";
+        let private_key = |label: &str| label.ends_with("PRIVATE KEY");
         let endpoint = Endpoint::Tls {
             addr: addr.to_string(),
-            ca: existing("tls.ca", &tls.ca)?,
-            cert: existing("tls.cert", &tls.cert)?,
-            key: existing("tls.key", &tls.key)?,
+            ca: pem("tls.ca", &tls.ca, certificate)?,
+            cert: pem("tls.cert", &tls.cert, certificate)?,
+            key: pem("tls.key", &tls.key, private_key)?,
         };
         (endpoint, Some(host.to_string()))
     } else if let Some(rest) = text.strip_prefix("ssh://") {
@@ -295,8 +325,15 @@ mod tests {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("echolab-lab-test-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for f in ["ca.pem", "cert.pem", "key.pem", "id_ed25519"] {
-            std::fs::write(dir.join(f), "x").unwrap();
+        let cert = "-----BEGIN CERTIFICATE-----\nMII\n-----END CERTIFICATE-----\n";
+        let key = "-----BEGIN EC PRIVATE KEY-----\nMHc\n-----END EC PRIVATE KEY-----\n";
+        for (f, text) in [
+            ("ca.pem", cert),
+            ("cert.pem", cert),
+            ("key.pem", key),
+            ("id_ed25519", "x"),
+        ] {
+            std::fs::write(dir.join(f), text).unwrap();
         }
         let r = Lab::from_yaml(text, &dir.join("lab.yaml"));
         std::fs::remove_dir_all(&dir).unwrap();
@@ -309,6 +346,7 @@ mod tests {
     fn a_two_engine_lab_resolves_files_and_addresses() {
         let l = lab(TWO).unwrap();
         assert_eq!((l.server.as_str(), l.client.as_str()), ("a", "b"));
+        assert!(l.unused().is_empty());
         assert_eq!(l.server_address(), "10.0.0.1".parse::<IpAddr>().unwrap());
         let b = &l.engines["b"];
         assert_eq!(
@@ -334,10 +372,42 @@ mod tests {
             "b: { endpoint: \"ssh://lab@10.0.0.3:2222\", identity: id_ed25519 }",
         );
         let l = lab(&ssh).unwrap();
+        let three = ssh.replace(
+            "roles:",
+            "  c: { endpoint: \"unix:///run/other.sock\" }\nroles:",
+        );
+        assert_eq!(lab(&three).unwrap().unused(), ["c"]);
         assert_eq!(l.engines["b"].address, Some("10.0.0.3".parse().unwrap()));
         assert!(
             matches!(&l.engines["b"].endpoint, Endpoint::Ssh { url, identity: Some(_) } if url == "ssh://lab@10.0.0.3:2222")
         );
+    }
+
+    #[test]
+    fn a_lab_runs_profile_native_on_docker_only() {
+        let dir = std::env::temp_dir().join(format!("echolab-lab-run-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lab.yaml");
+        std::fs::write(
+            &path,
+            TWO.replace(", tls: { ca: ca.pem, cert: cert.pem, key: key.pem }", "")
+                .replace("tcp://10.0.0.2:2376", "ssh://lab@10.0.0.2"),
+        )
+        .unwrap();
+        let profile = |topology: &str| {
+            let text = format!("name: p\ndescription: d\nsource: s\ntopology: {topology}\nexpected:\n  rtt: {{ value: 0s, minus: 0s, plus: 5ms }}\n");
+            echolab_core::profile::Profile::from_yaml(&text, "p.yaml").unwrap()
+        };
+        let native = profile("native");
+        assert_eq!(Lab::for_run(&path, &native, false).unwrap().client, "b");
+        let e = Lab::for_run(&path, &native, true).unwrap_err();
+        assert!(e.contains("--backend local"), "{e}");
+        let e = Lab::for_run(&path, &profile("loopback"), false).unwrap_err();
+        assert!(
+            e.contains("profile p is loopback") && e.contains("native"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -359,6 +429,17 @@ mod tests {
             (
                 TWO.replace("ca: ca.pem", "ca: nope.pem"),
                 "engines.b.tls.ca",
+            ),
+            (
+                TWO.replace(
+                    "cert: cert.pem, key: key.pem",
+                    "cert: key.pem, key: cert.pem",
+                ),
+                "engines.b.tls.cert: ",
+            ),
+            (
+                TWO.replace("key: key.pem", "key: ca.pem"),
+                "engines.b.tls.key: ",
             ),
             (
                 TWO.replace(", tls: { ca: ca.pem, cert: cert.pem, key: key.pem }", ""),

@@ -175,3 +175,57 @@ pub(crate) fn failed(op: &str, object: &str, e: bollard::errors::Error) -> anyho
     };
     anyhow::anyhow!("docker: {op} {object}: {message}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn an_error_reads_down_to_its_innermost_cause_once() {
+        let inner = Layer("received fatal alert: BadCertificate", None);
+        let mid = Layer("connection error", Some(Box::new(inner)));
+        let outer = Layer("client error (SendRequest)", Some(Box::new(mid)));
+        assert_eq!(
+            error_chain(&outer),
+            "client error (SendRequest): connection error: received fatal alert: BadCertificate"
+        );
+        // A cause already quoted by its wrapper is not repeated.
+        let quoted = Layer(
+            "connect: Connection refused",
+            Some(Box::new(Layer("Connection refused", None))),
+        );
+        assert_eq!(error_chain(&quoted), "connect: Connection refused");
+    }
+
+    #[test]
+    fn tls_alerts_say_which_side_refused() {
+        for alert in ["fatal alert: BadCertificate", "fatal alert: UnknownCA"] {
+            let t = with_tls_hint(alert.into());
+            assert!(
+                t.starts_with(alert) && t.contains("does not accept this client certificate"),
+                "{t}"
+            );
+        }
+        let t = with_tls_hint("invalid peer certificate: UnknownIssuer".into());
+        assert!(t.contains("does not check against tls.ca"), "{t}");
+        assert_eq!(
+            with_tls_hint("Connection refused".into()),
+            "Connection refused"
+        );
+    }
+}

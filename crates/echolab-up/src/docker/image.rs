@@ -40,6 +40,27 @@ async fn tag_latest(docker: &Docker, reference: &str) -> anyhow::Result<()> {
         .map_err(|e| failed("tag image", &format!("{reference} as {LATEST_TAG}"), e))
 }
 
+/// Loads the image archive `tar` (`docker save`'s format) into the engine; `tag` names it in
+/// errors.
+///
+/// # Errors
+/// The engine refused it.
+pub(crate) async fn import(docker: &Docker, tar: Vec<u8>, tag: &str) -> anyhow::Result<()> {
+    let body = bollard::body_full(bytes::Bytes::from(tar));
+    let mut progress = docker.import_image(
+        ImportImageOptions {
+            quiet: true,
+            ..Default::default()
+        },
+        body,
+        None,
+    );
+    while let Some(item) = progress.next().await {
+        item.map_err(|e| failed("load image", tag, e))?;
+    }
+    Ok(())
+}
+
 /// Loads `archive` unless the engine has its image already; tags it `echolab:latest`.
 ///
 /// # Errors
@@ -50,18 +71,7 @@ pub(crate) async fn load(docker: &Docker, archive: &ImageArchive) -> anyhow::Res
         tag_latest(docker, &archive.tag).await?;
         return Ok(false);
     }
-    let body = bollard::body_full(bytes::Bytes::from(archive.archive.clone()));
-    let mut progress = docker.import_image(
-        ImportImageOptions {
-            quiet: true,
-            ..Default::default()
-        },
-        body,
-        None,
-    );
-    while let Some(item) = progress.next().await {
-        item.map_err(|e| failed("load image", &archive.tag, e))?;
-    }
+    import(docker, archive.archive.clone(), &archive.tag).await?;
     let got = image_id(docker, &archive.tag).await?;
     if got.as_deref() != Some(archive.id.as_str()) {
         return Err(anyhow!(

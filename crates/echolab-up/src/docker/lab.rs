@@ -94,15 +94,47 @@ pub(crate) async fn ensure_image(
 ) -> anyhow::Result<(ImageInfo, BTreeMap<String, (String, bool)>)> {
     let mut per_engine = BTreeMap::new();
     if let Some(reference) = prebuilt {
+        // From an engine that has it to those that do not, through the engines' APIs (`docker
+        // save | docker load`), as there is no registry.
+        let mut source = None;
+        for e in engines.all() {
+            if image::image_id(&e.engine.docker, reference)
+                .await?
+                .is_some()
+            {
+                source = Some(e);
+                break;
+            }
+        }
+        let Some(source) = source else {
+            return Err(anyhow!(
+                "docker: image {reference} is on none of the lab's engines; load it into one first (e.g. `docker load < result`)"
+            ));
+        };
         let mut info = None;
         for e in engines.all() {
-            let got = image::ensure(&e.engine.docker, bin_dir, Some(reference))
+            let docker = &e.engine.docker;
+            let copied = image::image_id(docker, reference).await?.is_none();
+            if copied {
+                copy_image(&source.engine.docker, docker, reference)
+                    .await
+                    .map_err(|err| anyhow!("engine {}: {err:#}", e.name))?;
+            }
+            let got = image::ensure(docker, bin_dir, Some(reference))
                 .await
                 .map_err(|err| anyhow!("engine {}: {err:#}", e.name))?;
-            per_engine.insert(e.name.clone(), (got.id.clone(), false));
+            per_engine.insert(e.name.clone(), (got.id.clone(), copied));
             info.get_or_insert(got);
         }
-        return Ok((info.expect("a lab has two engines"), per_engine));
+        let info = info.expect("a lab has two engines");
+        if let Some((name, (id, _))) = per_engine.iter().find(|(_, (id, _))| *id != info.id) {
+            return Err(anyhow!(
+                "docker: image {reference} is {id} on engine {name} but {} on engine {}; remove one",
+                info.id,
+                source.name
+            ));
+        }
+        return Ok((info, per_engine));
     }
     let archive = tokio::task::block_in_place(|| crate::image_archive::build_archive(bin_dir))?;
     for e in engines.all() {
@@ -117,6 +149,22 @@ pub(crate) async fn ensure_image(
         binaries: archive.contents.clone(),
     };
     Ok((info, per_engine))
+}
+
+/// Copies image `reference` from engine `from` to engine `to` (the engine API's image
+/// export, then its import).
+///
+/// # Errors
+/// Either engine failed.
+async fn copy_image(from: &Docker, to: &Docker, reference: &str) -> anyhow::Result<()> {
+    use futures_util::TryStreamExt as _;
+    let chunks: Vec<bytes::Bytes> = from
+        .export_image(reference)
+        .try_collect()
+        .await
+        .map_err(|e| super::engine::failed("export image", reference, e))?;
+    let archive: Vec<u8> = chunks.concat();
+    image::import(to, archive, reference).await
 }
 
 /// The hosts of a lab run, up, with what the manifest records of them.

@@ -204,7 +204,7 @@ fn an_unreachable_or_untrusted_engine_is_one_line_and_nothing_is_created() {
             second.endpoint.clone(),
             rogue.join("cert.pem"),
             rogue.join("key.pem"),
-            "engine b",
+            "does not accept this client certificate",
         ),
         (
             refused_endpoint,
@@ -271,6 +271,38 @@ fn an_unreachable_or_untrusted_engine_is_one_line_and_nothing_is_created() {
     let o = run(&out, &bins, &args);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--cpu-plan"), "{}", stderr(&o));
+    // A server address the client's machine cannot reach fails calibration, naming the key.
+    let wrong = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
+    let text = std::fs::read_to_string(&wrong).unwrap();
+    std::fs::write(
+        &wrong,
+        text.replace(&second.peer_addr.to_string(), "10.213.250.9"),
+    )
+    .unwrap();
+    let mut args = profile_experiment("native", "smoke").to_vec();
+    args.extend(["--lab", wrong.to_str().unwrap()]);
+    let o = run(&out, &bins, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("to the server at 10.213.250.9 (engines.a.address in"),
+        "{}",
+        stderr(&o)
+    );
+    let on_a = runtime()
+        .block_on(cleanup::list_labelled(&a.docker, None))
+        .unwrap();
+    let on_b = runtime()
+        .block_on(cleanup::list_labelled(&b.docker, None))
+        .unwrap();
+    assert_eq!(
+        before.containers.len(),
+        on_a.containers.len(),
+        "torn down on engine a"
+    );
+    assert!(
+        on_b.containers.is_empty(),
+        "torn down on engine b: {on_b:?}"
+    );
     // Without --lab, the native profile is refused before any engine is contacted.
     let o = run(&out, &bins, &profile_experiment("native", "smoke"));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -287,11 +319,30 @@ fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
     std::fs::write(&exp, TWO_CELLS.replace("[short, long]", "[long]")).unwrap();
     let out = base.0.join("results");
     let bins = snapshot_bins(&base);
+    // A prebuilt image (--image) on engine a only: the run copies it to engine b.
+    let built = Command::new(BIN)
+        .arg("--build-image")
+        .arg("--bin-dir")
+        .arg(&bins)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr(&built));
+    let stdout = String::from_utf8_lossy(&built.stdout).into_owned();
+    let (reference, id) = stdout.trim().split_once(' ').expect("REF ID");
     let mut args = profile_experiment("native", exp.to_str().unwrap()).to_vec();
-    args.extend(["--lab", lab.to_str().unwrap(), "--keep"]);
+    args.extend([
+        "--lab",
+        lab.to_str().unwrap(),
+        "--keep",
+        "--image",
+        reference,
+    ]);
     let o = run(&out, &bins, &args);
     assert!(o.status.success(), "{}", stderr(&o));
-    let run_id = results(&out).manifest.run_id;
+    let m = results(&out).manifest;
+    assert_eq!(m.engines["b"].image_id, id, "{:?}", m.engines);
+    assert!(m.engines["b"].image_loaded && !m.engines["a"].image_loaded);
+    let run_id = m.run_id;
     let b = connect_second(&lab);
     let on = |e: &engine::Engine| {
         runtime()
@@ -305,16 +356,33 @@ fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
         (1, 1),
         "--keep: the server host on a, the client host on b"
     );
-    let down = Command::new(BIN)
-        .args(["--down", "--lab", lab.to_str().unwrap(), "--out"])
-        .arg(&out)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(down.status.success(), "{}", stderr(&down));
-    let said = stderr(&down);
+    let down = |with_lab: bool| {
+        let mut c = Command::new(BIN);
+        c.arg("--down");
+        if with_lab {
+            c.arg("--lab").arg(&lab);
+        }
+        let o = c
+            .arg("--out")
+            .arg(&out)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
+    };
+    // Without the lab file, --down reaches this machine's engine only, and says what is left.
+    let said = down(false);
     assert!(
-        said.contains("engine a: removed 1 containers")
+        said.contains(&format!(
+            "run {run_id} also has hosts on the engines of its lab file (a, b)"
+        )),
+        "{said}"
+    );
+    assert_eq!((on(&a), on(&b)), (0, 1), "{said}");
+    let said = down(true);
+    assert!(
+        said.contains("engine a: removed 0 containers")
             && said.contains("engine b: removed 1 containers"),
         "{said}"
     );

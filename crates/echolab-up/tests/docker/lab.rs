@@ -69,22 +69,56 @@ fn interface_bytes(addr: std::net::Ipv4Addr) -> (u64, u64) {
     (read("rx_bytes"), read("tx_bytes"))
 }
 
+/// One lab test's pieces: this machine's engine (a), a second engine (b), a lab file naming
+/// both over TLS, an experiment file, a results directory and a snapshot of the binaries.
+struct LabRun {
+    a: engine::Engine,
+    second: SecondEngine,
+    base: TempDir,
+    lab: PathBuf,
+    exp: PathBuf,
+    out: PathBuf,
+    bins: PathBuf,
+}
+
+impl LabRun {
+    fn new(tag: &str, second: SecondEngine, experiment: &str) -> Self {
+        let a = engine();
+        let base = TempDir::new(tag);
+        let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
+        let exp = base.0.join("experiment.yaml");
+        std::fs::write(&exp, experiment).unwrap();
+        let out = base.0.join("results");
+        let bins = snapshot_bins(&base);
+        Self {
+            a,
+            second,
+            base,
+            lab,
+            exp,
+            out,
+            bins,
+        }
+    }
+
+    /// echolab-up's arguments: profile native, the experiment, the lab file, then `extra`.
+    fn args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut v = profile_experiment("native", self.exp.to_str().unwrap()).to_vec();
+        v.extend(["--lab", self.lab.to_str().unwrap()]);
+        v.extend_from_slice(extra);
+        v
+    }
+}
+
 const TWO_CELLS: &str = "name: two-cells\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [short, long]\n    conns: [10]\n    rounds: [20]\nbench:\n  timeout: 5s\n";
 
 #[test]
 fn native_across_two_engines_runs_and_leaves_nothing_on_either() {
-    let a = engine();
-    let second = second_engine();
-    let base = TempDir::new("lab");
-    let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
-    let exp = base.0.join("two-cells.yaml");
-    std::fs::write(&exp, TWO_CELLS).unwrap();
-    let out = base.0.join("results");
-    let bins = snapshot_bins(&base);
-    let mut args = profile_experiment("native", exp.to_str().unwrap()).to_vec();
-    args.extend(["--lab", lab.to_str().unwrap()]);
+    let r = LabRun::new("lab", second_engine(), TWO_CELLS);
+    let (a, second, lab, out, bins) = (&r.a, &r.second, &r.lab, &r.out, &r.bins);
+    let args = r.args(&[]);
     let (rx0, tx0) = interface_bytes(second.peer_addr);
-    let o = run(&out, &bins, &args);
+    let o = run(out, bins, &args);
     let (rx1, tx1) = interface_bytes(second.peer_addr);
     // The kernel's witness that the client ran on the other side of the veth pair: a
     // client in this namespace would reach 10.213.x.1 over `lo`. Calibration's bulk
@@ -100,7 +134,7 @@ fn native_across_two_engines_runs_and_leaves_nothing_on_either() {
         "echolab-up --lab failed: {}",
         stderr(&o)
     );
-    let r = results(&out);
+    let r = results(out);
     let m = &r.manifest;
     assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
     assert_eq!((m.runs_done, r.runs.len()), (2, 2));
@@ -166,8 +200,8 @@ fn native_across_two_engines_runs_and_leaves_nothing_on_either() {
             rec.file_name()
         );
     }
-    assert_nothing_left(&a, &m.run_id);
-    assert_nothing_left(&connect_second(&lab), &m.run_id);
+    assert_nothing_left(a, &m.run_id);
+    assert_nothing_left(&connect_second(lab), &m.run_id);
 }
 
 #[test]
@@ -311,39 +345,30 @@ fn an_unreachable_or_untrusted_engine_is_one_line_and_nothing_is_created() {
 
 #[test]
 fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
-    let a = engine();
-    let second = second_engine();
-    let base = TempDir::new("lab-keep");
-    let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
-    let exp = base.0.join("one-cell.yaml");
-    std::fs::write(&exp, TWO_CELLS.replace("[short, long]", "[long]")).unwrap();
-    let out = base.0.join("results");
-    let bins = snapshot_bins(&base);
+    let r = LabRun::new(
+        "lab-keep",
+        second_engine(),
+        &TWO_CELLS.replace("[short, long]", "[long]"),
+    );
+    let (a, lab, out, bins) = (&r.a, &r.lab, &r.out, &r.bins);
     // A prebuilt image (--image) on engine a only: the run copies it to engine b.
     let built = Command::new(BIN)
         .arg("--build-image")
         .arg("--bin-dir")
-        .arg(&bins)
+        .arg(bins)
         .output()
         .unwrap();
     assert!(built.status.success(), "{}", stderr(&built));
     let stdout = String::from_utf8_lossy(&built.stdout).into_owned();
     let (reference, id) = stdout.trim().split_once(' ').expect("REF ID");
-    let mut args = profile_experiment("native", exp.to_str().unwrap()).to_vec();
-    args.extend([
-        "--lab",
-        lab.to_str().unwrap(),
-        "--keep",
-        "--image",
-        reference,
-    ]);
-    let o = run(&out, &bins, &args);
+    let args = r.args(&["--keep", "--image", reference]);
+    let o = run(out, bins, &args);
     assert!(o.status.success(), "{}", stderr(&o));
-    let m = results(&out).manifest;
+    let m = results(out).manifest;
     assert_eq!(m.engines["b"].image_id, id, "{:?}", m.engines);
     assert!(m.engines["b"].image_loaded && !m.engines["a"].image_loaded);
     let run_id = m.run_id;
-    let b = connect_second(&lab);
+    let b = connect_second(lab);
     let on = |e: &engine::Engine| {
         runtime()
             .block_on(cleanup::list_labelled(&e.docker, Some(&run_id)))
@@ -352,7 +377,7 @@ fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
             .len()
     };
     assert_eq!(
-        (on(&a), on(&b)),
+        (on(a), on(&b)),
         (1, 1),
         "--keep: the server host on a, the client host on b"
     );
@@ -360,11 +385,11 @@ fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
         let mut c = Command::new(BIN);
         c.arg("--down");
         if with_lab {
-            c.arg("--lab").arg(&lab);
+            c.arg("--lab").arg(lab);
         }
         let o = c
             .arg("--out")
-            .arg(&out)
+            .arg(out)
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -379,14 +404,14 @@ fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
         )),
         "{said}"
     );
-    assert_eq!((on(&a), on(&b)), (0, 1), "{said}");
+    assert_eq!((on(a), on(&b)), (0, 1), "{said}");
     let said = down(true);
     assert!(
         said.contains("engine a: removed 0 containers")
             && said.contains("engine b: removed 1 containers"),
         "{said}"
     );
-    assert_nothing_left(&a, &run_id);
+    assert_nothing_left(a, &run_id);
     assert_nothing_left(&b, &run_id);
 }
 
@@ -409,14 +434,18 @@ fn processes_mentioning(path: &Path) -> Vec<String> {
 
 #[test]
 fn an_ssh_engine_runs_the_client_and_leaves_nothing_behind() {
-    let a = engine();
     let second = SecondEngine::start_with_ssh()
         .unwrap_or_else(|e| panic!("the second engine did not start with its sshd: {e}"));
     let ssh = second.ssh.clone().expect("start_with_ssh gives a login");
-    let base = TempDir::new("lab-ssh");
-    let lab = base.0.join("ssh-lab.yaml");
+    let r = LabRun::new(
+        "lab-ssh",
+        second,
+        &TWO_CELLS.replace("[short, long]", "[long]"),
+    );
+    let (a, second, base, out, bins) = (&r.a, &r.second, &r.base, &r.out, &r.bins);
+    // The lab file names engine b by its SSH login instead of its TLS endpoint.
     std::fs::write(
-        &lab,
+        &r.lab,
         format!(
             "engines:\n  a: {{ endpoint: \"unix:///var/run/docker.sock\", address: {} }}\n  b: {{ endpoint: \"{}\", identity: {} }}\nroles: {{ server: a, client: b }}\n",
             second.peer_addr,
@@ -426,19 +455,14 @@ fn an_ssh_engine_runs_the_client_and_leaves_nothing_behind() {
     )
     .unwrap();
     assert_eq!(ssh.endpoint, format!("ssh://root@{}", second.engine_addr));
-    let exp = base.0.join("one-cell.yaml");
-    std::fs::write(&exp, TWO_CELLS.replace("[short, long]", "[long]")).unwrap();
-    let out = base.0.join("results");
-    let bins = snapshot_bins(&base);
-    let mut args = profile_experiment("native", exp.to_str().unwrap()).to_vec();
-    args.extend(["--lab", lab.to_str().unwrap()]);
+    let args = r.args(&[]);
     // bollard logs in with the machine's `ssh` (the openssh crate: a master with its control
     // socket in a directory of $XDG_STATE_HOME, else ~/.local/state, and known hosts checked
     // in accept-new mode). The engine's `ssh` first in PATH checks its sshd's host key against
     // its own known_hosts, not ~/.ssh's (an earlier engine's key for the same address there
     // would fail the login); a state directory of the test's own shows every master closed.
     let state = base.0.join("xdg");
-    let o = launch(&out, &bins, &args)
+    let o = launch(out, bins, &args)
         .env("PATH", ssh.path_env())
         .env("XDG_STATE_HOME", &state)
         .output()
@@ -448,7 +472,7 @@ fn an_ssh_engine_runs_the_client_and_leaves_nothing_behind() {
         "echolab-up --lab (ssh) failed: {}",
         stderr(&o)
     );
-    let r = results(&out);
+    let r = results(out);
     let m = &r.manifest;
     assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
     assert_eq!((m.runs_done, r.runs.len()), (1, 1));
@@ -480,11 +504,11 @@ fn an_ssh_engine_runs_the_client_and_leaves_nothing_behind() {
             (dirs == 0 && processes_mentioning(&state).is_empty()).then_some(())
         },
     );
-    assert_nothing_left(&a, &m.run_id);
+    assert_nothing_left(a, &m.run_id);
     // Engine b checked over TLS: the test's own process has no ssh setup of its own.
     let b = connect_second(&lab_file(
-        &base,
-        &second,
+        base,
+        second,
         &second.endpoint,
         &second.cert,
         &second.key,
@@ -494,21 +518,9 @@ fn an_ssh_engine_runs_the_client_and_leaves_nothing_behind() {
 
 #[test]
 fn ctrl_c_during_a_lab_run_cleans_up_both_engines() {
-    let a = engine();
-    let second = second_engine();
-    let base = TempDir::new("lab-sigint");
-    let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
-    let exp = base.0.join("long.yaml");
-    std::fs::write(&exp, MANY_LONG_RUNS).unwrap();
-    let out = base.0.join("results");
-    let bins = snapshot_bins(&base);
-    let mut cmd = launch(
-        &out,
-        &bins,
-        &profile_experiment("native", exp.to_str().unwrap()),
-    );
-    cmd.arg("--lab").arg(&lab);
-    let r = interrupted_after_first_run(cmd, &out);
-    assert_nothing_left(&a, &r.manifest.run_id);
-    assert_nothing_left(&connect_second(&lab), &r.manifest.run_id);
+    let lab = LabRun::new("lab-sigint", second_engine(), MANY_LONG_RUNS);
+    let cmd = launch(&lab.out, &lab.bins, &lab.args(&[]));
+    let r = interrupted_after_first_run(cmd, &lab.out);
+    assert_nothing_left(&lab.a, &r.manifest.run_id);
+    assert_nothing_left(&connect_second(&lab.lab), &r.manifest.run_id);
 }

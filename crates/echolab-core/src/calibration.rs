@@ -127,6 +127,62 @@ pub fn added_rtt_check(
     }
 }
 
+/// The `rtt_median` check of a link across machines (`echolab-up --lab`): the profile's
+/// `expected.rtt` band describes its path on one machine, but between two machines the RTT is
+/// the real path's (`baseline`, measured through the link host before the link was
+/// installed) plus what the link adds. So `median` is judged against `baseline +`
+/// [`Profile::expected_added_rtt`] for probes of `ip_bytes`, with the profile's
+/// [`added_rtt_tolerance`](Profile::added_rtt_tolerance). In µs; the reason gives the sum.
+pub fn sum_rtt_check(
+    profile: &Profile,
+    baseline: Duration,
+    median: Duration,
+    ip_bytes: usize,
+) -> Check {
+    let added = profile.expected_added_rtt(ip_bytes);
+    let (added_low, added_high) = profile.added_rtt_tolerance().range(added);
+    let (low, high) = (baseline + added_low, baseline + added_high);
+    let us = |d: Duration| d.as_nanos() as f64 / 1e3;
+    let sum = format!(
+        "{}..{} (the real path's baseline {} + the link's {} added)",
+        format_duration(low),
+        format_duration(high),
+        format_duration(baseline),
+        format_duration(added)
+    );
+    let (pass, reason) = if median < low {
+        (
+            false,
+            format!(
+                "median RTT {} is below {sum}: the link's delay is not in effect",
+                format_duration(median)
+            ),
+        )
+    } else if median > high {
+        (
+            false,
+            format!(
+                "median RTT {} is above {sum}: the link or the machines add delay of their own",
+                format_duration(median)
+            ),
+        )
+    } else {
+        (
+            true,
+            format!("median RTT {} within {sum}", format_duration(median)),
+        )
+    };
+    Check {
+        name: "rtt_median".into(),
+        measured: us(median),
+        low: us(low),
+        high: us(high),
+        unit: "us".into(),
+        pass,
+        reason,
+    }
+}
+
 /// The `goodput_<direction>` check (`direction` is `uplink` or `downlink`) of a measured
 /// goodput in bits per second against the profile's goodput range; in Mbit/s. `None` when the
 /// profile expects no goodput.
@@ -309,5 +365,48 @@ mod tests {
         );
         let c = rtt_check(&profile(""), Duration::from_micros(20_500));
         assert!(c.pass && !c.reason.contains("loopback"), "{}", c.reason);
+    }
+
+    #[test]
+    fn across_machines_the_total_is_the_real_path_plus_what_the_link_adds() {
+        // lan100 by hand: 2 x (100 us + (68 + 38) bytes x 8 bits / 100 Mbit/s = 8.48 us)
+        // = 216.96 us added, +-50 us (10% is 21.7 us, less than at_least 50 us). On a real
+        // path of 400 us the total must lie in 566.96..666.96 us, far outside the profile's
+        // one-machine band (250 us -30/+300 us).
+        let p = lan100("");
+        let base = Duration::from_micros(400);
+        let c = sum_rtt_check(&p, base, Duration::from_micros(620), 68);
+        assert!(c.pass, "{}", c.reason);
+        assert_eq!(c.name, "rtt_median");
+        assert!(
+            (c.low - 566.96).abs() < 1e-6 && (c.high - 666.96).abs() < 1e-6,
+            "{c:?}"
+        );
+        assert_eq!(c.measured, 620.0);
+        assert!(
+            c.reason.contains("400") && c.reason.contains("216.96"),
+            "{}",
+            c.reason
+        );
+        assert!(
+            !rtt_check(&p, Duration::from_micros(620)).pass,
+            "the one-machine band would refuse it"
+        );
+        let low = sum_rtt_check(&p, base, Duration::from_micros(450), 68);
+        assert!(
+            !low.pass && low.reason.contains("not in effect"),
+            "{}",
+            low.reason
+        );
+        let high = sum_rtt_check(&p, base, Duration::from_micros(700), 68);
+        assert!(
+            !high.pass && high.reason.contains("above"),
+            "{}",
+            high.reason
+        );
+        // Both ends are in.
+        assert!(sum_rtt_check(&p, base, Duration::from_nanos(566_960), 68).pass);
+        assert!(sum_rtt_check(&p, base, Duration::from_nanos(666_960), 68).pass);
+        assert!(!sum_rtt_check(&p, base, Duration::from_nanos(666_961), 68).pass);
     }
 }

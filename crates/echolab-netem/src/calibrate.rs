@@ -19,7 +19,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use echolab_core::calibration::{added_rtt_check, goodput_check, rtt_check};
+use echolab_core::calibration::{added_rtt_check, goodput_check, rtt_check, sum_rtt_check};
 // What `echolab-netem calibrate --json` prints lives in core, so that the launcher reads it
 // back with the same type.
 use echolab_core::cmd::{CalibrationReport, RttReport};
@@ -48,6 +48,10 @@ pub struct CalibrationPlan {
     /// Median RTT of the path before the link was installed ([`rtt_report`]); with it the
     /// `added_rtt` check runs.
     pub baseline_rtt: Option<Duration>,
+    /// The link is between two machines (`echolab-up --lab`): the total RTT is judged as the
+    /// baseline plus what the link adds ([`sum_rtt_check`]), not against the profile's
+    /// one-machine `expected.rtt`. Only with `baseline_rtt`.
+    pub across_machines: bool,
 }
 
 impl Default for CalibrationPlan {
@@ -58,6 +62,7 @@ impl Default for CalibrationPlan {
             measure: Duration::from_secs(1),
             warmup: Duration::from_millis(300),
             baseline_rtt: None,
+            across_machines: false,
         }
     }
 }
@@ -275,8 +280,11 @@ pub fn calibrate(
     let mut rtts = measure_rtts(target, plan.probes.max(20))?;
     rtts.sort();
     let (min, med) = (rtts[0], median(&rtts));
-    let mut checks = vec![rtt_check(profile, med)];
     let baseline = plan.baseline_rtt;
+    let mut checks = vec![match baseline {
+        Some(b) if plan.across_machines => sum_rtt_check(profile, b, med, PROBE_IP_BYTES),
+        _ => rtt_check(profile, med),
+    }];
     if let Some(b) = baseline {
         checks.push(added_rtt_check(profile, b, med, PROBE_IP_BYTES));
     }
@@ -339,6 +347,7 @@ mod tests {
             measure: Duration::from_millis(200),
             warmup: Duration::from_millis(50),
             baseline_rtt: None,
+            across_machines: false,
         };
         let up = measure_upload(addr, &plan).unwrap();
         let down = measure_download(addr, &plan).unwrap();
@@ -374,6 +383,7 @@ mod tests {
             measure: Duration::from_millis(200),
             warmup: WARMUP,
             baseline_rtt: None,
+            across_machines: false,
         };
         let down = measure_download(addr, &plan).unwrap();
         peer.join().unwrap();

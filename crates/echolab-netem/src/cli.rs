@@ -123,6 +123,16 @@ pub enum Cmd {
         /// Priority of the uplink policy rule (the downlink uses the next number).
         #[arg(long, default_value_t = 100)]
         rule_priority: u32,
+        /// A link across machines: packets from this client address leave the server side
+        /// with the --masquerade-as address, and packets to that address come back to it
+        /// (stateless; the kernel's `local` rule moves behind the wire's while it runs, and
+        /// the host needs net.ipv4.conf.all.accept_local=1).
+        #[arg(long, value_name = "IPV4", requires = "masquerade_as")]
+        masquerade_client: Option<std::net::Ipv4Addr>,
+        /// The link host's own address on the server side that --masquerade-client's
+        /// packets take.
+        #[arg(long, value_name = "IPV4", requires = "masquerade_client")]
+        masquerade_as: Option<std::net::Ipv4Addr>,
     },
     /// Measures RTT and goodput to a calib-server and compares them with the profile.
     Calibrate {
@@ -149,6 +159,11 @@ pub enum Cmd {
         /// profile's delays, within `expected.added_rtt`'s tolerance.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         baseline_rtt: Option<Duration>,
+        /// The link is between two machines: judge the median RTT as the baseline (the real
+        /// path) plus the RTT the profile adds, instead of the profile's one-machine
+        /// `expected.rtt`. Needs --baseline-rtt.
+        #[arg(long, requires = "baseline_rtt")]
+        across_machines: bool,
     },
     /// Times small TCP round trips to a calib-server and prints them as JSON, judged against
     /// nothing: the baseline for `calibrate --baseline-rtt`, measured before the link is

@@ -129,6 +129,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             tun_down,
             table,
             rule_priority,
+            masquerade_client,
+            masquerade_as,
         } => {
             let p = load_profile(&cli.profile_dir, profile)?;
             let (Some(up), Some(down)) = (p.uplink.clone(), p.downlink.clone()) else {
@@ -153,6 +155,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 tables: (table, table + 1),
                 rule_priority,
                 seed,
+                masquerade: masquerade_client
+                    .zip(masquerade_as)
+                    .map(|(client, shared)| echolab_core::cmd::Masquerade { client, shared }),
             };
             run_wire(config, stats_interval)
         }
@@ -164,6 +169,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             measure,
             goodput,
             baseline_rtt,
+            across_machines,
         } => {
             let p = load_profile(&cli.profile_dir, profile)?;
             check_probes(probes)?;
@@ -178,6 +184,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 probes,
                 measure,
                 baseline_rtt,
+                across_machines,
                 ..CalibrationPlan::default()
             };
             let report = calibrate::calibrate(&p, target, &plan, goodput)

@@ -701,12 +701,7 @@ async fn run_docker(
             out.manifest.link = up.link.clone();
             out.phase("topology_up", t.elapsed().as_secs_f64())?;
             let t = Instant::now();
-            let before = up.hosts.link_snapshot().await.transpose()?;
-            let mut calibration = up.calibrate(d).await?;
-            let after = up.hosts.link_snapshot().await.transpose()?;
-            if let (Some(b), Some(a)) = (before, after) {
-                calibration.link_counters = Some(docker::wiretap::between(&b, &a));
-            }
+            let calibration = up.calibrate(d).await?;
             let elapsed = t.elapsed().as_secs_f64();
             calibrate_and_run(
                 &mut up.hosts,
@@ -743,22 +738,21 @@ async fn run_lab(
     let cpus = server.machine.cpus;
     let what = run_inputs(args, inputs, run_id, &image, cpus);
     let confined = Confinement::new(&server.engine.docker, &what, out).await?;
-    let mut up = docker::lab::up(engines, lab, run_id, &image, &confined.privileges).await?;
+    let mut up = docker::lab::up(
+        engines,
+        lab,
+        run_id,
+        &image,
+        &confined.privileges,
+        &inputs.profile,
+    )
+    .await?;
     confined.record_hosts(out, up.records.clone());
     out.manifest.engines = up.engine_records(engines, lab, &per_engine).await;
-    out.manifest.link = LinkRecord {
-        backend: "none".into(),
-        reason: format!(
-            "native: the real network between engine {}'s machine (server, reached at {}) and engine {}'s (client); both hosts use their machine's network (host networking), nothing added",
-            server.name,
-            lab.server_address(),
-            engines.client.name
-        ),
-        ..Default::default()
-    };
+    out.manifest.link = up.link.clone();
     out.phase("topology_up", t.elapsed().as_secs_f64())?;
     let t = Instant::now();
-    let calibration = up.calibrate(&inputs.profile).await.map_err(|e| {
+    let calibration = up.calibrate().await.map_err(|e| {
         anyhow!(
             "calibration from engine {}'s machine to the server at {} (engines.{}.address in {}): {e:#}",
             engines.client.name,

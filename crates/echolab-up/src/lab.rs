@@ -150,7 +150,7 @@ impl Lab {
         }
         if let Some(link) = roles.link {
             return Err(fail(format!(
-                "roles.link: {link:?}: a link host on a third engine is not built yet; leave roles.link out and use profile native (the real path between the machines)"
+                "roles.link: {link:?}: a link host on a third engine is not built; leave roles.link out: a link profile (lan100, crossnet) runs its link host on the client's machine"
             )));
         }
         if roles.server == roles.client {
@@ -174,8 +174,9 @@ impl Lab {
     }
 
     /// Reads the lab file at `path` for a run on `profile`, before any engine is contacted:
-    /// a lab runs only the `native` profile (the impairments on top of the real path are not
-    /// built yet), and only on Docker engines (`local` is `--backend local`).
+    /// a lab runs profile `native` (the real path) or a link profile (its link on the
+    /// client's machine, on top of the real path), not a loopback one, and only on Docker
+    /// engines (`local` is `--backend local`).
     ///
     /// # Errors
     /// As [`Lab::load`], or a wrong profile or backend, in one line.
@@ -192,12 +193,11 @@ impl Lab {
                     .into(),
             );
         }
-        if profile.topology != Topology::Native {
+        if profile.topology == Topology::Loopback {
             return Err(format!(
-                "--lab {}: profile {} is {}, but across machines only profile native (the real path, measured, nothing added) is built yet; use --profile native",
+                "--lab {}: profile {} is loopback, one machine's; across machines use profile native (the real path, measured, nothing added) or a link profile such as lan100 (added on top of it)",
                 path.display(),
                 profile.name,
-                profile.topology.name()
             ));
         }
         Ok(lab)
@@ -384,7 +384,7 @@ mod tests {
     }
 
     #[test]
-    fn a_lab_runs_profile_native_on_docker_only() {
+    fn a_lab_runs_native_and_link_profiles_on_docker_only() {
         let dir = std::env::temp_dir().join(format!("echolab-lab-run-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("lab.yaml");
@@ -395,11 +395,20 @@ mod tests {
         )
         .unwrap();
         let profile = |topology: &str| {
-            let text = format!("name: p\ndescription: d\nsource: s\ntopology: {topology}\nexpected:\n  rtt: {{ value: 0s, minus: 0s, plus: 5ms }}\n");
+            let delays = if topology == "link" {
+                "uplink: { delay: 1ms }\ndownlink: { delay: 1ms }\n"
+            } else {
+                ""
+            };
+            let text = format!("name: p\ndescription: d\nsource: s\ntopology: {topology}\n{delays}expected:\n  rtt: {{ value: 0s, minus: 0s, plus: 5ms }}\n");
             echolab_core::profile::Profile::from_yaml(&text, "p.yaml").unwrap()
         };
         let native = profile("native");
         assert_eq!(Lab::for_run(&path, &native, false).unwrap().client, "b");
+        assert_eq!(
+            Lab::for_run(&path, &profile("link"), false).unwrap().server,
+            "a"
+        );
         let e = Lab::for_run(&path, &native, true).unwrap_err();
         assert!(e.contains("--backend local"), "{e}");
         let e = Lab::for_run(&path, &profile("loopback"), false).unwrap_err();

@@ -169,18 +169,23 @@ fn check_netem(cmd: &NetemCmd) {
                 client_side,
                 server_side,
                 stats_interval,
+                masquerade,
             },
             NetemParsed::Wire {
                 profile: p,
                 client_side: c,
                 server_side: s,
                 stats_interval: i,
+                masquerade_client: mc,
+                masquerade_as: ma,
                 ..
             },
         ) => {
             assert_eq!(handed_over(p, &line), *profile, "{line}");
             assert_eq!((c, s), (client_side, server_side), "{line}");
             assert_eq!(*i, stats_interval.map(|d| d.0), "{line}");
+            assert_eq!(*mc, masquerade.map(|m| m.client), "{line}");
+            assert_eq!(*ma, masquerade.map(|m| m.shared), "{line}");
         }
         (
             NetemCmd::Calibrate {
@@ -188,18 +193,21 @@ fn check_netem(cmd: &NetemCmd) {
                 profile,
                 json,
                 baseline_rtt,
+                across_machines,
             },
             NetemParsed::Calibrate {
                 target: t,
                 profile: p,
                 json: j,
                 baseline_rtt: b,
+                across_machines: m,
                 ..
             },
         ) => {
             assert_eq!(handed_over(p, &line), *profile, "{line}");
             assert_eq!((t, j), (target, json), "{line}");
             assert_eq!(*b, baseline_rtt.map(|d| d.0), "{line}");
+            assert_eq!(m, across_machines, "{line}");
         }
         (NetemCmd::Rtt { target }, NetemParsed::Rtt { target: t, .. }) => {
             assert_eq!(t, target, "{line}")
@@ -415,18 +423,31 @@ fn every_field_of_every_builder_parses() {
             client_side: "10.77.71.2".into(),
             server_side: "10.77.72.2".into(),
             stats_interval: Some(dur("10s")),
+            masquerade: None,
         },
         NetemCmd::Wire {
             profile: profile("lan100"),
             client_side: "eth0".into(),
             server_side: "eth1".into(),
             stats_interval: None,
+            masquerade: None,
+        },
+        NetemCmd::Wire {
+            profile: profile("lan100"),
+            client_side: "eth0".into(),
+            server_side: "eth1".into(),
+            stats_interval: None,
+            masquerade: Some(echolab_core::cmd::Masquerade {
+                client: [172, 19, 0, 3].into(),
+                shared: [172, 20, 0, 2].into(),
+            }),
         },
         NetemCmd::Calibrate {
             target,
             profile: profile("crossnet"),
             json: true,
             baseline_rtt: None,
+            across_machines: false,
         },
         NetemCmd::Calibrate {
             target,
@@ -434,12 +455,21 @@ fn every_field_of_every_builder_parses() {
             json: true,
             // A measured median, not a round number: it must survive the trip through argv.
             baseline_rtt: Some(Dur(std::time::Duration::from_nanos(31_417))),
+            across_machines: false,
+        },
+        NetemCmd::Calibrate {
+            target,
+            profile: profile("lan100"),
+            json: true,
+            baseline_rtt: Some(Dur(std::time::Duration::from_nanos(412_003))),
+            across_machines: true,
         },
         NetemCmd::Calibrate {
             target,
             profile: profile("loopback"),
             json: false,
             baseline_rtt: None,
+            across_machines: false,
         },
         NetemCmd::Rtt { target },
         NetemCmd::CalibServer {

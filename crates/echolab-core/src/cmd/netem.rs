@@ -39,6 +39,8 @@ pub enum NetemCmd {
         server_side: String,
         /// `--stats-interval`: also print stats this often.
         stats_interval: Option<Dur>,
+        /// `--masquerade-client`, `--masquerade-as`: a link across machines.
+        masquerade: Option<Masquerade>,
     },
     /// `calibrate`: RTT and goodput to a calib-server, judged against the profile.
     Calibrate {
@@ -51,6 +53,9 @@ pub enum NetemCmd {
         /// `--baseline-rtt`: the median RTT of the same path before the link was installed
         /// (an [`RttReport`]); with it, calibration also checks the RTT the link adds.
         baseline_rtt: Option<Dur>,
+        /// `--across-machines`: the link is between two machines; the total RTT is judged as
+        /// the baseline plus what the link adds (`calibration::sum_rtt_check`).
+        across_machines: bool,
     },
     /// `rtt`: small TCP round trips to a calib-server, judged against nothing; prints an
     /// [`RttReport`]. The launcher's baseline: the path before the link is installed.
@@ -103,23 +108,28 @@ impl NetemCmd {
                 client_side,
                 server_side,
                 stats_interval,
+                masquerade,
             } => a
                 .arg("wire")
                 .val("profile-json", profile.to_json())
                 .val("client-side", client_side)
                 .val("server-side", server_side)
-                .opt("stats-interval", *stats_interval),
+                .opt("stats-interval", *stats_interval)
+                .opt("masquerade-client", masquerade.map(|m| m.client))
+                .opt("masquerade-as", masquerade.map(|m| m.shared)),
             NetemCmd::Calibrate {
                 target,
                 profile,
                 json,
                 baseline_rtt,
+                across_machines,
             } => a
                 .arg("calibrate")
                 .val("target", target)
                 .val("profile-json", profile.to_json())
                 .flag("json", *json)
-                .opt("baseline-rtt", *baseline_rtt),
+                .opt("baseline-rtt", *baseline_rtt)
+                .flag("across-machines", *across_machines),
             NetemCmd::Rtt { target } => a.arg("rtt").val("target", target),
             NetemCmd::CalibServer { port, bind } => {
                 a.arg("calib-server").val("port", port).val("bind", bind)
@@ -129,6 +139,18 @@ impl NetemCmd {
         };
         a.done()
     }
+}
+
+/// The wire's address translation on a link across machines (`echolab-netem wire
+/// --masquerade-client CLIENT --masquerade-as SHARED`): uplink packets from `client` leave the
+/// server side with source `shared`, the link host's own address there, and downlink packets
+/// to `shared` go on to `client` (`echolab_netem::wire::nat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Masquerade {
+    /// The client host's address.
+    pub client: std::net::Ipv4Addr,
+    /// The link host's address on the server side.
+    pub shared: std::net::Ipv4Addr,
 }
 
 /// An IPv4 network `a.b.c.d/len`, as `echolab-netem route --dst` takes it.
@@ -306,8 +328,22 @@ mod tests {
                     client_side: "eth0".into(),
                     server_side: "eth1".into(),
                     stats_interval: Some("10s".parse().unwrap()),
+                    masquerade: None,
                 },
                 format!("wire --profile-json {LOOPBACK_JSON} --client-side eth0 --server-side eth1 --stats-interval 10s"),
+            ),
+            (
+                NetemCmd::Wire {
+                    profile: profile.clone(),
+                    client_side: "eth0".into(),
+                    server_side: "eth1".into(),
+                    stats_interval: None,
+                    masquerade: Some(Masquerade {
+                        client: [172, 19, 0, 3].into(),
+                        shared: [172, 20, 0, 2].into(),
+                    }),
+                },
+                format!("wire --profile-json {LOOPBACK_JSON} --client-side eth0 --server-side eth1 --masquerade-client 172.19.0.3 --masquerade-as 172.20.0.2"),
             ),
             (
                 NetemCmd::Calibrate {
@@ -315,17 +351,29 @@ mod tests {
                     profile: profile.clone(),
                     json: true,
                     baseline_rtt: None,
+                    across_machines: false,
                 },
                 format!("calibrate --target 10.0.2.2:7070 --profile-json {LOOPBACK_JSON} --json"),
             ),
             (
                 NetemCmd::Calibrate {
                     target: "10.0.2.2:7070".parse().unwrap(),
-                    profile,
+                    profile: profile.clone(),
                     json: true,
                     baseline_rtt: Some(Dur(std::time::Duration::from_micros(31))),
+                    across_machines: false,
                 },
                 format!("calibrate --target 10.0.2.2:7070 --profile-json {LOOPBACK_JSON} --json --baseline-rtt 31us"),
+            ),
+            (
+                NetemCmd::Calibrate {
+                    target: "10.0.2.2:7070".parse().unwrap(),
+                    profile: profile.clone(),
+                    json: true,
+                    baseline_rtt: Some(Dur(std::time::Duration::from_micros(412))),
+                    across_machines: true,
+                },
+                format!("calibrate --target 10.0.2.2:7070 --profile-json {LOOPBACK_JSON} --json --baseline-rtt 412us --across-machines"),
             ),
             (
                 NetemCmd::Rtt {

@@ -36,6 +36,8 @@ pub struct DirectionCounters {
     pub unstamped: u64,
     /// Packets discarded because they were not IPv4 (the TUN's own IPv6 chatter).
     pub not_ipv4: u64,
+    /// Packets whose address the wire translated (a link across machines, [`super::nat`]).
+    pub translated: u64,
     /// Read time minus kernel arrival stamp, ns: how long packets waited in the TUN for the
     /// thread (its wake-up), which the stamps keep out of the delay.
     pub tun_wait: Histogram<u64>,
@@ -62,6 +64,7 @@ impl Default for DirectionCounters {
             kernel_stamps: false,
             unstamped: 0,
             not_ipv4: 0,
+            translated: 0,
             tun_wait: hist::new_latency_histogram(),
             fair_share_spells: 0,
             fair_share_ns: 0,
@@ -123,6 +126,10 @@ pub struct DirectionStats {
     /// would otherwise take draws from the seeded loss and jitter generator.
     #[serde(default)]
     pub not_ipv4: u64,
+    /// Packets whose address the wire translated: on a link across machines, every packet
+    /// between the client and the server (`--masquerade-client`); 0 otherwise.
+    #[serde(default)]
+    pub translated: u64,
     /// How long packets waited in the TUN before the wire read them, µs (all zeros without
     /// kernel stamps).
     #[serde(default)]
@@ -162,6 +169,7 @@ impl DirectionCounters {
             .into(),
             unstamped: self.unstamped,
             not_ipv4: self.not_ipv4,
+            translated: self.translated,
             tun_wait_us: LatencySummary::from_histogram(&self.tun_wait),
             fair_share_spells: self.fair_share_spells,
             fair_share_ms: self.fair_share_ns as f64 / 1e6,

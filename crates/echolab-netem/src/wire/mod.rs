@@ -11,6 +11,7 @@ mod clock;
 pub mod counters;
 #[cfg(feature = "testbed")]
 pub mod endtoend;
+pub(crate) mod nat;
 pub(crate) mod plumbing;
 pub(crate) mod probe;
 pub(crate) mod pump;
@@ -51,7 +52,18 @@ pub struct WireConfig {
     pub rule_priority: u32,
     /// Seed of the loss and jitter generator.
     pub seed: u64,
+    /// A link across machines: the client's address leaves the server side as the link
+    /// host's own there, and comes back ([`nat`]). So that the replies to that address, one
+    /// of the link host's own, reach the wire instead of the host's own stack, the kernel's
+    /// `local` table rule moves after the wire's rules while it runs; and as the client's
+    /// packets re-enter from the TUN with a source that is the host's own, the host needs
+    /// `net.ipv4.conf.all.accept_local=1` (checked at start).
+    pub masquerade: Option<echolab_core::cmd::Masquerade>,
 }
+
+/// How far after the wire's first rule the `local` table's rule moves when it masquerades:
+/// behind the wire's four rules, ahead of `main` (32766).
+const LOCAL_RULE_OFFSET: u32 = 100;
 
 /// How precisely the wire keeps its schedule, and what that costs.
 #[derive(Debug, Clone, Copy)]
@@ -92,6 +104,9 @@ pub struct Wire {
     counters: [Arc<Mutex<DirectionCounters>>; 2],
     limits: [usize; 2],
     rules: Vec<Rule>,
+    /// The kernel's `local` rule was moved (masquerading): put it back at priority 0 first
+    /// when stopping.
+    local_moved: bool,
     started: Instant,
 }
 
@@ -160,6 +175,24 @@ impl Wire {
             }
         };
         plumbing::ensure_forwarding_sysctls(&[up_name, down_name]).map_err(WireError::Setup)?;
+        if config.masquerade.is_some() {
+            plumbing::ensure_sysctl("net.ipv4.conf.all.accept_local", "1", &[])
+                .map_err(WireError::Setup)?;
+        }
+        let rewrites = config.masquerade.map(|m| {
+            [
+                nat::Rewrite {
+                    field: nat::Field::Source,
+                    from: m.client,
+                    to: m.shared,
+                },
+                nat::Rewrite {
+                    field: nat::Field::Destination,
+                    from: m.shared,
+                    to: m.client,
+                },
+            ]
+        });
         let mut sock = Socket::open().map_err(setup_err)?;
         let specs = [
             (up_name, config.tables.0, &config.uplink),
@@ -187,6 +220,7 @@ impl Wire {
             probe: timing.probe,
             probed: probed_tx.clone(),
             tap: tap_up,
+            rewrite: rewrites.map(|r| r[0]),
         };
         let down = Pump {
             name: "downlink",
@@ -197,6 +231,7 @@ impl Wire {
             probe: timing.probe,
             probed: probed_tx,
             tap: tap_down,
+            rewrite: rewrites.map(|r| r[1]),
         };
         let limits = [up.shaper.limit(), down.shaper.limit()];
         let mut wire = Self {
@@ -206,6 +241,7 @@ impl Wire {
             counters,
             limits,
             rules: Vec::new(),
+            local_moved: false,
             started: Instant::now(),
         };
         // Probe rules first: each TUN's probe packets are forwarded straight back into it.
@@ -216,6 +252,7 @@ impl Wire {
         .map(|(tun, table, priority)| Rule {
             iif: tun.clone(),
             dst: Some(probe::PROBE_DST),
+            ip_proto: None,
             table,
             priority,
         });
@@ -257,23 +294,41 @@ impl Wire {
         }
         // Traffic rules last: until they exist, traffic is forwarded unimpaired, never
         // black-holed.
-        let rules = [
-            Rule {
-                iif: config.client_side.clone(),
-                dst: None,
-                table: config.tables.0,
-                priority: config.rule_priority,
-            },
-            Rule {
-                iif: config.server_side.clone(),
-                dst: None,
-                table: config.tables.1,
-                priority: config.rule_priority + 1,
-            },
-        ];
-        for rule in rules {
-            plumbing::add_rule(&mut sock, &rule).map_err(setup_err)?;
-            wire.rules.push(rule);
+        // Masquerading, the rules come before the `local` table's (moved behind them below)
+        // and so match TCP and UDP only (see `Rule::ip_proto`); otherwise every packet.
+        let protocols: &[Option<u8>] = if config.masquerade.is_some() {
+            &[Some(libc::IPPROTO_TCP as u8), Some(libc::IPPROTO_UDP as u8)]
+        } else {
+            &[None]
+        };
+        for &ip_proto in protocols {
+            let rules = [
+                Rule {
+                    iif: config.client_side.clone(),
+                    dst: None,
+                    ip_proto,
+                    table: config.tables.0,
+                    priority: config.rule_priority,
+                },
+                Rule {
+                    iif: config.server_side.clone(),
+                    dst: None,
+                    ip_proto,
+                    table: config.tables.1,
+                    priority: config.rule_priority + 1,
+                },
+            ];
+            for rule in rules {
+                plumbing::add_rule(&mut sock, &rule).map_err(setup_err)?;
+                wire.rules.push(rule);
+            }
+        }
+        if config.masquerade.is_some() {
+            let moved = plumbing::local_rule(config.rule_priority + LOCAL_RULE_OFFSET);
+            plumbing::add_rule(&mut sock, &moved).map_err(setup_err)?;
+            wire.rules.push(moved);
+            plumbing::delete_rule(&mut sock, &plumbing::local_rule(0)).map_err(setup_err)?;
+            wire.local_moved = true;
         }
         wire.started = Instant::now();
         Ok(wire)
@@ -362,6 +417,13 @@ impl Wire {
         if !self.rules.is_empty() {
             match Socket::open() {
                 Ok(mut sock) => {
+                    // The kernel's own rule back before the moved one goes, so that the
+                    // host never runs without a `local` lookup.
+                    if std::mem::take(&mut self.local_moved) {
+                        if let Err(e) = plumbing::add_rule(&mut sock, &plumbing::local_rule(0)) {
+                            teardown = Err(setup_err(e));
+                        }
+                    }
                     for rule in self.rules.drain(..) {
                         if let Err(e) = plumbing::delete_rule(&mut sock, &rule) {
                             teardown = Err(setup_err(e));

@@ -25,6 +25,8 @@ const FRA_DST: u16 = 1;
 const FRA_IIFNAME: u16 = 3;
 const FRA_PRIORITY: u16 = 6;
 const FRA_TABLE: u16 = 15;
+/// linux/fib_rules.h; a rule on it makes the kernel dissect each packet's protocol (4.17+).
+const FRA_IP_PROTO: u16 = 22;
 const FR_ACT_TO_TBL: u8 = 1;
 /// `TUNSETIFF` = `_IOW('T', 202, int)` (linux/if_tun.h).
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
@@ -123,13 +125,17 @@ pub(crate) fn default_route_via(
     )
 }
 
-/// A policy rule `ip rule add iif IIF [to DST/32] lookup TABLE priority PRIO`.
+/// A policy rule `ip rule add [iif IIF] [to DST/32] lookup TABLE priority PRIO`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Rule {
-    /// Incoming interface name.
+    /// Incoming interface name; empty for a rule that matches every interface.
     pub iif: String,
     /// Only packets to this host address, when set (the self-probe's rule).
     pub dst: Option<Ipv4Addr>,
+    /// Only packets of this IP protocol (`ipproto`), when set: a masquerading wire's rules
+    /// match TCP and UDP, so that ARP, whose route check has no protocol, still finds the
+    /// host's own addresses in the `local` table behind them.
+    pub ip_proto: Option<u8>,
     /// Routing table.
     pub table: u32,
     /// Rule priority (lower is earlier; the main table's rule is 32766).
@@ -157,10 +163,30 @@ fn rule_message(rule: &Rule, msg_type: u16, flags: u16, seq: u32) -> Message {
     if let Some(dst) = rule.dst {
         msg.attr(FRA_DST, &dst.octets());
     }
-    msg.attr_str(FRA_IIFNAME, &rule.iif)
-        .attr_u32(FRA_PRIORITY, rule.priority)
+    if !rule.iif.is_empty() {
+        msg.attr_str(FRA_IIFNAME, &rule.iif);
+    }
+    if let Some(proto) = rule.ip_proto {
+        msg.attr(FRA_IP_PROTO, &[proto]);
+    }
+    msg.attr_u32(FRA_PRIORITY, rule.priority)
         .attr_u32(FRA_TABLE, rule.table);
     msg
+}
+
+/// The kernel's `local` routing table (`RT_TABLE_LOCAL`, linux/rtnetlink.h), which its rule of
+/// priority 0 looks up first: a packet to one of the host's own addresses is delivered there.
+pub(crate) const TABLE_LOCAL: u32 = 255;
+
+/// The `local` table's rule at `priority` (0 is the kernel's own).
+pub(crate) fn local_rule(priority: u32) -> Rule {
+    Rule {
+        iif: String::new(),
+        dst: None,
+        ip_proto: None,
+        table: TABLE_LOCAL,
+        priority,
+    }
 }
 
 /// Adds `rule`; an identical existing rule counts as success, so setup can be repeated.
@@ -280,6 +306,7 @@ elab-up2: 1 1 1 1 1 1 1 1 1 1 1 999 1 1 1 1
         let rule = Rule {
             iif: "eth1".into(),
             dst: None,
+            ip_proto: None,
             table: 2701,
             priority: 100,
         };
@@ -298,6 +325,7 @@ elab-up2: 1 1 1 1 1 1 1 1 1 1 1 999 1 1 1 1
         let rule = Rule {
             iif: "elab-up".into(),
             dst: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            ip_proto: None,
             table: 2701,
             priority: 90,
         };
@@ -307,5 +335,34 @@ elab-up2: 1 1 1 1 1 1 1 1 1 1 1 999 1 1 1 1
         let got: Vec<(u16, Vec<u8>)> = nl::attrs(body).map(|(k, v)| (k, v.to_vec())).collect();
         assert_eq!(got[0], (FRA_DST, vec![192, 0, 2, 1]));
         assert_eq!(got[1], (FRA_IIFNAME, b"elab-up\0".to_vec()));
+    }
+
+    #[test]
+    fn a_protocol_rule_carries_one_byte_and_the_local_rule_no_interface() {
+        // `ip rule add iif eth1 ipproto tcp lookup 2702 pref 101` as iproute2 encodes it:
+        // FRA_IP_PROTO (22) with the one byte 6.
+        let rule = Rule {
+            iif: "eth1".into(),
+            dst: None,
+            ip_proto: Some(6),
+            table: 2702,
+            priority: 101,
+        };
+        let m = rule_message(&rule, RTM_NEWRULE, NLM_F_REQUEST, 9);
+        let got: Vec<(u16, Vec<u8>)> = nl::attrs(&m.bytes()[16 + 12..])
+            .map(|(k, v)| (k, v.to_vec()))
+            .collect();
+        assert!(got.contains(&(22, vec![6])), "{got:?}");
+        let m = rule_message(&local_rule(200), RTM_NEWRULE, NLM_F_REQUEST, 9);
+        let got: Vec<(u16, Vec<u8>)> = nl::attrs(&m.bytes()[16 + 12..])
+            .map(|(k, v)| (k, v.to_vec()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (FRA_PRIORITY, 200u32.to_ne_bytes().to_vec()),
+                (FRA_TABLE, 255u32.to_ne_bytes().to_vec())
+            ]
+        );
     }
 }

@@ -115,6 +115,9 @@ pub(crate) struct Pump {
     /// The kernel's arrival stamps for this direction's TUN; without them a packet's delay
     /// counts from when it was read, and the self-probe's median is subtracted instead.
     pub tap: Option<ArrivalTap>,
+    /// The address this direction translates, when the link masquerades ([`super::nat`]);
+    /// applied after the arrival stamp is matched, which looks at the packet as it came.
+    pub rewrite: Option<super::nat::Rewrite>,
 }
 
 const TOKEN_TUN: u64 = 1;
@@ -446,6 +449,11 @@ impl Pump {
                             let mut data = pool.pop().unwrap_or_default();
                             data.clear();
                             data.extend_from_slice(&scratch[..len]);
+                            if let Some(r) = &self.rewrite {
+                                if r.apply(&mut data) {
+                                    c.translated += 1;
+                                }
+                            }
                             seq += 1;
                             queue.push(Reverse(Held {
                                 release_ns,

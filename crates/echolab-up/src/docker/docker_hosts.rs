@@ -108,12 +108,14 @@ impl DockerHosts {
         }
     }
 
-    /// Hosts of a lab run: `server` on `server_docker`'s machine, reached at `server_addr`,
-    /// and `client` on `client_docker`'s, both with host networking.
+    /// Hosts of a lab run: `server` on `server_docker`'s machine (host networking), reached
+    /// at `server_addr`, and `client` on `client_docker`'s (host networking, or behind a
+    /// link host there whose `wire` counters are read).
     pub(crate) fn on_machines(
         (server_docker, server): (&Docker, String),
         (client_docker, client): (&Docker, String),
         server_addr: IpAddr,
+        wire: Option<super::wiretap::WireTap>,
     ) -> Self {
         Self {
             docker: server_docker.clone(),
@@ -123,8 +125,29 @@ impl DockerHosts {
             server_addr,
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Lab,
-            wire: None,
+            wire,
         }
+    }
+
+    /// Runs `calibration` (which must not use these hosts) and, when the userspace wire
+    /// carries the link, adds the wire's counters across it to the record: what calibration
+    /// sent and what the link dropped.
+    ///
+    /// # Errors
+    /// Calibration's, or the wire's counters could not be read.
+    pub(crate) async fn count_link(
+        &mut self,
+        calibration: impl std::future::Future<
+            Output = anyhow::Result<echolab_core::results::CalibrationRecord>,
+        >,
+    ) -> anyhow::Result<echolab_core::results::CalibrationRecord> {
+        let before = self.link_snapshot().await.transpose()?;
+        let mut record = calibration.await?;
+        let after = self.link_snapshot().await.transpose()?;
+        if let (Some(b), Some(a)) = (before, after) {
+            record.link_counters = Some(super::wiretap::between(&b, &a));
+        }
+        Ok(record)
     }
 
     async fn signal(

@@ -15,13 +15,14 @@ use std::path::Path;
 
 use anyhow::anyhow;
 use bollard::Docker;
-use echolab_core::profile::Profile;
-use echolab_core::results::{CalibrationRecord, EngineRecord, ImageInfo};
+use echolab_core::profile::{Profile, Topology};
+use echolab_core::results::{CalibrationRecord, EngineRecord, ImageInfo, LinkRecord};
 use serde_json::json;
 
 use super::docker_hosts::DockerHosts;
 use super::engine::{Engine, Machine};
 use super::exec;
+use super::link::across;
 use super::privileges::RunPrivileges;
 use super::topology::{create_host, HostSpec};
 use super::{image, object_name};
@@ -173,81 +174,153 @@ pub(crate) struct LabUp {
     pub hosts: DockerHosts,
     /// `hosts` of the manifest, by role.
     pub records: BTreeMap<String, serde_json::Value>,
+    /// The manifest's link record: the real path alone (`native`), or the link added on the
+    /// client's machine ([`across`]).
+    pub link: LinkRecord,
     server: (Docker, String),
     client: (Docker, String),
     server_addr: IpAddr,
+    /// The profile calibration judges the path against.
+    profile: Profile,
+    /// With a link profile: the RTT before the link was installed, which calibration adds
+    /// to what the profile adds.
+    baseline_rtt: Option<std::time::Duration>,
+    /// The running wire, kept so that its output is collected until teardown.
+    _wire: Option<exec::Streaming>,
 }
 
-/// Makes the server host on the server's engine and the client host on the client's, both
-/// with host networking, and returns them with their records; the server is reached at the
-/// lab file's address of its engine.
+/// Makes the server host on the server's engine with host networking, reached at the lab
+/// file's address of its machine, and the client host on the client's: with host networking
+/// for profile `native`, behind a link host on its machine for a link profile ([`across`]).
 ///
 /// # Errors
-/// A container could not be made; what is made carries the run's label, for teardown on
-/// each engine.
+/// A container, network or the link could not be made, or the profile is loopback; what is
+/// made carries the run's label, for teardown on each engine.
 pub(crate) async fn up(
     engines: &LabEngines,
     lab: &Lab,
     run_id: &str,
     image: &str,
     privileges: &RunPrivileges,
+    profile: &Profile,
 ) -> anyhow::Result<LabUp> {
+    let on = |e: &LabEngine, err: anyhow::Error| anyhow!("engine {}: {err:#}", e.name);
     let mut records = BTreeMap::new();
-    let mut made = Vec::new();
-    for (role, e, p) in [
-        ("server", &engines.server, &privileges.server),
-        ("client", &engines.client, &privileges.client),
-    ] {
-        let mut spec = HostSpec {
-            role: role.into(),
-            network_mode: "host".into(),
-            privileges: p.clone(),
-            ..Default::default()
-        };
-        let id = create_host(&e.engine.docker, run_id, image, &mut spec)
-            .await
-            .map_err(|err| anyhow!("engine {}: {err:#}", e.name))?;
-        let mut record = spec.record(&object_name(run_id, role), &id);
-        record["engine"] = json!(e.name);
-        record["sysctls"] =
-            json!("the machine's own (host networking shares its network namespace)");
-        records.insert(role.to_string(), record);
-        made.push((e.engine.docker.clone(), id));
-    }
-    let client = made.pop().expect("two hosts made");
-    let server = made.pop().expect("two hosts made");
+    let (sd, cd) = (&engines.server.engine.docker, &engines.client.engine.docker);
+    let (server, record) = host_networked(sd, run_id, image, "server", &privileges.server)
+        .await
+        .map_err(|err| on(&engines.server, err))?;
+    records.insert("server".to_string(), with_engine(record, &engines.server));
     let server_addr = lab.server_address();
+    let (client, link, tap, wire, baseline_rtt) = match profile.topology {
+        Topology::Native => {
+            let (client, record) = host_networked(cd, run_id, image, "client", &privileges.client)
+                .await
+                .map_err(|err| on(&engines.client, err))?;
+            records.insert("client".to_string(), with_engine(record, &engines.client));
+            let link = LinkRecord {
+                backend: "none".into(),
+                reason: format!(
+                    "native: the real network between engine {}'s machine (server, reached at {server_addr}) and engine {}'s (client); both hosts use their machine's network (host networking), nothing added",
+                    engines.server.name, engines.client.name
+                ),
+                ..Default::default()
+            };
+            (client, link, None, None, None)
+        }
+        Topology::Link => {
+            let server = across::RemoteServer {
+                docker: sd,
+                host: &server,
+                addr: server_addr,
+            };
+            let a = across::up(&server, cd, run_id, image, privileges, profile)
+                .await
+                .map_err(|err| on(&engines.client, err))?;
+            for (role, record) in a.records {
+                let record = match role.as_str() {
+                    "networks" => record,
+                    _ => with_engine(record, &engines.client),
+                };
+                records.insert(role, record);
+            }
+            (a.client, a.link, a.tap, a.wire, Some(a.baseline_rtt))
+        }
+        Topology::Loopback => {
+            return Err(anyhow!(
+                "profile {} is loopback: one machine's, not a lab's",
+                profile.name
+            ))
+        }
+    };
     Ok(LabUp {
         hosts: DockerHosts::on_machines(
-            (&server.0, server.1.clone()),
-            (&client.0, client.1.clone()),
+            (sd, server.clone()),
+            (cd, client.clone()),
             server_addr,
+            tap,
         ),
         records,
-        server,
-        client,
+        link,
+        server: (sd.clone(), server),
+        client: (cd.clone(), client),
         server_addr,
+        profile: profile.clone(),
+        baseline_rtt,
+        _wire: wire,
     })
 }
 
+/// A host of `role` with host networking on `docker`; its container id and record.
+async fn host_networked(
+    docker: &Docker,
+    run_id: &str,
+    image: &str,
+    role: &str,
+    privileges: &super::privileges::Privileges,
+) -> anyhow::Result<(String, serde_json::Value)> {
+    let mut spec = HostSpec {
+        role: role.into(),
+        network_mode: "host".into(),
+        privileges: privileges.clone(),
+        ..Default::default()
+    };
+    let id = create_host(docker, run_id, image, &mut spec).await?;
+    let mut record = spec.record(&object_name(run_id, role), &id);
+    record["sysctls"] = json!("the machine's own (host networking shares its network namespace)");
+    Ok((id, record))
+}
+
+/// `record` with the name of the engine it is on.
+fn with_engine(mut record: serde_json::Value, e: &LabEngine) -> serde_json::Value {
+    record["engine"] = json!(e.name);
+    record
+}
+
 impl LabUp {
-    /// Calibrates the real path: calib-server in the server host, `echolab-netem calibrate`
-    /// in the client host; for profile `native` it measures RTT and goodput each way, and
-    /// judges the RTT against the profile's sanity bound.
+    /// Calibrates the path: calib-server in the server host, `echolab-netem calibrate` in the
+    /// client host. For profile `native` it measures RTT and goodput each way and judges the
+    /// RTT against the profile's sanity bound; for a link profile it also checks what the
+    /// link adds over the baseline, and the total as baseline plus that
+    /// (`echolab_core::calibration::sum_rtt_check`), with the wire's counters across it.
     ///
     /// # Errors
     /// The tools could not run or printed no report (a miss is `passed: false`).
-    pub(crate) async fn calibrate(&self, profile: &Profile) -> anyhow::Result<CalibrationRecord> {
-        super::link::calibration::calibrate(
+    pub(crate) async fn calibrate(&mut self) -> anyhow::Result<CalibrationRecord> {
+        use super::link::calibration::{calibrate, Baseline};
+        let baseline = self
+            .baseline_rtt
+            .map_or(Baseline::None, Baseline::AcrossMachines);
+        let run = calibrate(
             &self.server.0,
             &self.server.1,
             &self.client.0,
             &self.client.1,
             self.server_addr,
-            profile,
-            None,
-        )
-        .await
+            &self.profile,
+            baseline,
+        );
+        self.hosts.count_link(run).await
     }
 
     /// The manifest's record of each engine: endpoint, roles, versions, the machine (CPU

@@ -20,6 +20,7 @@
 //!
 //! [`up`] does these steps in order; each module does one of them.
 
+pub(crate) mod across;
 pub(crate) mod calibration;
 pub(crate) mod endpoints;
 mod helpers;
@@ -40,7 +41,7 @@ use super::object_name;
 use super::privileges::RunPrivileges;
 use super::topology::{create_host, HostSpec};
 use endpoints::Endpoints;
-use networks::{create_network, ip_on};
+use networks::{create_network, ip_on, Masquerade};
 use records::Side;
 
 /// The link topology once up.
@@ -62,6 +63,34 @@ pub(crate) struct LinkUp {
     _wire: Option<super::exec::Streaming>,
 }
 
+/// The link host's spec: on `client_net` and `server_net` (the network towards the server),
+/// with the link's capabilities, forwarding on, and reverse-path filtering off (forwarded
+/// packets re-enter from the wire's TUN devices).
+pub(super) fn link_host(
+    privileges: &RunPrivileges,
+    client_net: &str,
+    server_net: &str,
+    cpuset: Option<String>,
+) -> HostSpec {
+    let sysctls = [
+        ("net.ipv4.ip_forward", "1"),
+        ("net.ipv4.conf.all.rp_filter", "0"),
+        ("net.ipv4.conf.default.rp_filter", "0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    HostSpec {
+        role: "link".into(),
+        network_mode: client_net.into(),
+        extra_networks: vec![(client_net.into(), None), (server_net.into(), None)],
+        privileges: privileges.link.clone(),
+        sysctls,
+        cpuset,
+        ..Default::default()
+    }
+}
+
 /// Brings up networks, hosts, routes and the link, and reads the link back.
 ///
 /// # Errors
@@ -74,25 +103,11 @@ pub(crate) async fn up(
     profile: &Profile,
     cpus: &echolab_core::results::CpuPlanRecord,
 ) -> anyhow::Result<LinkUp> {
-    let (client_net, client_subnet) = create_network(docker, run_id, "client-net").await?;
-    let (server_net, server_subnet) = create_network(docker, run_id, "server-net").await?;
-    let link_sysctls = [
-        ("net.ipv4.ip_forward", "1"),
-        ("net.ipv4.conf.all.rp_filter", "0"),
-        ("net.ipv4.conf.default.rp_filter", "0"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    let mut link_spec = HostSpec {
-        role: "link".into(),
-        network_mode: client_net.clone(),
-        extra_networks: vec![(client_net.clone(), None), (server_net.clone(), None)],
-        privileges: privileges.link.clone(),
-        sysctls: link_sysctls,
-        cpuset: cpus.link.clone(),
-        ..Default::default()
-    };
+    let (client_net, client_subnet) =
+        create_network(docker, run_id, "client-net", Masquerade::No).await?;
+    let (server_net, server_subnet) =
+        create_network(docker, run_id, "server-net", Masquerade::No).await?;
+    let mut link_spec = link_host(privileges, &client_net, &server_net, cpus.link.clone());
     let link = create_host(docker, run_id, image, &mut link_spec).await?;
     let link_client_ip = ip_on(docker, &link, &client_net).await?;
     let link_server_ip = ip_on(docker, &link, &server_net).await?;
@@ -113,10 +128,11 @@ pub(crate) async fn up(
     let (server, client, server_ip) = (made.server.clone(), made.client.clone(), made.server_ip);
     // Before the link is installed the link host forwards plainly: the path's own RTT, which
     // calibration subtracts to check what the link adds.
-    let baseline = calibration::baseline(docker, &server, &client, server_ip).await?;
+    let baseline = calibration::baseline(docker, &server, docker, &client, server_ip).await?;
     let client_side = netem::device_with(docker, &link, link_client_ip).await?;
     let server_side = netem::device_with(docker, &link, link_server_ip).await?;
-    let mut installed = netem::install(docker, &link, profile, &client_side, &server_side).await?;
+    let mut installed =
+        netem::install(docker, &link, profile, &client_side, &server_side, None).await?;
     let tap = installed
         .wire
         .as_mut()
@@ -126,12 +142,14 @@ pub(crate) async fn up(
         link_spec.record(&object_name(run_id, "link"), &link),
         &made.records,
         &Side {
+            key: "client_net",
             net: client_net,
             subnet: client_subnet,
             link_ip: link_client_ip,
             device: client_side,
         },
         &Side {
+            key: "server_net",
             net: server_net,
             subnet: server_subnet,
             link_ip: link_server_ip,
@@ -155,20 +173,21 @@ pub(crate) async fn up(
 impl LinkUp {
     /// Calibrates across the link with echolab-netem (calib-server in the server host,
     /// calibrate in the client host; [`calibration`]), checking the RTT the link adds over
-    /// the baseline measured before it was installed.
+    /// the baseline measured before it was installed; the wire's counters across it go into
+    /// the record.
     ///
     /// # Errors
     /// The tools could not run or printed no report (a miss is `passed: false`).
-    pub(crate) async fn calibrate(&self, docker: &Docker) -> anyhow::Result<CalibrationRecord> {
-        calibration::calibrate(
+    pub(crate) async fn calibrate(&mut self, docker: &Docker) -> anyhow::Result<CalibrationRecord> {
+        let run = calibration::calibrate(
             docker,
             &self.server,
             docker,
             &self.client,
             self.server_ip,
             &self.profile,
-            Some(self.baseline_rtt),
-        )
-        .await
+            calibration::Baseline::OneMachine(self.baseline_rtt),
+        );
+        self.hosts.count_link(run).await
     }
 }

@@ -137,6 +137,7 @@ mod tests {
             arrival_from: "kernel stamp".into(),
             unstamped: 0,
             not_ipv4: 0,
+            translated: 0,
             tun_wait_us: Default::default(),
             fair_share_spells: 0,
             fair_share_ms: 0.0,

@@ -103,7 +103,12 @@ impl LabRun {
 
     /// echolab-up's arguments: profile native, the experiment, the lab file, then `extra`.
     fn args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
-        let mut v = profile_experiment("native", self.exp.to_str().unwrap()).to_vec();
+        self.args_on("native", extra)
+    }
+
+    /// As [`LabRun::args`] on `profile` (a name or a file).
+    fn args_on<'a>(&'a self, profile: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut v = profile_experiment(profile, self.exp.to_str().unwrap()).to_vec();
         v.extend(["--lab", self.lab.to_str().unwrap()]);
         v.extend_from_slice(extra);
         v
@@ -202,6 +207,93 @@ fn native_across_two_engines_runs_and_leaves_nothing_on_either() {
     }
     assert_nothing_left(a, &m.run_id);
     assert_nothing_left(&connect_second(lab), &m.run_id);
+}
+
+/// lan100's added RTT by hand (the profile's source text): 2 x (100 us + (68-byte probe + 38
+/// bytes overhead) x 8 bits / 100 Mbit/s) = 216.96 us.
+const LAN100_ADDED_US: f64 = 2.0 * (100.0 + (68.0 + 38.0) * 8.0 / 100.0);
+
+#[test]
+fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
+    let r = LabRun::new("lab-lan100", second_engine(), TWO_CELLS);
+    // lan100 as shipped, but with +-150 us on what the link adds: this checks that the
+    // link across machines is in effect and summed with the real path; how exactly the
+    // wire keeps a 100 us delay on a loaded 2-core machine is issue 15's (wire_perf).
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem/lan100.yaml"),
+    )
+    .unwrap();
+    let profile = r.base.0.join("lan100-wide.yaml");
+    std::fs::write(
+        &profile,
+        shipped.replace(
+            "added_rtt: { relative: 10%, at_least: 50us }",
+            "added_rtt: { relative: 10%, at_least: 150us }",
+        ),
+    )
+    .unwrap();
+    let o = run(&r.out, &r.bins, &r.args_on(profile.to_str().unwrap(), &[]));
+    assert!(
+        o.status.success(),
+        "echolab-up --lab lan100 failed: {}",
+        stderr(&o)
+    );
+    let res = results(&r.out);
+    let m = &res.manifest;
+    assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
+    assert_eq!(m.link.backend, "userspace-wire", "{:?}", m.link);
+    assert!(
+        m.link.reason.contains("across machines"),
+        "{}",
+        m.link.reason
+    );
+    // The client is behind the link host on its own machine; the server is on the other.
+    assert_eq!(m.hosts["server"]["network_mode"], "host");
+    assert_eq!(m.hosts["client"]["engine"], "b");
+    assert_eq!(m.hosts["link"]["engine"], "b");
+    let cal = m.link.calibration.as_ref().expect("calibration recorded");
+    assert!(cal.passed, "{cal:?}");
+    let base = cal.measured["rtt_baseline_median_us"];
+    let total = cal.measured["rtt_median_us"];
+    let rtt = cal.checks.iter().find(|c| c.name == "rtt_median").unwrap();
+    // The total is judged as the real path plus lan100's added RTT, not lan100's
+    // one-machine band (220..550 us).
+    assert!(
+        (rtt.low - (base + LAN100_ADDED_US - 150.0)).abs() < 0.01
+            && (rtt.high - (base + LAN100_ADDED_US + 150.0)).abs() < 0.01,
+        "{rtt:?} with baseline {base}"
+    );
+    assert!(
+        total - base > LAN100_ADDED_US - 150.0,
+        "the link's delay is in effect: {total} - {base}"
+    );
+    // 100 Mbit/s each way: 100 x 1448 / 1538 = 94.15 Mbit/s of goodput, +-3%.
+    for k in ["goodput_uplink_mbit", "goodput_downlink_mbit"] {
+        let g = cal.measured[k];
+        assert!((91.3..=97.0).contains(&g), "{k}: {g}");
+    }
+    let counters = cal.link_counters.as_ref().expect("the wire's counters");
+    assert!(
+        counters.uplink.packets > 1000 && counters.downlink.packets > 1000,
+        "calibration's transfers went through the wire: {counters:?}"
+    );
+    for rec in &res.runs {
+        assert!(rec.error.is_none(), "{}: {:?}", rec.file_name(), rec.error);
+        let bench = rec.bench.as_ref().unwrap();
+        assert_eq!(bench.requests_ok, 10 * 20, "{}", rec.file_name());
+        assert!(bench
+            .target
+            .starts_with(&format!("{}:", r.second.peer_addr)));
+        // Every request crossed both 100 us delays.
+        assert!(
+            bench.latency_us.p50 >= 200.0,
+            "{}: p50 {} us",
+            rec.file_name(),
+            bench.latency_us.p50
+        );
+    }
+    assert_nothing_left(&r.a, &m.run_id);
+    assert_nothing_left(&connect_second(&r.lab), &m.run_id);
 }
 
 #[test]

@@ -116,18 +116,20 @@ async fn against_calib_server(
     out
 }
 
-/// The baseline: the median RTT from `client` to calib-server in `server` with the link host
-/// forwarding plainly, before the link is installed (`echolab-netem rtt`).
+/// The baseline: the median RTT from `client` (on engine `client_docker`) to calib-server in
+/// `server` (on engine `docker`) with the link host forwarding plainly, before the link is
+/// installed (`echolab-netem rtt`).
 ///
 /// # Errors
 /// The tools could not run or printed no report.
 pub(super) async fn baseline(
     docker: &Docker,
     server: &str,
+    client_docker: &Docker,
     client: &str,
     server_ip: IpAddr,
 ) -> anyhow::Result<RttReport> {
-    let out = against_calib_server(docker, server, docker, client, server_ip, |target| {
+    let out = against_calib_server(docker, server, client_docker, client, server_ip, |target| {
         NetemCmd::Rtt { target }
     })
     .await?;
@@ -139,10 +141,23 @@ pub(super) async fn baseline(
     })
 }
 
+/// The RTT of the path without the link, which calibration checks the link's addition
+/// against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Baseline {
+    /// None measured (a lab's `native` path: nothing is added to check).
+    None,
+    /// Measured on one machine before the link was installed: the total RTT is judged by the
+    /// profile's `expected.rtt`, and what the link adds over this by `added_rtt`.
+    OneMachine(Duration),
+    /// Measured between two machines: the total is also judged as this plus what the
+    /// profile adds (`echolab_core::calibration::sum_rtt_check`).
+    AcrossMachines(Duration),
+}
+
 /// Calibrates across the link (or a lab's real path) with echolab-netem: calib-server in
 /// `server` on engine `docker` (reached at `server_ip`), calibrate in `client` on engine
-/// `client_docker`, with the `baseline` median RTT measured before the link was installed
-/// (then the added RTT is checked too).
+/// `client_docker`, with the `baseline` RTT of the path without the link.
 ///
 /// # Errors
 /// The tools could not run or printed no report (a miss is `passed: false`).
@@ -153,14 +168,20 @@ pub(crate) async fn calibrate(
     client: &str,
     server_ip: IpAddr,
     profile: &Profile,
-    baseline: Option<Duration>,
+    baseline: Baseline,
 ) -> anyhow::Result<CalibrationRecord> {
+    let (baseline_rtt, across_machines) = match baseline {
+        Baseline::None => (None, false),
+        Baseline::OneMachine(d) => (Some(Dur(d)), false),
+        Baseline::AcrossMachines(d) => (Some(Dur(d)), true),
+    };
     let out = against_calib_server(docker, server, client_docker, client, server_ip, |target| {
         NetemCmd::Calibrate {
             target,
             profile: profile.clone(),
             json: true,
-            baseline_rtt: baseline.map(Dur),
+            baseline_rtt,
+            across_machines,
         }
     })
     .await?;

@@ -16,7 +16,7 @@ use crate::docker::topology::{create_host, endpoint_sysctls, HostSpec};
 
 /// The spec of endpoint host `role` (client or server): attached to `net` only, with the
 /// endpoint sysctls; the link host is its only way to the other side.
-fn endpoint_on(role: &str, net: &str) -> HostSpec {
+pub(super) fn endpoint_on(role: &str, net: &str) -> HostSpec {
     HostSpec {
         role: role.into(),
         network_mode: net.into(),

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use anyhow::anyhow;
 use bollard::Docker;
-use echolab_core::cmd::{json_from_stdout, NetemCmd, ProbeResult, WIRE_READY_PREFIX};
+use echolab_core::cmd::{json_from_stdout, Masquerade, NetemCmd, ProbeResult, WIRE_READY_PREFIX};
 use echolab_core::profile::Profile;
 use serde_json::json;
 
@@ -63,7 +63,9 @@ pub(super) struct Installed {
 }
 
 /// Probes the link host for sch_netem and installs `profile` with kernel netem or the
-/// userspace wire; `client_side` and `server_side` are the link host's devices.
+/// userspace wire; `client_side` and `server_side` are the link host's devices. With
+/// `masquerade` (a link across machines) the wire carries it whatever the probe says: kernel
+/// netem cannot translate the client's address.
 ///
 /// # Errors
 /// The probe printed no result, `apply` failed, or the wire exited or was not ready in time.
@@ -73,6 +75,7 @@ pub(super) async fn install(
     profile: &Profile,
     client_side: &str,
     server_side: &str,
+    masquerade: Option<Masquerade>,
 ) -> anyhow::Result<Installed> {
     let probe_out = exec::run(docker, link, &netem(&NetemCmd::Probe), STOP_DEADLINE).await?;
     let probe: ProbeResult = json_from_stdout(&probe_out.stdout).map_err(|e| {
@@ -81,7 +84,7 @@ pub(super) async fn install(
             probe_out.describe()
         )
     })?;
-    let (backend, installed, wire) = if probe.has_netem {
+    let (backend, installed, wire) = if probe.has_netem && masquerade.is_none() {
         let cmd = netem(&NetemCmd::Apply {
             profile: profile.clone(),
             uplink_dev: server_side.to_string(),
@@ -104,6 +107,7 @@ pub(super) async fn install(
             client_side: client_side.to_string(),
             server_side: server_side.to_string(),
             stats_interval: None,
+            masquerade,
         });
         let mut s = exec::start(docker, link, &cmd, WIRE_READY_PREFIX).await?;
         let line = match tokio::time::timeout(READY_DEADLINE, &mut s.ready).await {

@@ -1,9 +1,11 @@
-//! The link topology's two networks, and the addresses containers get on them.
+//! The link topology's networks, and the addresses containers get on them.
 //!
-//! The networks are bridges without IP masquerade, so nothing from them is NATed out of the
-//! machine. They are not Docker "internal" networks: for those the engine installs filter
-//! rules that drop any bridged packet whose destination lies outside the bridge's subnet,
-//! which is every packet that the client sends to the server through the link.
+//! The client and server networks are bridges without IP masquerade, so nothing from them is
+//! NATed out of the machine. They are not Docker "internal" networks: for those the engine
+//! installs filter rules that drop any bridged packet whose destination lies outside the
+//! bridge's subnet, which is every packet that the client sends to the server through the
+//! link. The one exception is a lab's egress network ([`Masquerade::Yes`]): the link host's
+//! way out of the client's machine to the server's, NATed to that machine's address.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -14,6 +16,15 @@ use bollard::Docker;
 use crate::docker::engine::failed;
 use crate::docker::{labels, object_name};
 
+/// Whether the engine NATs what leaves a network for other machines to its machine's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Masquerade {
+    /// Nothing leaves the machine from it (the link topology's two networks).
+    No,
+    /// Packets to other machines leave with the machine's address (a lab's egress network).
+    Yes,
+}
+
 /// Creates network `role` of `run_id`; returns its name and IPv4 subnet (`172.20.0.0/16`).
 ///
 /// # Errors
@@ -22,6 +33,7 @@ pub(super) async fn create_network(
     docker: &Docker,
     run_id: &str,
     role: &str,
+    masquerade: Masquerade,
 ) -> anyhow::Result<(String, String)> {
     let name = object_name(run_id, role);
     let req = NetworkCreateRequest {
@@ -31,7 +43,7 @@ pub(super) async fn create_network(
         options: Some(
             [(
                 "com.docker.network.bridge.enable_ip_masquerade".to_string(),
-                "false".to_string(),
+                (masquerade == Masquerade::Yes).to_string(),
             )]
             .into_iter()
             .collect(),
@@ -56,6 +68,27 @@ pub(super) async fn create_network(
         })
         .ok_or_else(|| anyhow!("docker: network {name} has no IPv4 subnet"))?;
     Ok((name, subnet))
+}
+
+/// The gateway address of `network` (its bridge's address on the host, the way out of the
+/// machine).
+///
+/// # Errors
+/// The inspect call failed, or the network has no IPv4 gateway.
+pub(super) async fn gateway_of(docker: &Docker, network: &str) -> anyhow::Result<IpAddr> {
+    let info = docker
+        .inspect_network(network, None)
+        .await
+        .map_err(|e| failed("inspect network", network, e))?;
+    info.ipam
+        .and_then(|i| i.config)
+        .and_then(|c| {
+            c.into_iter()
+                .filter_map(|c| c.gateway)
+                .find_map(|g| g.parse::<Ipv4Addr>().ok())
+        })
+        .map(IpAddr::V4)
+        .ok_or_else(|| anyhow!("docker: network {network} has no IPv4 gateway"))
 }
 
 /// The address of `container` on `network`.

@@ -12,6 +12,8 @@ use super::netem::Installed;
 
 /// One of the two networks: its name, subnet, and the link host's address and device on it.
 pub(super) struct Side {
+    /// Its key in the link host's `addresses` (`client_net`, `server_net`, `egress_net`).
+    pub(super) key: &'static str,
     /// Network name.
     pub(super) net: String,
     /// Its IPv4 subnet.
@@ -33,7 +35,8 @@ pub(super) fn hosts(
     server: &Side,
 ) -> BTreeMap<String, serde_json::Value> {
     let mut records = BTreeMap::new();
-    link_record["addresses"] = json!({ "client_net": client.link_ip.to_string(), "server_net": server.link_ip.to_string() });
+    link_record["addresses"] =
+        json!({ client.key: client.link_ip.to_string(), server.key: server.link_ip.to_string() });
     link_record["devices_by_side"] = json!({ "client": client.device, "server": server.device });
     records.insert("link".to_string(), link_record);
     records.extend(endpoints.clone());
@@ -48,7 +51,9 @@ pub(super) fn hosts(
 /// (calibration is added once measured).
 pub(super) fn link(installed: &Installed, profile_name: &str) -> LinkRecord {
     let probe_reason = &installed.probe.reason;
-    let reason = if installed.probe.has_netem {
+    let reason = if installed.probe.has_netem && installed.wire.is_some() {
+        format!("the kernel has sch_netem ({probe_reason}), but the link translates the client's address, which only the userspace wire does; it carries the link")
+    } else if installed.probe.has_netem {
         format!("the kernel has sch_netem ({probe_reason})")
     } else {
         format!("the kernel has no sch_netem ({probe_reason}); the userspace wire carries the link")

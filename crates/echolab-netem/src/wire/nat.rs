@@ -1,0 +1,270 @@
+//! Stateless 1:1 address translation in the wire, for a link across machines
+//! (`echolab-netem wire --masquerade-client C --masquerade-as S`): the client host's address
+//! C leaves the server side as S, the link host's own address there, which the client's
+//! machine then NATs to its own (Docker's masquerade covers S's network, not C's), and what
+//! comes back to S goes on to C. One client address, so no connection table: each packet is
+//! rewritten on its own.
+//!
+//! Checksums are updated incrementally (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')): the IPv4
+//! header checksum, and the TCP or UDP checksum, whose pseudo-header holds both addresses
+//! (RFC 793 section 3.1, RFC 768). A UDP checksum of 0 means "none" and stays 0. Fragments
+//! after the first carry no transport header and get only the IP header's update.
+
+use std::net::Ipv4Addr;
+
+/// Which address field of a packet a [`Rewrite`] changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Field {
+    /// Bytes 12..16 of the IPv4 header (uplink: the client's packets).
+    Source,
+    /// Bytes 16..20 (downlink: the replies).
+    Destination,
+}
+
+/// Replaces address `from` by `to` in `field` of every IPv4 packet that holds it there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rewrite {
+    /// The field looked at.
+    pub field: Field,
+    /// The address replaced.
+    pub from: Ipv4Addr,
+    /// Its replacement.
+    pub to: Ipv4Addr,
+}
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+
+/// `checksum` (as in the packet, big-endian) updated for 16-bit words `old` becoming `new`.
+fn update(checksum: u16, old: [u16; 2], new: [u16; 2]) -> u16 {
+    let mut sum = u32::from(!checksum);
+    for w in old {
+        sum += u32::from(!w);
+    }
+    for w in new {
+        sum += u32::from(w);
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+fn words(a: Ipv4Addr) -> [u16; 2] {
+    let o = a.octets();
+    [
+        u16::from_be_bytes([o[0], o[1]]),
+        u16::from_be_bytes([o[2], o[3]]),
+    ]
+}
+
+fn patch(packet: &mut [u8], at: usize, old: [u16; 2], new: [u16; 2]) {
+    let c = u16::from_be_bytes([packet[at], packet[at + 1]]);
+    packet[at..at + 2].copy_from_slice(&update(c, old, new).to_be_bytes());
+}
+
+impl Rewrite {
+    /// Rewrites `packet` (an IPv4 packet as read from a TUN) when its `field` holds `from`;
+    /// returns whether it did. Anything shorter than its own header is left alone.
+    pub(crate) fn apply(&self, packet: &mut [u8]) -> bool {
+        if packet.len() < 20 || packet[0] >> 4 != 4 {
+            return false;
+        }
+        let ihl = usize::from(packet[0] & 0x0f) * 4;
+        let at = match self.field {
+            Field::Source => 12,
+            Field::Destination => 16,
+        };
+        if ihl < 20 || packet.len() < ihl || packet[at..at + 4] != self.from.octets() {
+            return false;
+        }
+        let (old, new) = (words(self.from), words(self.to));
+        packet[at..at + 4].copy_from_slice(&self.to.octets());
+        patch(packet, 10, old, new);
+        let fragment_offset = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff;
+        if fragment_offset != 0 {
+            return true;
+        }
+        let transport = &packet[ihl..];
+        match packet[9] {
+            TCP if transport.len() >= 20 => patch(packet, ihl + 16, old, new),
+            UDP if transport.len() >= 8 && transport[6..8] != [0, 0] => {
+                patch(packet, ihl + 6, old, new)
+            }
+            _ => {}
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Internet checksum computed from scratch (RFC 1071), independent of [`update`].
+    fn checksum(bytes: &[u8]) -> u16 {
+        let mut sum = 0u64;
+        for chunk in bytes.chunks(2) {
+            let hi = u64::from(chunk[0]) << 8;
+            sum += hi | chunk.get(1).map_or(0, |b| u64::from(*b));
+        }
+        while sum >> 16 != 0 {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        !(sum as u16)
+    }
+
+    /// An IPv4 packet `src -> dst` of `protocol` carrying `transport` (its checksum field
+    /// filled in here), with both checksums computed from scratch.
+    fn packet(src: [u8; 4], dst: [u8; 4], protocol: u8, mut transport: Vec<u8>) -> Vec<u8> {
+        let total = 20 + transport.len();
+        let mut ip = vec![
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0x12,
+            0x34,
+            0x40,
+            0,
+            64,
+            protocol,
+            0,
+            0,
+        ];
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        let c = checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let at = if protocol == TCP { 16 } else { 6 };
+        transport[at..at + 2].copy_from_slice(&[0, 0]);
+        let c = transport_checksum(&ip, &transport);
+        transport[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        ip.extend(transport);
+        ip
+    }
+
+    fn transport_checksum(ip: &[u8], transport: &[u8]) -> u16 {
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&ip[12..20]);
+        pseudo.extend_from_slice(&[
+            0,
+            ip[9],
+            (transport.len() >> 8) as u8,
+            transport.len() as u8,
+        ]);
+        pseudo.extend_from_slice(transport);
+        checksum(&pseudo)
+    }
+
+    /// Both checksums of `p` verify (sum to zero with their fields included).
+    fn verifies(p: &[u8]) -> bool {
+        let transport = &p[20..];
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&p[12..20]);
+        pseudo.extend_from_slice(&[0, p[9], (transport.len() >> 8) as u8, transport.len() as u8]);
+        pseudo.extend_from_slice(transport);
+        checksum(&p[..20]) == 0 && checksum(&pseudo) == 0
+    }
+
+    fn tcp_segment() -> Vec<u8> {
+        // Ports 40000 -> 7070, seq, ack, offset 5, flags PSH|ACK, window, then 12 bytes.
+        let mut t = vec![
+            0x9c, 0x40, 0x1b, 0x9e, 1, 2, 3, 4, 5, 6, 7, 8, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0,
+        ];
+        t.extend_from_slice(b"hello, echo!");
+        t
+    }
+
+    const CLIENT: [u8; 4] = [172, 19, 0, 3];
+    const SHARED: [u8; 4] = [172, 20, 0, 2];
+    const SERVER: [u8; 4] = [10, 213, 0, 1];
+
+    #[test]
+    fn the_source_becomes_the_shared_address_with_checksums_that_verify() {
+        let mut p = packet(CLIENT, SERVER, TCP, tcp_segment());
+        assert!(verifies(&p));
+        let r = Rewrite {
+            field: Field::Source,
+            from: CLIENT.into(),
+            to: SHARED.into(),
+        };
+        assert!(r.apply(&mut p));
+        assert_eq!(
+            p,
+            packet(SHARED, SERVER, TCP, tcp_segment()),
+            "as if built with the new address"
+        );
+        assert!(verifies(&p));
+    }
+
+    #[test]
+    fn the_reply_goes_back_to_the_client_for_tcp_and_udp() {
+        let back = Rewrite {
+            field: Field::Destination,
+            from: SHARED.into(),
+            to: CLIENT.into(),
+        };
+        let mut p = packet(SERVER, SHARED, TCP, tcp_segment());
+        assert!(back.apply(&mut p));
+        assert_eq!(p, packet(SERVER, CLIENT, TCP, tcp_segment()));
+        let udp = vec![0x1b, 0x9e, 0x9c, 0x40, 0, 12, 0, 0, 1, 2, 3, 4];
+        let mut p = packet(SERVER, SHARED, UDP, udp.clone());
+        assert!(back.apply(&mut p));
+        assert_eq!(p, packet(SERVER, CLIENT, UDP, udp));
+    }
+
+    #[test]
+    fn other_addresses_short_packets_and_fragments_are_left_as_they_need() {
+        let r = Rewrite {
+            field: Field::Source,
+            from: CLIENT.into(),
+            to: SHARED.into(),
+        };
+        let other = packet(SERVER, CLIENT, TCP, tcp_segment());
+        let mut p = other.clone();
+        assert!(
+            !r.apply(&mut p),
+            "the client's address as destination is not the source"
+        );
+        assert_eq!(p, other);
+        let mut short = vec![0x45, 0, 0, 10];
+        assert!(!r.apply(&mut short));
+        // UDP without a checksum keeps none.
+        let mut p = packet(CLIENT, SERVER, UDP, vec![0, 1, 0, 2, 0, 8, 0, 0]);
+        p[26..28].copy_from_slice(&[0, 0]);
+        assert!(r.apply(&mut p));
+        assert_eq!(&p[26..28], &[0, 0]);
+        assert_eq!(checksum(&p[..20]), 0);
+        // A later fragment: only the IP header changes (its payload is not a TCP header).
+        let mut p = packet(CLIENT, SERVER, TCP, tcp_segment());
+        p[6..8].copy_from_slice(&[0, 0x10]);
+        p[10..12].copy_from_slice(&[0, 0]);
+        let c = checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        let payload = p[20..].to_vec();
+        assert!(r.apply(&mut p));
+        assert_eq!(&p[12..16], &SHARED);
+        assert_eq!(checksum(&p[..20]), 0);
+        assert_eq!(p[20..], payload[..]);
+    }
+
+    #[test]
+    fn a_checksum_through_the_fold_and_the_zero_corner_verifies() {
+        // Addresses whose words overflow 16 bits when summed, for every rewrite direction.
+        for (from, to) in [
+            ([255, 255, 255, 254], [0, 0, 0, 1]),
+            ([0, 0, 0, 1], [255, 255, 255, 255]),
+            ([128, 0, 127, 255], [127, 255, 128, 0]),
+        ] {
+            let mut p = packet(from, SERVER, TCP, tcp_segment());
+            let r = Rewrite {
+                field: Field::Source,
+                from: from.into(),
+                to: to.into(),
+            };
+            assert!(r.apply(&mut p));
+            assert!(verifies(&p), "{from:?} -> {to:?}");
+        }
+    }
+}

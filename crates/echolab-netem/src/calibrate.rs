@@ -388,5 +388,142 @@ mod tests {
         let down = measure_download(addr, &plan).unwrap();
         peer.join().unwrap();
         assert_eq!(down.bytes, 300_000, "{down:?}");
+        // The window runs from the end of the warm-up to the last byte, which came after the
+        // pause: at least 3 x 100 ms - 100 ms.
+        assert!(down.elapsed >= WARMUP * 2, "{down:?}");
+        assert!(down.bits_per_s() > 0.0);
+    }
+
+    #[test]
+    fn bits_per_second_and_the_median_by_hand() {
+        let r = |bytes, ms| Received {
+            bytes,
+            elapsed: Duration::from_millis(ms),
+        };
+        assert_eq!(r(1_250_000, 1000).bits_per_s(), 10_000_000.0);
+        assert_eq!(r(1_250_000, 500).bits_per_s(), 20_000_000.0);
+        assert_eq!(
+            r(1_250_000, 0).bits_per_s(),
+            0.0,
+            "nothing after the warm-up"
+        );
+        let us = Duration::from_micros;
+        assert_eq!(median(&[us(1), us(2), us(30)]), us(2));
+        assert_eq!(
+            median(&[us(1), us(2), us(3), us(10)]),
+            Duration::from_nanos(2500)
+        );
+        assert_eq!(median(&[us(7)]), us(7));
+        // The probe each RTT sample is: a 16-byte probe in IPv4 (20) and TCP with
+        // timestamps (32), the 68 bytes lan100's expected added RTT is computed for.
+        assert_eq!(PROBE_IP_BYTES, 68);
+    }
+
+    fn profile(text: &str) -> Profile {
+        Profile::from_yaml(text, "t.yaml").unwrap()
+    }
+
+    #[test]
+    fn a_report_states_what_it_measured_in_the_units_it_names() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || serve(listener));
+        let plan = CalibrationPlan {
+            probes: 20,
+            measure: Duration::from_millis(100),
+            warmup: Duration::from_millis(20),
+            ..CalibrationPlan::default()
+        };
+        // Loopback, no goodput asked for: RTT only, and the loopback verdict.
+        let lo = profile("name: lo\ndescription: d\nsource: s\ntopology: loopback\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1s }\n");
+        let r = calibrate(&lo, addr, &plan, false).unwrap();
+        assert_eq!(r.probes, 20);
+        assert!(r.pass, "{r:?}");
+        assert_eq!(r.reason, "PASS: loopback, no impairment expected");
+        assert!(
+            0.1 < r.rtt_min_us && r.rtt_min_us <= r.rtt_median_us && r.rtt_median_us < 100_000.0,
+            "{r:?}"
+        );
+        assert_eq!(r.checks.len(), 1);
+        let same = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert!(same(r.checks[0].measured, r.rtt_median_us), "{r:?}");
+        assert!(r.goodput_uplink_mbit.is_none() && r.added_rtt_us.is_none());
+        // Asked for goodput: both directions measured, in Mbit/s.
+        let r = calibrate(&lo, addr, &plan, true).unwrap();
+        let (up, down) = (
+            r.goodput_uplink_mbit.unwrap(),
+            r.goodput_downlink_mbit.unwrap(),
+        );
+        assert!(
+            up > 1.0 && down > 1.0,
+            "loopback carries more than 1 Mbit/s: {r:?}"
+        );
+        // A native path always gets its goodput measured, and the verdict's reasons.
+        let native = profile("name: n\ndescription: d\nsource: s\ntopology: native\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1s }\n");
+        let r = calibrate(&native, addr, &plan, false).unwrap();
+        assert!(
+            r.goodput_uplink_mbit.is_some() && r.goodput_downlink_mbit.is_some(),
+            "{r:?}"
+        );
+        assert!(r.reason.starts_with("PASS: median RTT"), "{}", r.reason);
+        // A link with a rate: its goodput checks carry the report's figures; with a
+        // baseline, what was added is exactly the median minus it.
+        let link = profile("name: l\ndescription: d\nsource: s\ntopology: link\nuplink: { delay: 1ms, rate: 10mbit }\ndownlink: { delay: 1ms, rate: 10mbit }\nexpected:\n  rtt: { value: 2ms, minus: 2ms, plus: 1s }\n  goodput: { value: 9mbit, tolerance: 3% }\n");
+        let baseline = Duration::from_nanos(7_500);
+        let r = calibrate(
+            &link,
+            addr,
+            &CalibrationPlan {
+                baseline_rtt: Some(baseline),
+                ..plan.clone()
+            },
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.rtt_baseline_median_us, Some(7.5));
+        let added = r.added_rtt_us.unwrap();
+        assert!((added - (r.rtt_median_us - 7.5)).abs() < 1e-6, "{r:?}");
+        let check = |name: &str| {
+            r.checks
+                .iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("{name}: {r:?}"))
+        };
+        assert!(same(check("added_rtt").measured, added), "{r:?}");
+        assert!(same(
+            check("goodput_uplink").measured,
+            r.goodput_uplink_mbit.unwrap()
+        ));
+        assert!(same(
+            check("goodput_downlink").measured,
+            r.goodput_downlink_mbit.unwrap()
+        ));
+        assert!(
+            !r.pass && r.reason.starts_with("FAIL: "),
+            "no 1 ms link on loopback: {}",
+            r.reason
+        );
+        // Across machines the total is judged as baseline plus added.
+        let r = calibrate(
+            &link,
+            addr,
+            &CalibrationPlan {
+                baseline_rtt: Some(baseline),
+                across_machines: true,
+                ..plan
+            },
+            false,
+        )
+        .unwrap();
+        let total = check_of(&r, "rtt_median");
+        assert!(
+            total.reason.contains("the real path's baseline 7.5us"),
+            "{}",
+            total.reason
+        );
+    }
+
+    fn check_of<'r>(r: &'r CalibrationReport, name: &str) -> &'r echolab_core::cmd::Check {
+        r.checks.iter().find(|c| c.name == name).unwrap()
     }
 }

@@ -338,7 +338,242 @@ pub(crate) fn abandon(w: &mut impl Connections, end: Instant, now: Instant) {
 
 #[cfg(test)]
 mod tests {
-    use super::share;
+    use super::*;
+    use crate::engine::Stop;
+    use crate::pattern::Pattern;
+    use crate::syscalls::{Call, SocketOptions};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A plan with what the window reads: stop, warm-up, `--timeout`, threads, connections.
+    fn plan(stop: Stop, warmup: Duration, timeout: Duration, threads: usize, conns: usize) -> Plan {
+        Plan {
+            addr: socket2::SockAddr::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9))),
+            pattern: Pattern::Long,
+            conns,
+            first_id: 0,
+            conns_total: conns,
+            start_signal: None,
+            stop,
+            warmup,
+            rate: None,
+            request: vec![],
+            expected_reply: vec![],
+            timeout,
+            sock: SocketOptions {
+                nodelay: true,
+                linger0: false,
+                blocking_timeout: None,
+                source: None,
+            },
+            threads,
+            threads_reason: String::new(),
+            sources: crate::sources::Sources {
+                addrs: vec![],
+                reason: String::new(),
+            },
+            interval: None,
+        }
+    }
+
+    fn calls(n: usize) -> SyscallCounters {
+        let mut c = SyscallCounters::default();
+        for _ in 0..n {
+            c.timed(Call::Read, || ());
+        }
+        c
+    }
+
+    #[test]
+    fn a_timed_window_opens_after_warmup_closes_drains_then_abandons() {
+        // warm-up 100 ms, 1 s measured, --timeout 200 ms, the gate opened at t0: the window
+        // is [t0+100ms, t0+1.1s), the drain ends at t0+1.3s.
+        let p = plan(Stop::Duration(1000 * MS), 100 * MS, 200 * MS, 1, 1);
+        let mut clock = RunClock::new(&p);
+        let t0 = Instant::now();
+        assert_eq!(
+            clock.tick(t0 + 5000 * MS, &calls(0)),
+            WindowStep::Run,
+            "before the gate"
+        );
+        assert_eq!(clock.next_deadline(), None);
+        clock.open(t0);
+        let (start, end) = (t0 + 100 * MS, t0 + 1100 * MS);
+        assert_eq!(clock.next_deadline(), Some(end));
+        assert_eq!(clock.tick(t0 + 50 * MS, &calls(3)), WindowStep::Run);
+        assert_eq!(
+            clock.syscalls(&calls(3)).count(Call::Read),
+            0,
+            "warm-up only: none counted"
+        );
+        assert_eq!(clock.tick(start, &calls(5)), WindowStep::Run);
+        assert_eq!(
+            clock.syscalls(&calls(12)).count(Call::Read),
+            7,
+            "those since the warm-up ended"
+        );
+        assert_eq!(clock.tick(end - MS, &calls(20)), WindowStep::Run);
+        assert!(!clock.after_window(end - MS) && clock.after_window(end));
+        assert_eq!(clock.tick(end, &calls(20)), WindowStep::BeginDrain(end));
+        assert!(clock.draining);
+        assert_eq!(clock.next_deadline(), Some(end + 200 * MS));
+        assert_eq!(
+            clock.tick(end + 199 * MS, &calls(20)),
+            WindowStep::Run,
+            "draining once"
+        );
+        assert_eq!(
+            clock.tick(end + 200 * MS, &calls(20)),
+            WindowStep::Abandon(end)
+        );
+        // Requests that started in warm-up use up no rounds; those in the window do.
+        let mut left = 10;
+        clock.count_round(start - MS, &mut left);
+        assert_eq!(left, 10);
+        clock.count_round(start, &mut left);
+        clock.count_round(end - MS, &mut left);
+        assert_eq!(left, 8);
+    }
+
+    #[test]
+    fn a_rounds_run_has_no_end_and_without_warmup_counts_every_call() {
+        let p = plan(Stop::Rounds(10), Duration::ZERO, 200 * MS, 1, 1);
+        let mut clock = RunClock::new(&p);
+        let t0 = Instant::now();
+        clock.open(t0);
+        assert_eq!(
+            clock.tick(t0 + 3600 * 1000 * MS, &calls(1)),
+            WindowStep::Run
+        );
+        assert_eq!(clock.next_deadline(), None);
+        assert!(!clock.after_window(t0 + 3600 * 1000 * MS));
+        assert_eq!(clock.syscalls(&calls(4)).count(Call::Read), 4);
+    }
+
+    #[test]
+    fn sweeps_run_at_a_tenth_of_the_timeout_within_1_to_100_ms() {
+        let every = |t| RunClock::sweep_every(&plan(Stop::Rounds(1), Duration::ZERO, t, 1, 1));
+        assert_eq!(every(200 * MS), 20 * MS);
+        assert_eq!(every(5 * MS), MS);
+        assert_eq!(every(5000 * MS), 100 * MS);
+    }
+
+    #[test]
+    fn workers_are_threads_but_never_more_than_connections_nor_none() {
+        let n = |threads, conns| {
+            worker_count(&plan(Stop::Rounds(1), Duration::ZERO, MS, threads, conns))
+        };
+        assert_eq!(n(2, 100), 2);
+        assert_eq!(n(4, 3), 3);
+        assert_eq!(n(0, 3), 1);
+        assert_eq!(n(4, 0), 1);
+    }
+
+    /// Connections as plain vectors, recording what the window's rules did to them.
+    struct Fake {
+        in_flight: Vec<bool>,
+        deadline: Vec<Instant>,
+        pacer: Vec<Option<Pacer>>,
+        recorder: Recorder,
+        failed: Vec<(usize, FailureKind)>,
+        retired: Vec<usize>,
+    }
+
+    impl Connections for Fake {
+        fn count(&self) -> usize {
+            self.in_flight.len()
+        }
+        fn in_flight(&self, i: usize) -> bool {
+            self.in_flight[i]
+        }
+        fn idle(&self, i: usize) -> bool {
+            !self.in_flight[i]
+        }
+        fn deadline(&self, i: usize) -> Instant {
+            self.deadline[i]
+        }
+        fn pacer(&self, i: usize) -> Option<&Pacer> {
+            self.pacer[i].as_ref()
+        }
+        fn pacer_and_recorder(&mut self, i: usize) -> (Option<&mut Pacer>, &mut Recorder) {
+            (self.pacer[i].as_mut(), &mut self.recorder)
+        }
+        fn fail(&mut self, i: usize, kind: FailureKind) {
+            self.failed.push((i, kind));
+            self.in_flight[i] = false;
+        }
+        fn retire(&mut self, i: usize) {
+            self.retired.push(i);
+        }
+    }
+
+    fn fake(t0: Instant, in_flight: &[bool], pacers: Vec<Option<Pacer>>) -> Fake {
+        Fake {
+            in_flight: in_flight.to_vec(),
+            deadline: vec![t0; in_flight.len()],
+            pacer: pacers,
+            recorder: Recorder::new(Window {
+                start: t0,
+                end: Some(t0 + 1000 * MS),
+                interval: None,
+            }),
+            failed: vec![],
+            retired: vec![],
+        }
+    }
+
+    #[test]
+    fn only_requests_in_flight_past_their_deadline_time_out() {
+        let t0 = Instant::now();
+        let mut w = fake(t0, &[true, true, false], vec![None; 3]);
+        w.deadline = vec![t0, t0 + 10 * MS, t0];
+        sweep(&mut w, t0);
+        assert_eq!(w.failed, vec![(0, FailureKind::Timeout)]);
+    }
+
+    #[test]
+    fn the_drain_retires_idle_connections_but_keeps_a_slot_owed_to_the_window() {
+        let t0 = Instant::now();
+        let end = t0 + 1000 * MS;
+        // 10 requests/s over 2 connections: each has a slot every 200 ms, connection 1's
+        // first at +100 ms. Connection 2 owes one before the end (its next slot is at
+        // end - 100 ms); connection 3's next is after the end.
+        let mut owes = Pacer::new(t0, 1, 2, 10.0);
+        while owes.due() < end - 100 * MS {
+            owes.take();
+        }
+        let mut paid = Pacer::new(t0, 0, 2, 10.0);
+        while paid.due() < end {
+            paid.take();
+        }
+        let mut w = fake(
+            t0,
+            &[false, true, false, false],
+            vec![None, None, Some(owes), Some(paid)],
+        );
+        begin_drain(&mut w, end);
+        assert_eq!(w.retired, vec![0, 3]);
+    }
+
+    #[test]
+    fn abandoning_fails_what_is_in_flight_and_every_unsent_slot_of_the_window() {
+        let t0 = Instant::now();
+        let end = t0 + 1000 * MS;
+        // 100 requests/s on one connection: slots every 10 ms from t0; at the abandon the
+        // slots from t0+950ms to the end were never sent: 5 of them, each a timeout.
+        let mut p = Pacer::new(t0, 0, 1, 100.0);
+        while p.due() < t0 + 950 * MS {
+            p.take();
+        }
+        let mut w = fake(t0, &[true, false], vec![None, Some(p)]);
+        abandon(&mut w, end, end + 200 * MS);
+        assert_eq!(w.failed, vec![(0, FailureKind::Timeout)]);
+        assert_eq!(w.recorder.failed, 5);
+        assert!(
+            w.pacer[1].unwrap().due() >= end,
+            "the backlog is taken, not left owed"
+        );
+    }
 
     #[test]
     fn shares_cover_all_connections_once() {

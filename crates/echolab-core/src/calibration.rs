@@ -9,6 +9,26 @@ use crate::cmd::Check;
 use crate::profile::{Profile, Topology};
 use crate::units::{format_duration, RATE_UNITS};
 
+/// A check `name` of a time in µs: `measured` against the range `low..=high`, with the verdict
+/// and its reason.
+fn check_in_us(
+    name: &str,
+    measured: f64,
+    (low, high): (Duration, Duration),
+    (pass, reason): (bool, String),
+) -> Check {
+    let us = |d: Duration| d.as_nanos() as f64 / 1e3;
+    Check {
+        name: name.into(),
+        measured,
+        low: us(low),
+        high: us(high),
+        unit: "us".into(),
+        pass,
+        reason,
+    }
+}
+
 /// The `rtt_median` check: `median` against the profile's asymmetric RTT range
 /// ([`RttExpectation::range`](crate::profile::RttExpectation::range), both ends included).
 /// Measured, low and high are in µs; the reason says which way a miss went and what it
@@ -63,15 +83,7 @@ pub fn rtt_check(profile: &Profile, median: Duration) -> Check {
             ),
         )
     };
-    Check {
-        name: "rtt_median".into(),
-        measured: us(median),
-        low: us(low),
-        high: us(high),
-        unit: "us".into(),
-        pass,
-        reason,
-    }
+    check_in_us("rtt_median", us(median), (low, high), (pass, reason))
 }
 
 /// The `added_rtt` check: what the link adds, `median` (through it) minus `baseline` (the
@@ -116,15 +128,7 @@ pub fn added_rtt_check(
     } else {
         (true, format!("{numbers} within {range}"))
     };
-    Check {
-        name: "added_rtt".into(),
-        measured: added_us,
-        low: us(low),
-        high: us(high),
-        unit: "us".into(),
-        pass,
-        reason,
-    }
+    check_in_us("added_rtt", added_us, (low, high), (pass, reason))
 }
 
 /// The `rtt_median` check of a link across machines (`echolab-up --lab`): the profile's
@@ -172,15 +176,7 @@ pub fn sum_rtt_check(
             format!("median RTT {} within {sum}", format_duration(median)),
         )
     };
-    Check {
-        name: "rtt_median".into(),
-        measured: us(median),
-        low: us(low),
-        high: us(high),
-        unit: "us".into(),
-        pass,
-        reason,
-    }
+    check_in_us("rtt_median", us(median), (low, high), (pass, reason))
 }
 
 /// The `goodput_<direction>` check (`direction` is `uplink` or `downlink`) of a measured

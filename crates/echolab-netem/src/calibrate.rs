@@ -436,6 +436,14 @@ mod tests {
         };
         // Loopback, no goodput asked for: RTT only, and the loopback verdict.
         let lo = profile("name: lo\ndescription: d\nsource: s\ntopology: loopback\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1s }\n");
+        let rtt = rtt_report(addr, 20).unwrap();
+        assert_eq!(rtt.probes, 20);
+        assert!(
+            0.1 < rtt.rtt_min_us
+                && rtt.rtt_min_us <= rtt.rtt_median_us
+                && rtt.rtt_median_us < 100_000.0,
+            "loopback round trips take microseconds: {rtt:?}"
+        );
         let r = calibrate(&lo, addr, &plan, false).unwrap();
         assert_eq!(r.probes, 20);
         assert!(r.pass, "{r:?}");

@@ -142,7 +142,7 @@ pub fn render(manifest: &Manifest, counts: &Counts) -> String {
         let hosts = if o.fresh_hosts_per_cell {
             "fresh client and server hosts for every cell"
         } else if !manifest.engines.is_empty() {
-            "one client and one server host for all cells, each in its machine's network namespace (a cell inherits the TIME_WAIT sockets of the cells before it)"
+            "one client and one server host for all cells, on their machines (a lab run makes no host again per cell, so a cell inherits the TIME_WAIT sockets of the cells before it)"
         } else {
             "one client and one server host for all cells"
         };

@@ -31,8 +31,8 @@ pub(crate) enum BackendChoice {
 #[command(name = "echolab-up", version, allow_negative_numbers = true)]
 pub struct Args {
     /// Link profile: a name from netem/ or a path to a profile file [default: loopback; with
-    /// --lab, native (the real path between the machines, nothing added), the only one a lab
-    /// runs yet].
+    /// --lab, native (the real path between the machines, nothing added); a link profile
+    /// such as lan100 adds its impairment on top, on the client's machine].
     #[arg(long, value_name = "NAME|PATH")]
     pub(crate) profile: Option<String>,
     /// Experiment: a name from experiments/ or a path to an experiment file.
@@ -75,8 +75,9 @@ pub struct Args {
     pub(crate) backend: BackendChoice,
     /// A lab file naming Docker engines on other machines and the role each runs
     /// (`roles: { server: a, client: b }`; README, "Two or more machines"): the server and
-    /// the client then run on their own machines over the real network between them, with
-    /// profile `native`. With --down: clean up on every engine of the file.
+    /// the client then run on their own machines over the real network between them, on
+    /// profile `native` or with a link profile's impairment added on the client's machine.
+    /// With --down: clean up on every engine of the file.
     #[arg(long, value_name = "LAB.yaml", conflicts_with = "build_image")]
     pub(crate) lab: Option<PathBuf>,
     /// If io_uring is denied by Docker's default seccomp profile and also by that profile

@@ -451,6 +451,39 @@ mod tests {
     }
 
     #[test]
+    fn workers_get_their_ids_start_together_and_their_results_add_up() {
+        // 10 connections numbered from 100 (a shard's), 3 workers: 4 + 3 + 3 ids, every
+        // worker past the start gate before it returns, each reporting 1 setup failure, its
+        // ids as established, and as many reads.
+        let mut p = plan(Stop::Rounds(1), Duration::ZERO, MS, 3, 10);
+        p.first_id = 100;
+        let seen = std::sync::Mutex::new(Vec::new());
+        let window = p.window(Instant::now());
+        let out = run_workers(&p, "test", |w, ids| {
+            seen.lock().unwrap().push((w, ids.clone()));
+            move |ticket: Ticket<'_>| {
+                ticket.wait();
+                Ok(WorkerResult {
+                    recorder: Recorder::new(window),
+                    connect_hist: hist::new_latency_histogram(),
+                    syscalls: calls(ids.len()),
+                    setup_failures: 1,
+                    established: ids.len() as u64,
+                })
+            }
+        })
+        .unwrap();
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_by_key(|(w, _)| *w);
+        assert_eq!(seen, vec![(0, 100..104), (1, 104..107), (2, 107..110)]);
+        assert_eq!(
+            (out.established, out.setup_failures, out.threads),
+            (10, 3, 3)
+        );
+        assert_eq!(out.syscalls.count(Call::Read), 10);
+    }
+
+    #[test]
     fn sweeps_run_at_a_tenth_of_the_timeout_within_1_to_100_ms() {
         let every = |t| RunClock::sweep_every(&plan(Stop::Rounds(1), Duration::ZERO, t, 1, 1));
         assert_eq!(every(200 * MS), 20 * MS);

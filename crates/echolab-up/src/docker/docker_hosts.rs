@@ -43,8 +43,9 @@ pub(crate) enum Remake {
     Loopback(LoopbackSpec),
     /// Behind a link: each on its own network, routed through the link host.
     Link(Endpoints),
-    /// A lab run: each on its own machine's engine, in that machine's network namespace
-    /// (host networking), which a new container would not make fresh.
+    /// A lab run: each on its own machine's engine. Not made again: the server (and, on
+    /// profile `native`, the client) shares its machine's network namespace (host
+    /// networking), which a new container would not make fresh.
     Lab,
 }
 

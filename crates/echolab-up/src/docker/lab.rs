@@ -1,6 +1,8 @@
 //! A multi-machine run (issue 12, `--lab`): the server host on the server's engine and the
-//! client host on the client's, each a container of the lab image with host networking, so
-//! that the client reaches the server over the real network between the two machines.
+//! client host on the client's, each a container of the lab image, so that the client reaches
+//! the server over the real network between the two machines: both with host networking for
+//! profile `native`; for a link profile the client behind a link host on its machine
+//! ([`across`]), the server still with host networking.
 //!
 //! Host networking rather than a published port: a published port puts the engine's NAT
 //! (iptables DNAT and a conntrack entry per connection) or its userland proxy on the path,

@@ -494,6 +494,11 @@ mod tests {
             (10, 3, 3)
         );
         assert_eq!(out.syscalls.count(Call::Read), 10);
+        assert_eq!(
+            saw.into_inner().unwrap(),
+            vec![3, 3, 3],
+            "no worker started before the last one reached the gate"
+        );
     }
 
     #[test]

@@ -36,6 +36,18 @@ const CHUNK: usize = 64 * 1024;
 /// How long to wait for any one step before calling the link broken.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `e` as a person reads it: a socket timeout (`SO_RCVTIMEO`/`SO_SNDTIMEO` expire as
+/// EAGAIN, "Resource temporarily unavailable") says what it is and what usually causes it.
+pub fn explain(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
+            "timed out: no progress for {}s ({e}); heavy loss, or a path that stopped carrying",
+            IO_TIMEOUT.as_secs()
+        ),
+        _ => e.to_string(),
+    }
+}
+
 /// Calibration settings.
 #[derive(Debug, Clone)]
 pub struct CalibrationPlan {
@@ -392,6 +404,18 @@ mod tests {
         // pause: at least 3 x 100 ms - 100 ms.
         assert!(down.elapsed >= WARMUP * 2, "{down:?}");
         assert!(down.bits_per_s() > 0.0);
+    }
+
+    #[test]
+    fn a_socket_timeout_is_named_as_one() {
+        let again = io::Error::from_raw_os_error(libc::EAGAIN);
+        assert!(
+            explain(&again).starts_with("timed out: no progress for 10s"),
+            "{}",
+            explain(&again)
+        );
+        let refused = io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert_eq!(explain(&refused), refused.to_string());
     }
 
     #[test]

@@ -187,8 +187,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 across_machines,
                 ..CalibrationPlan::default()
             };
-            let report = calibrate::calibrate(&p, target, &plan, goodput)
-                .map_err(|e| failed(format!("calibration against {target}: {e}")))?;
+            let report = calibrate::calibrate(&p, target, &plan, goodput).map_err(|e| {
+                failed(format!(
+                    "calibration against {target}: {}",
+                    calibrate::explain(&e)
+                ))
+            })?;
             if json {
                 print_json(&report);
             } else {
@@ -208,8 +212,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Cmd::Rtt { target, probes } => {
             check_probes(probes)?;
-            let report = calibrate::rtt_report(target, probes)
-                .map_err(|e| failed(format!("round trips to {target}: {e}")))?;
+            let report = calibrate::rtt_report(target, probes).map_err(|e| {
+                failed(format!(
+                    "round trips to {target}: {}",
+                    calibrate::explain(&e)
+                ))
+            })?;
             print_json(&report);
             Ok(ExitCode::SUCCESS)
         }

@@ -235,6 +235,11 @@ pub(crate) async fn up(
                 docker: sd,
                 host: &server,
                 addr: server_addr,
+                addr_from: format!(
+                    "engines.{}.address in {}",
+                    engines.server.name,
+                    lab.path.display()
+                ),
             };
             let a = across::up(&server, cd, run_id, image, privileges, profile)
                 .await

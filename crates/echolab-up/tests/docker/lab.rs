@@ -247,6 +247,11 @@ fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
         "{}",
         m.link.reason
     );
+    assert!(
+        m.link.reason.contains("translates the client's address"),
+        "why the wire, whatever the kernel has: {}",
+        m.link.reason
+    );
     // The client is behind the link host on its own machine; the server is on the other.
     assert_eq!(m.hosts["server"]["network_mode"], "host");
     assert_eq!(m.hosts["client"]["engine"], "b");
@@ -294,6 +299,29 @@ fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
     }
     assert_nothing_left(&r.a, &m.run_id);
     assert_nothing_left(&connect_second(&r.lab), &m.run_id);
+    // A server address the client's machine cannot reach: the baseline fails, naming the
+    // lab file's key, and nothing is left.
+    let text = std::fs::read_to_string(&r.lab).unwrap();
+    std::fs::write(
+        &r.lab,
+        text.replace(&r.second.peer_addr.to_string(), "10.213.250.9"),
+    )
+    .unwrap();
+    let o = run(&r.out, &r.bins, &r.args_on(profile.to_str().unwrap(), &[]));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("to the server at 10.213.250.9 (engines.a.address in")
+            && !err.contains("EOF while parsing"),
+        "{err}"
+    );
+    let on_b = runtime()
+        .block_on(cleanup::list_labelled(&connect_second(&r.lab).docker, None))
+        .unwrap();
+    assert!(
+        on_b.containers.is_empty() && on_b.networks.is_empty(),
+        "{on_b:?}"
+    );
 }
 
 #[test]

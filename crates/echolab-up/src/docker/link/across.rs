@@ -53,6 +53,8 @@ pub(crate) struct RemoteServer<'a> {
     pub host: &'a str,
     /// The address of the server's machine that the client reaches it at.
     pub addr: IpAddr,
+    /// Where that address comes from, for errors (`engines.a.address in lab.yaml`).
+    pub addr_from: String,
 }
 
 /// The client side of a lab link, up.
@@ -122,7 +124,15 @@ pub(crate) async fn up(
     // machine's NAT, as plainly forwarded as it gets (without the wire's translation the
     // client host cannot reach the server at all). A wire adding nothing would not do: on a
     // busy machine its own wake-ups add 100 us and more, which a delay hides.
-    let baseline = calibration::baseline(server.docker, server.host, d, &link, server.addr).await?;
+    let baseline = calibration::baseline(server.docker, server.host, d, &link, server.addr)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the real path from the client's machine to the server at {} ({}): {e:#}",
+                server.addr,
+                server.addr_from
+            )
+        })?;
     let client_side = device_with(d, &link, link_client_ip).await?;
     let egress_side = device_with(d, &link, link_egress_ip).await?;
     let masquerade = Some(Masquerade {

@@ -133,6 +133,9 @@ pub(super) async fn baseline(
         NetemCmd::Rtt { target }
     })
     .await?;
+    if out.exit_code != Some(0) && out.stdout.trim().is_empty() {
+        return Err(anyhow!("echolab-netem rtt: {}", out.describe()));
+    }
     json_from_stdout(&out.stdout).map_err(|e| {
         anyhow!(
             "echolab-netem rtt printed no report ({e}; {})",
@@ -185,6 +188,11 @@ pub(crate) async fn calibrate(
         }
     })
     .await?;
+    // A calibration that ran prints its report even when it fails; no output means the tool
+    // could not measure, and its own message says why.
+    if out.exit_code != Some(0) && out.stdout.trim().is_empty() {
+        return Err(anyhow!("echolab-netem calibrate: {}", out.describe()));
+    }
     let report: CalibrationReport = json_from_stdout(&out.stdout).map_err(|e| {
         anyhow!(
             "echolab-netem calibrate printed no calibration report ({e}; {})",

@@ -60,6 +60,8 @@ pub(super) struct Installed {
     pub(super) installed: serde_json::Value,
     /// The running wire, when it carries the link.
     pub(super) wire: Option<exec::Streaming>,
+    /// The wire translates the client's address (a link across machines).
+    pub(super) translates: bool,
 }
 
 /// Probes the link host for sch_netem and installs `profile` with kernel netem or the
@@ -136,5 +138,6 @@ pub(super) async fn install(
         probe,
         installed,
         wire,
+        translates: masquerade.is_some(),
     })
 }

@@ -51,8 +51,8 @@ pub(super) fn hosts(
 /// (calibration is added once measured).
 pub(super) fn link(installed: &Installed, profile_name: &str) -> LinkRecord {
     let probe_reason = &installed.probe.reason;
-    let reason = if installed.probe.has_netem && installed.wire.is_some() {
-        format!("the kernel has sch_netem ({probe_reason}), but the link translates the client's address, which only the userspace wire does; it carries the link")
+    let reason = if installed.translates {
+        format!("the userspace wire carries the link whatever the kernel has: across machines it translates the client's address, which kernel netem cannot (probe: {probe_reason})")
     } else if installed.probe.has_netem {
         format!("the kernel has sch_netem ({probe_reason})")
     } else {

@@ -9,6 +9,26 @@ use crate::cmd::Check;
 use crate::profile::{Profile, Topology};
 use crate::units::{format_duration, RATE_UNITS};
 
+/// One calibration RTT probe as an IP packet, bytes: IPv4 header 20 + TCP header 32 (20 and
+/// the 12-byte timestamps option Linux sends by default) + the 16-byte probe
+/// (`echolab-netem calibrate`'s echo mode). The `added_rtt` check expects a link to serialize
+/// this much each way.
+pub const PROBE_IP_BYTES: usize = 20 + 32 + 16;
+
+/// How long the baseline's prober pauses after each round trip (`echolab-netem rtt --pace`):
+/// the RTT `profile` is expected to add to one probe, µs resolution.
+///
+/// Why: through the link every round trip waits that long, so the server sits idle that long
+/// between probes and wakes from a deeper idle state, slower (on the 2-core AMD EPYC VM of
+/// session 9: a paced baseline's median was 56 µs at 40 µs of idle and 172 µs at 20 ms;
+/// `wire_perf --section delay`). An unpaced baseline leaves that wake-up out, and the
+/// `added_rtt` check charged it to the link (a 1 Mbit/s profile measured 333 µs above its
+/// 3.088 ms). Paced, the server's wake-up is in both figures and cancels.
+pub fn baseline_pace(profile: &Profile) -> Duration {
+    let added = profile.expected_added_rtt(PROBE_IP_BYTES);
+    Duration::from_micros(added.as_micros() as u64)
+}
+
 /// A check `name` of a time in µs: `measured` against the range `low..=high`, with the verdict
 /// and its reason.
 fn check_in_us(
@@ -277,6 +297,24 @@ mod tests {
              expected:\n  rtt: {{ value: 250us, minus: 30us, plus: 300us }}\n{extra}"
         );
         Profile::from_yaml(&text, "l.yaml").unwrap()
+    }
+
+    #[test]
+    fn the_baseline_pauses_as_long_as_the_link_holds_a_probe_in_whole_microseconds() {
+        // 2 x 100 us + 2 x (68 + 38) x 8 bits / 100 Mbit/s = 200 + 16.96 us, truncated.
+        assert_eq!(baseline_pace(&lan100("")), Duration::from_micros(216));
+        // 2 x 10 ms + 2 x 68 x 8 bits / 50 Mbit/s = 20 ms + 21.76 us.
+        assert_eq!(baseline_pace(&profile("")), Duration::from_micros(20_021));
+        let lo = Profile::from_yaml(
+            "name: lo\ndescription: d\nsource: s\ntopology: loopback\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1s }\n",
+            "lo.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            baseline_pace(&lo),
+            Duration::ZERO,
+            "nothing added, no pause"
+        );
     }
 
     #[test]

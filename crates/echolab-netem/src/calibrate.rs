@@ -27,10 +27,9 @@ use echolab_core::profile::{Profile, Topology};
 
 /// Size of one RTT probe, bytes: small, so serialization barely adds to the RTT.
 pub(crate) const PROBE_BYTES: usize = 16;
-/// One RTT probe as an IP packet, bytes: IPv4 header 20 + TCP header 32 (20 and the 12-byte
-/// timestamps option Linux sends by default) + the probe. The `added_rtt` check expects the
-/// link to serialize this much each way.
-pub const PROBE_IP_BYTES: usize = 20 + 32 + PROBE_BYTES;
+/// One RTT probe as an IP packet (core's contract, which the `added_rtt` check uses).
+pub use echolab_core::calibration::PROBE_IP_BYTES;
+const _: () = assert!(PROBE_IP_BYTES == 20 + 32 + PROBE_BYTES);
 /// Bytes per write in a bulk transfer.
 const CHUNK: usize = 64 * 1024;
 /// How long to wait for any one step before calling the link broken.
@@ -200,21 +199,62 @@ fn connect(target: SocketAddr, mode: u8) -> io::Result<TcpStream> {
     Ok(s)
 }
 
-/// Times `probes` round trips of [`PROBE_BYTES`] on one connection; returns each RTT.
+/// Reads exactly `buf.len()` bytes from the non-blocking `s` by polling, never sleeping;
+/// gives up after `patience` without progress (`TimedOut`, [`IO_TIMEOUT`] in use).
+///
+/// Why poll: a prober blocked in `read` through the link's delay sleeps that long and wakes
+/// from a deeper idle state than one waiting the path's own RTT, which, on a VM, adds tens of
+/// µs to each round trip through the link and nothing to the baseline (measured with
+/// `wire_perf --section delay`: client blocked vs polling). That is the host's wake-up, not
+/// the link's delay; a polling prober is awake when the answer comes, with or without the link.
+fn read_exact_polling(s: &mut TcpStream, buf: &mut [u8], patience: Duration) -> io::Result<()> {
+    let mut got = 0;
+    let mut last_progress = Instant::now();
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                got += n;
+                last_progress = Instant::now();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if last_progress.elapsed() > patience {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                std::hint::spin_loop();
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Times `probes` round trips of [`PROBE_BYTES`] on one connection, pausing `pace` after
+/// each; returns each RTT. The prober polls for the answer ([`read_exact_polling`]).
 ///
 /// # Errors
 /// The connection failed or the server answered short.
-pub(crate) fn measure_rtts(target: SocketAddr, probes: usize) -> io::Result<Vec<Duration>> {
+pub(crate) fn measure_rtts(
+    target: SocketAddr,
+    probes: usize,
+    pace: Duration,
+) -> io::Result<Vec<Duration>> {
     let mut s = connect(target, b'E')?;
     s.set_nodelay(true)?;
+    s.set_nonblocking(true)?;
     let probe = [0xa5u8; PROBE_BYTES];
     let mut back = [0u8; PROBE_BYTES];
     let mut rtts = Vec::with_capacity(probes);
     for _ in 0..probes {
         let t0 = Instant::now();
+        // 16 bytes into an empty send buffer: a non-blocking write takes them whole.
         s.write_all(&probe)?;
-        s.read_exact(&mut back)?;
+        read_exact_polling(&mut s, &mut back, IO_TIMEOUT)?;
         rtts.push(t0.elapsed());
+        if !pace.is_zero() {
+            std::thread::sleep(pace);
+        }
     }
     Ok(rtts)
 }
@@ -256,13 +296,14 @@ fn median(sorted: &[Duration]) -> Duration {
     }
 }
 
-/// Times `probes` round trips to the calib-server at `target` and summarizes them: the
-/// baseline before a link is installed.
+/// Times `probes` round trips to the calib-server at `target`, pausing `pace` after each
+/// (`echolab_core::calibration::baseline_pace`), and summarizes them: the baseline before a
+/// link is installed.
 ///
 /// # Errors
 /// The connection failed or the server answered short.
-pub fn rtt_report(target: SocketAddr, probes: usize) -> io::Result<RttReport> {
-    let mut rtts = measure_rtts(target, probes)?;
+pub fn rtt_report(target: SocketAddr, probes: usize, pace: Duration) -> io::Result<RttReport> {
+    let mut rtts = measure_rtts(target, probes, pace)?;
     rtts.sort();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     Ok(RttReport {
@@ -274,6 +315,7 @@ pub fn rtt_report(target: SocketAddr, probes: usize) -> io::Result<RttReport> {
         } else {
             us(median(&rtts))
         },
+        pace_us: us(pace),
     })
 }
 
@@ -289,7 +331,7 @@ pub fn calibrate(
     plan: &CalibrationPlan,
     always_goodput: bool,
 ) -> io::Result<CalibrationReport> {
-    let mut rtts = measure_rtts(target, plan.probes.max(20))?;
+    let mut rtts = measure_rtts(target, plan.probes.max(20), Duration::ZERO)?;
     rtts.sort();
     let (min, med) = (rtts[0], median(&rtts));
     let baseline = plan.baseline_rtt;
@@ -348,11 +390,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_paced_baseline_pauses_after_every_round_trip_and_says_how_long() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || serve(listener));
+        let t0 = Instant::now();
+        let r = rtt_report(addr, 20, Duration::from_millis(3)).unwrap();
+        assert!(
+            t0.elapsed() >= Duration::from_millis(60),
+            "20 pauses of 3 ms took {:?}",
+            t0.elapsed()
+        );
+        assert_eq!((r.probes, r.pace_us), (20, 3000.0));
+        // The pause is after each answer, not inside a round trip.
+        assert!(r.rtt_median_us < 3000.0, "{r:?}");
+    }
+
+    #[test]
+    fn the_polling_prober_reads_an_answer_sent_in_pieces_and_reports_a_closed_or_silent_peer() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = std::thread::spawn(move || {
+            let (mut a, _) = listener.accept().unwrap();
+            a.write_all(b"abc").unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            a.write_all(b"defg").unwrap();
+            // Silent for longer than the reader's patience, then gone.
+            std::thread::sleep(Duration::from_millis(300));
+            drop(a);
+            let (b, _) = listener.accept().unwrap();
+            drop(b);
+        });
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 7];
+        read_exact_polling(&mut s, &mut buf, Duration::from_secs(5)).unwrap();
+        assert_eq!(&buf, b"abcdefg");
+        let e = read_exact_polling(&mut s, &mut buf, Duration::from_millis(100)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        let mut closed = TcpStream::connect(addr).unwrap();
+        closed.set_nonblocking(true).unwrap();
+        let e = read_exact_polling(&mut closed, &mut buf, Duration::from_secs(5)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        peer.join().unwrap();
+    }
+
+    #[test]
     fn loopback_peer_round_trip() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || serve(listener));
-        let rtts = measure_rtts(addr, 20).unwrap();
+        let rtts = measure_rtts(addr, 20, Duration::ZERO).unwrap();
         assert_eq!(rtts.len(), 20);
         let plan = CalibrationPlan {
             probes: 20,
@@ -460,8 +548,9 @@ mod tests {
         };
         // Loopback, no goodput asked for: RTT only, and the loopback verdict.
         let lo = profile("name: lo\ndescription: d\nsource: s\ntopology: loopback\nexpected:\n  rtt: { value: 0s, minus: 0s, plus: 1s }\n");
-        let rtt = rtt_report(addr, 20).unwrap();
+        let rtt = rtt_report(addr, 20, Duration::ZERO).unwrap();
         assert_eq!(rtt.probes, 20);
+        assert_eq!(rtt.pace_us, 0.0);
         assert!(
             0.1 < rtt.rtt_min_us
                 && rtt.rtt_min_us <= rtt.rtt_median_us

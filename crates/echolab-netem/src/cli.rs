@@ -175,6 +175,12 @@ pub enum Cmd {
         /// Round trips (at least 20).
         #[arg(long, default_value_t = 40)]
         probes: usize,
+        /// Pause after each round trip: the RTT the link to be calibrated adds
+        /// (`echolab_core::calibration::baseline_pace`), so the server idles as long between
+        /// probes as it will through the link, and its slower wake-up from that idle is in the
+        /// baseline too instead of being charged to the link.
+        #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+        pace: Duration,
     },
     /// Serves calibration probes and transfers (echo, sink, source) until killed.
     CalibServer {

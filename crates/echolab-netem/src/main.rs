@@ -210,9 +210,13 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 ExitCode::from(1)
             })
         }
-        Cmd::Rtt { target, probes } => {
+        Cmd::Rtt {
+            target,
+            probes,
+            pace,
+        } => {
             check_probes(probes)?;
-            let report = calibrate::rtt_report(target, probes).map_err(|e| {
+            let report = calibrate::rtt_report(target, probes, pace).map_err(|e| {
                 failed(format!(
                     "round trips to {target}: {}",
                     calibrate::explain(&e)

@@ -209,8 +209,18 @@ fn check_netem(cmd: &NetemCmd) {
             assert_eq!(*b, baseline_rtt.map(|d| d.0), "{line}");
             assert_eq!(m, across_machines, "{line}");
         }
-        (NetemCmd::Rtt { target }, NetemParsed::Rtt { target: t, .. }) => {
-            assert_eq!(t, target, "{line}")
+        (
+            NetemCmd::Rtt { target, pace },
+            NetemParsed::Rtt {
+                target: t, pace: p, ..
+            },
+        ) => {
+            assert_eq!(t, target, "{line}");
+            assert_eq!(
+                *p,
+                pace.map_or(std::time::Duration::ZERO, |d| d.0),
+                "{line}"
+            );
         }
         (NetemCmd::CalibServer { port, bind }, NetemParsed::CalibServer { port: p, bind: b }) => {
             assert_eq!((p, b), (port, bind), "{line}")
@@ -471,7 +481,12 @@ fn every_field_of_every_builder_parses() {
             baseline_rtt: None,
             across_machines: false,
         },
-        NetemCmd::Rtt { target },
+        NetemCmd::Rtt { target, pace: None },
+        // The pace of a profile with serialization: 3.088 ms, not a round number of ms.
+        NetemCmd::Rtt {
+            target,
+            pace: Some(Dur(std::time::Duration::from_micros(3_088))),
+        },
         NetemCmd::CalibServer {
             port: 0,
             bind: "0.0.0.0".parse().unwrap(),

@@ -62,6 +62,9 @@ pub enum NetemCmd {
     Rtt {
         /// `--target`: the calib-server.
         target: SocketAddr,
+        /// `--pace`: the pause after each round trip
+        /// ([`baseline_pace`](crate::calibration::baseline_pace)); none: back to back.
+        pace: Option<Dur>,
     },
     /// `calib-server`: serves calibration until killed; prints a [`CalibServerReady`] line.
     CalibServer {
@@ -130,7 +133,7 @@ impl NetemCmd {
                 .flag("json", *json)
                 .opt("baseline-rtt", *baseline_rtt)
                 .flag("across-machines", *across_machines),
-            NetemCmd::Rtt { target } => a.arg("rtt").val("target", target),
+            NetemCmd::Rtt { target, pace } => a.arg("rtt").val("target", target).opt("pace", *pace),
             NetemCmd::CalibServer { port, bind } => {
                 a.arg("calib-server").val("port", port).val("bind", bind)
             }
@@ -262,6 +265,9 @@ pub struct RttReport {
     pub rtt_min_us: f64,
     /// Median RTT, µs.
     pub rtt_median_us: f64,
+    /// The pause after each round trip, µs (0: back to back).
+    #[serde(default)]
+    pub pace_us: f64,
 }
 
 /// `echolab-netem calib-server`'s readiness line on stderr:
@@ -378,8 +384,16 @@ mod tests {
             (
                 NetemCmd::Rtt {
                     target: "10.0.2.2:7070".parse().unwrap(),
+                    pace: None,
                 },
                 "rtt --target 10.0.2.2:7070".to_string(),
+            ),
+            (
+                NetemCmd::Rtt {
+                    target: "10.0.2.2:7070".parse().unwrap(),
+                    pace: Some(Dur(std::time::Duration::from_micros(3088))),
+                },
+                "rtt --target 10.0.2.2:7070 --pace 3.088ms".to_string(),
             ),
             (
                 NetemCmd::CalibServer {

@@ -128,7 +128,8 @@ pub(crate) async fn up(
     let (server, client, server_ip) = (made.server.clone(), made.client.clone(), made.server_ip);
     // Before the link is installed the link host forwards plainly: the path's own RTT, which
     // calibration subtracts to check what the link adds.
-    let baseline = calibration::baseline(docker, &server, docker, &client, server_ip).await?;
+    let baseline =
+        calibration::baseline(docker, &server, docker, &client, server_ip, profile).await?;
     let client_side = netem::device_with(docker, &link, link_client_ip).await?;
     let server_side = netem::device_with(docker, &link, link_server_ip).await?;
     let mut installed =

@@ -124,15 +124,16 @@ pub(crate) async fn up(
     // machine's NAT, as plainly forwarded as it gets (without the wire's translation the
     // client host cannot reach the server at all). A wire adding nothing would not do: on a
     // busy machine its own wake-ups add 100 us and more, which a delay hides.
-    let baseline = calibration::baseline(server.docker, server.host, d, &link, server.addr)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "the real path from the client's machine to the server at {} ({}): {e:#}",
-                server.addr,
-                server.addr_from
-            )
-        })?;
+    let baseline =
+        calibration::baseline(server.docker, server.host, d, &link, server.addr, profile)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "the real path from the client's machine to the server at {} ({}): {e:#}",
+                    server.addr,
+                    server.addr_from
+                )
+            })?;
     let client_side = device_with(d, &link, link_client_ip).await?;
     let egress_side = device_with(d, &link, link_egress_ip).await?;
     let masquerade = Some(Masquerade {

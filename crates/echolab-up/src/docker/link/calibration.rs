@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use bollard::Docker;
+use echolab_core::calibration::baseline_pace;
 use echolab_core::cmd::{
     json_from_stdout, CalibServerReady, CalibrationReport, NetemCmd, RttReport,
 };
@@ -118,7 +119,8 @@ async fn against_calib_server(
 
 /// The baseline: the median RTT from `client` (on engine `client_docker`) to calib-server in
 /// `server` (on engine `docker`) with the link host forwarding plainly, before the link is
-/// installed (`echolab-netem rtt`).
+/// installed (`echolab-netem rtt`), paced as `profile`'s link will hold each probe
+/// ([`baseline_pace`]).
 ///
 /// # Errors
 /// The tools could not run or printed no report.
@@ -128,9 +130,11 @@ pub(super) async fn baseline(
     client_docker: &Docker,
     client: &str,
     server_ip: IpAddr,
+    profile: &Profile,
 ) -> anyhow::Result<RttReport> {
+    let pace = Some(Dur(baseline_pace(profile)));
     let out = against_calib_server(docker, server, client_docker, client, server_ip, |target| {
-        NetemCmd::Rtt { target }
+        NetemCmd::Rtt { target, pace }
     })
     .await?;
     if out.exit_code != Some(0) && out.stdout.trim().is_empty() {

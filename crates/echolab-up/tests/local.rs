@@ -167,3 +167,32 @@ fn a_run_in_which_no_request_succeeded_is_a_failed_run() {
         r.manifest.error
     );
 }
+
+#[test]
+fn adaptive_repetitions_stop_at_the_target_or_at_the_maximum() {
+    // 3 to 5 repetitions: a 0.001% target is out of reach, so the cell repeats to the maximum;
+    // a 99% target is met by the minimum (the 95% CI of 3 repetitions is ±2.5 × their CV, so
+    // unless their QPS differ by 40% or more).
+    for (tag, target, repetitions) in [("tight", "0.001%", 5), ("loose", "99%", 3)] {
+        let base = TempDir::new(tag);
+        let exp = base.0.join("adaptive.yaml");
+        std::fs::write(
+            &exp,
+            format!("name: adaptive\nquestion: when do repetitions stop?\nrepetitions: 3\nmax_repetitions: 5\ntarget_halfwidth: {target}\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n"),
+        )
+        .unwrap();
+        let o = local_run(&base, "loopback", exp.to_str().unwrap());
+        assert!(o.status.success(), "{tag}: {}", stderr(&o));
+        let dirs: Vec<PathBuf> = std::fs::read_dir(base.0.join("results"))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        let r = ResultsDir::load(&dirs[0]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (r.manifest.runs_done, r.runs.len() as u64),
+            (repetitions, repetitions),
+            "{tag}: target {target}"
+        );
+        assert!(r.runs.iter().all(|rec| rec.error.is_none()), "{tag}");
+    }
+}

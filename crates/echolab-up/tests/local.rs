@@ -55,6 +55,16 @@ fn local_run(base: &TempDir, profile: &str, experiment: &str) -> Output {
         .expect("echolab-up runs")
 }
 
+/// The one results directory under `base/results`, loaded.
+fn the_run(base: &TempDir) -> ResultsDir {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(base.0.join("results"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    ResultsDir::load(&dirs[0]).unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -70,12 +80,7 @@ fn loopback_runs_as_local_processes() {
     .unwrap();
     let o = local_run(&base, "loopback", exp.to_str().unwrap());
     assert!(o.status.success(), "{}", stderr(&o));
-    let dirs: Vec<PathBuf> = std::fs::read_dir(base.0.join("results"))
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    let r = ResultsDir::load(&dirs[0]).unwrap_or_else(|e| panic!("{e}"));
+    let r = the_run(&base);
     let m = &r.manifest;
     assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
     assert_eq!(
@@ -183,11 +188,7 @@ fn adaptive_repetitions_stop_at_the_target_or_at_the_maximum() {
         .unwrap();
         let o = local_run(&base, "loopback", exp.to_str().unwrap());
         assert!(o.status.success(), "{tag}: {}", stderr(&o));
-        let dirs: Vec<PathBuf> = std::fs::read_dir(base.0.join("results"))
-            .unwrap()
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        let r = ResultsDir::load(&dirs[0]).unwrap_or_else(|e| panic!("{e}"));
+        let r = the_run(&base);
         assert_eq!(
             (r.manifest.runs_done, r.runs.len() as u64),
             (repetitions, repetitions),

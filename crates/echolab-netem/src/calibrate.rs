@@ -436,6 +436,39 @@ mod tests {
     }
 
     #[test]
+    fn the_polling_prober_reports_a_reset_at_once_instead_of_waiting_out_its_patience() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = std::thread::spawn(move || {
+            let (a, _) = listener.accept().unwrap();
+            // SO_LINGER with a zero timeout: close(2) sends RST instead of FIN.
+            let linger = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: sets an option on a live socket from a valid struct of the size passed.
+            let r = unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&a),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&linger as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(r, 0);
+            drop(a);
+        });
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_nonblocking(true).unwrap();
+        peer.join().unwrap();
+        let t0 = Instant::now();
+        let e = read_exact_polling(&mut s, &mut [0u8; 4], Duration::from_secs(30)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    }
+
+    #[test]
     fn loopback_peer_round_trip() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();

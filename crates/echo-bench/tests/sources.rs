@@ -111,6 +111,15 @@ fn kernel_choice_and_explicit_lists_are_obeyed() {
     assert_eq!((r.source_addrs.len(), peers), (0, loopback(1..=1)));
     let (r, peers, _) = run("long", &[]);
     assert_eq!((r.mode.as_str(), peers), ("long", loopback(1..=1)));
+    // An explicit list is obeyed by long connections too, in every engine that makes them.
+    for engine in ["event", "thread", "uring"] {
+        let (r, peers, _) = run(
+            "long",
+            &["--engine", engine, "--source-addrs", "127.0.0.5,127.0.0.6"],
+        );
+        assert_eq!(r.requests_ok, 40, "{engine}");
+        assert_eq!(peers, loopback(5..=6), "{engine}");
+    }
 }
 
 #[test]

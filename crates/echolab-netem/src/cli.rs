@@ -154,7 +154,8 @@ pub enum Cmd {
         /// Measure goodput even when the profile expects none.
         #[arg(long)]
         goodput: bool,
-        /// Median RTT of the same path before the link was installed (what `rtt` printed);
+        /// Median RTT of the same path before the link was installed (what `rtt --pace`
+        /// printed, paced by the RTT this profile adds);
         /// with it, calibration also checks the RTT the link adds (`added_rtt`) against the
         /// profile's delays, within `expected.added_rtt`'s tolerance.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -175,10 +176,11 @@ pub enum Cmd {
         /// Round trips (at least 20).
         #[arg(long, default_value_t = 40)]
         probes: usize,
-        /// Pause after each round trip: the RTT the link to be calibrated adds
-        /// (`echolab_core::calibration::baseline_pace`), so the server idles as long between
-        /// probes as it will through the link, and its slower wake-up from that idle is in the
-        /// baseline too instead of being charged to the link.
+        /// Pause after each round trip: the RTT the link to be calibrated will add to a 68-byte
+        /// probe (its delays plus serialization, each way; echolab-up passes it), so the server
+        /// idles as long between probes as it will through the link, and its slower wake-up
+        /// from that idle is in the baseline too instead of being charged to the link. The
+        /// prober polls for each answer, here and in `calibrate`.
         #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
         pace: Duration,
     },

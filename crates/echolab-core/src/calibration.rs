@@ -20,8 +20,8 @@ pub const PROBE_IP_BYTES: usize = 20 + 32 + 16;
 ///
 /// Why: through the link every round trip waits that long, so the server sits idle that long
 /// between probes and wakes from a deeper idle state, slower (on the 2-core AMD EPYC VM of
-/// session 9: a paced baseline's median was 56 µs at 40 µs of idle and 172 µs at 20 ms;
-/// `wire_perf --section delay`). An unpaced baseline leaves that wake-up out, and the
+/// session 9: a paced baseline's median was 56 µs at 40 µs of idle and 172 µs at 20 ms, in
+/// UDP round trips between the wire's testbed namespaces). An unpaced baseline leaves that wake-up out, and the
 /// `added_rtt` check charged it to the link (a 1 Mbit/s profile measured 333 µs above its
 /// 3.088 ms). Paced, the server's wake-up is in both figures and cancels.
 pub fn baseline_pace(profile: &Profile) -> Duration {

@@ -174,26 +174,21 @@ fn a_run_in_which_no_request_succeeded_is_a_failed_run() {
 }
 
 #[test]
-fn adaptive_repetitions_stop_at_the_target_or_at_the_maximum() {
-    // 3 to 5 repetitions: a 0.001% target is out of reach, so the cell repeats to the maximum;
-    // a 99% target is met by the minimum (the 95% CI of 3 repetitions is ±2.5 × their CV, so
-    // unless their QPS differ by 40% or more).
-    for (tag, target, repetitions) in [("tight", "0.001%", 5), ("loose", "99%", 3)] {
-        let base = TempDir::new(tag);
-        let exp = base.0.join("adaptive.yaml");
-        std::fs::write(
-            &exp,
-            format!("name: adaptive\nquestion: when do repetitions stop?\nrepetitions: 3\nmax_repetitions: 5\ntarget_halfwidth: {target}\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n"),
-        )
-        .unwrap();
-        let o = local_run(&base, "loopback", exp.to_str().unwrap());
-        assert!(o.status.success(), "{tag}: {}", stderr(&o));
-        let r = the_run(&base);
-        assert_eq!(
-            (r.manifest.runs_done, r.runs.len() as u64),
-            (repetitions, repetitions),
-            "{tag}: target {target}"
-        );
-        assert!(r.runs.iter().all(|rec| rec.error.is_none()), "{tag}");
-    }
+fn adaptive_repetitions_go_on_to_the_maximum_while_the_target_is_out_of_reach() {
+    // 3 to 5 repetitions with a 0.001% target, which timing noise never meets: the cell
+    // repeats to the maximum. (Stopping at a loose target is not tested here: whether 3
+    // repetitions on a machine busy with other tests fall within any target below 100% is
+    // itself noise; `echolab_report::inference::repetition_status` has that rule's tests.)
+    let base = TempDir::new("adaptive");
+    let exp = base.0.join("adaptive.yaml");
+    std::fs::write(
+        &exp,
+        "name: adaptive\nquestion: when do repetitions stop?\nrepetitions: 3\nmax_repetitions: 5\ntarget_halfwidth: 0.001%\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n",
+    )
+    .unwrap();
+    let o = local_run(&base, "loopback", exp.to_str().unwrap());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = the_run(&base);
+    assert_eq!((r.manifest.runs_done, r.runs.len()), (5, 5));
+    assert!(r.runs.iter().all(|rec| rec.error.is_none()));
 }

@@ -65,6 +65,13 @@ fn the_run(base: &TempDir) -> ResultsDir {
     ResultsDir::load(&dirs[0]).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Writes the experiment `yaml` into `base` as `file_name` and runs it on loopback.
+fn run_experiment_file(base: &TempDir, file_name: &str, yaml: &str) -> Output {
+    let exp = base.0.join(file_name);
+    std::fs::write(&exp, yaml).unwrap();
+    local_run(base, "loopback", exp.to_str().unwrap())
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -72,13 +79,11 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn loopback_runs_as_local_processes() {
     let base = TempDir::new("run");
-    let exp = base.0.join("tiny.yaml");
-    std::fs::write(
-        &exp,
+    let o = run_experiment_file(
+        &base,
+        "tiny.yaml",
         "name: tiny\nquestion: does the local backend run a cell?\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et, poll]\n    modes: [long]\n    conns: [2]\n    rounds: [5]\n",
-    )
-    .unwrap();
-    let o = local_run(&base, "loopback", exp.to_str().unwrap());
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let r = the_run(&base);
     let m = &r.manifest;
@@ -137,21 +142,13 @@ fn a_run_in_which_no_request_succeeded_is_a_failed_run() {
     // 16 MiB requests against a 1 ms deadline: no echo of that size crosses loopback in time,
     // so every request fails by timeout and the run measured nothing.
     let base = TempDir::new("nothing");
-    let exp = base.0.join("hopeless.yaml");
-    std::fs::write(
-        &exp,
+    let o = run_experiment_file(
+        &base,
+        "hopeless.yaml",
         "name: hopeless\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [1]\n    rounds: [2]\n    payload: 16MiB\nbench:\n  timeout: 1ms\n",
-    )
-    .unwrap();
-    let o = local_run(&base, "loopback", exp.to_str().unwrap());
+    );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let dir = std::fs::read_dir(base.0.join("results"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let r = ResultsDir::load(&dir).unwrap();
+    let r = the_run(&base);
     assert_eq!(r.manifest.status, RunStatus::Complete);
     assert_eq!(r.runs.len(), 1);
     let rec = &r.runs[0];
@@ -180,13 +177,11 @@ fn adaptive_repetitions_go_on_to_the_maximum_while_the_target_is_out_of_reach() 
     // repetitions on a machine busy with other tests fall within any target below 100% is
     // itself noise; `echolab_report::inference::repetition_status` has that rule's tests.)
     let base = TempDir::new("adaptive");
-    let exp = base.0.join("adaptive.yaml");
-    std::fs::write(
-        &exp,
+    let o = run_experiment_file(
+        &base,
+        "adaptive.yaml",
         "name: adaptive\nquestion: when do repetitions stop?\nrepetitions: 3\nmax_repetitions: 5\ntarget_halfwidth: 0.001%\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [2]\n    rounds: [2000]\n",
-    )
-    .unwrap();
-    let o = local_run(&base, "loopback", exp.to_str().unwrap());
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let r = the_run(&base);
     assert_eq!((r.manifest.runs_done, r.runs.len()), (5, 5));

@@ -22,6 +22,7 @@ use crate::image_archive::sha256_hex;
 use crate::local::LocalHosts;
 use crate::plan::{self, PlannedRun};
 use crate::results_dir::ResultsWriter;
+use crate::repetitions;
 use crate::rtt_probe::{calibrate_rtt, failure_message};
 use crate::runner::{progress_bar, run_all, RunError};
 
@@ -551,7 +552,7 @@ async fn calibrate_and_run<H: Hosts>(
     // round for the cells whose headline interval is still wider than the target.
     for round in exp.repetitions + 1..=exp.max_repetitions() {
         let Ok(failed_so_far) = result else { break };
-        let pending = cells_short_of_target(exp, out.runs());
+        let pending = repetitions::cells_short_of_target(exp, out.runs());
         if pending.is_empty() {
             break;
         }
@@ -568,35 +569,6 @@ async fn calibrate_and_run<H: Hosts>(
         RunError::Results(e) => e,
         other => anyhow!("{other}"),
     })
-}
-
-/// The cells of `exp` whose headline metric over the usable repetitions in `runs` has not yet
-/// reached the experiment's target half-width and may still repeat
-/// ([`echolab_report::inference::repetition_status`]).
-fn cells_short_of_target(exp: &Experiment, runs: &[echolab_core::results::RunRecord]) -> Vec<Cell> {
-    exp.cells()
-        .into_iter()
-        .filter(|cell| {
-            let attempts = runs.iter().filter(|r| r.cell == *cell).count() as u64;
-            let values: Vec<f64> = runs
-                .iter()
-                .filter(|r| r.cell == *cell && r.error.is_none())
-                .filter_map(echolab_report::metrics::headline_value)
-                .collect();
-            // Failing repetitions count against the maximum, so a cell that keeps failing
-            // cannot repeat forever.
-            attempts < exp.max_repetitions()
-                && matches!(
-                    echolab_report::inference::repetition_status(
-                        &values,
-                        exp.repetitions,
-                        exp.max_repetitions(),
-                        exp.target_halfwidth(),
-                    ),
-                    echolab_report::inference::RepetitionStatus::Continue
-                )
-        })
-        .collect()
 }
 
 async fn run_local(inputs: &Inputs, out: &mut ResultsWriter) -> anyhow::Result<u64> {

@@ -33,6 +33,7 @@ pub(crate) mod local;
 pub(crate) mod plan;
 pub(crate) mod quiet;
 pub(crate) mod report;
+pub(crate) mod repetitions;
 pub(crate) mod results_dir;
 pub mod rtt_probe;
 pub(crate) mod runner;

@@ -12,6 +12,8 @@
 //!   judged against a profile; [`inputs`]: how a NAME-or-PATH argument becomes a file.
 //! - [`cli`]: a command-line usage error folded into the one line the binaries print, and the
 //!   usage-error exit status all of them use.
+//! - [`shard`]: one echo-bench run split over processes or client machines, and the merge
+//!   of their reports.
 //! - [`cmd`]: the binaries' command lines as typed builders, and their readiness lines and
 //!   JSON outputs as types with parsers.
 
@@ -24,6 +26,7 @@ pub mod inputs;
 pub mod launcher;
 pub mod netstat;
 pub mod results;
+pub mod shard;
 pub mod stats;
 pub mod units;
 

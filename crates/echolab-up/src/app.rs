@@ -21,8 +21,8 @@ use crate::hosts::Hosts;
 use crate::image_archive::sha256_hex;
 use crate::local::LocalHosts;
 use crate::plan::{self, PlannedRun};
-use crate::results_dir::ResultsWriter;
 use crate::repetitions;
+use crate::results_dir::ResultsWriter;
 use crate::rtt_probe::{calibrate_rtt, failure_message};
 use crate::runner::{progress_bar, run_all, RunError};
 
@@ -219,6 +219,10 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
             args.backend == BackendChoice::Local,
         ) {
             Ok(l) => {
+                if let Err(e) = l.check_experiment(&inputs.experiment) {
+                    eprintln!("echolab-up: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
                 for name in l.unused() {
                     eprintln!(
                         "echolab-up: warning: lab file {}: no role names engine {name}; this run does not contact it",
@@ -316,13 +320,20 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     manifest.environment = crate::environment::capture(&inputs.root);
     let has_link = inputs.profile.topology != Topology::Loopback;
     let cpu_plan = if let Hosting::Lab(l) = &hosting {
-        let [s, c] = l.1.all();
+        let (s, c) = (&l.1.server, l.1.client());
+        let clients: Vec<String> =
+            l.1.clients
+                .iter()
+                .map(|c| format!("engine {}'s ({} CPUs)", c.name, c.machine.cpus))
+                .collect();
         echolab_core::results::CpuPlanRecord {
             mode: echolab_core::results::CpuPlanRecord::MACHINES.into(),
             machine_cpus: c.machine.cpus,
             note: format!(
-                "server on engine {}'s machine ({} CPUs), client on engine {}'s ({} CPUs); nothing pinned",
-                s.name, s.machine.cpus, c.name, c.machine.cpus
+                "server on engine {}'s machine ({} CPUs), client on {}; nothing pinned",
+                s.name,
+                s.machine.cpus,
+                clients.join(", ")
             ),
             ..Default::default()
         }
@@ -724,10 +735,14 @@ async fn run_lab(
     out.manifest.link = up.link.clone();
     out.phase("topology_up", t.elapsed().as_secs_f64())?;
     let t = Instant::now();
-    let calibration = up.calibrate().await.map_err(|e| {
+    let calibration = up.calibrate(engines).await.map_err(|e| {
         anyhow!(
-            "calibration from engine {}'s machine to the server at {} (engines.{}.address in {}): {e:#}",
-            engines.client.name,
+            "calibration from {} to the server at {} (engines.{}.address in {}): {e:#}",
+            if engines.clients.len() > 1 {
+                "the client machines"
+            } else {
+                "the client's machine"
+            },
             lab.server_address(),
             server.name,
             lab.path.display()

@@ -8,13 +8,19 @@
 //!   a: { endpoint: "unix:///var/run/docker.sock", address: 10.0.0.1 }
 //!   b: { endpoint: "tcp://10.0.0.2:2376", tls: { ca: ca.pem, cert: cert.pem, key: key.pem } }
 //!   c: { endpoint: "ssh://lab@10.0.0.3" }
-//! roles: { server: a, client: b }
+//! roles: { server: a, client: b }      # or client: [b, c], several client machines
 //! ```
 //!
 //! Relative TLS and identity paths are relative to the lab file's directory. `address` is
 //! where the other machines reach this machine's host-network containers; it defaults to the
 //! endpoint's host when that is an IP address (`tcp://`, `ssh://`), and the server's engine
 //! needs one.
+//!
+//! Several client machines (`client: [b, c]`) split each short/long run's connections
+//! between them (`echolab_core::shard`), start together and merge into one run record, as
+//! distributed load generators do when one client machine cannot saturate the server. They
+//! run profile `native` only: a link profile puts its link host on the client's machine, and
+//! one link per client would be several links, not the profile.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -31,8 +37,9 @@ pub struct Lab {
     pub engines: BTreeMap<String, EngineSpec>,
     /// The engine of the server role.
     pub server: String,
-    /// The engine of the client role.
-    pub client: String,
+    /// The engines of the client role, in the file's order: one, or several machines that
+    /// split the load.
+    pub clients: Vec<String>,
 }
 
 /// How to reach one engine.
@@ -80,6 +87,14 @@ struct LabText {
     roles: RolesText,
 }
 
+/// `client: b` or `client: [b, c]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EngineText {
@@ -104,7 +119,7 @@ struct TlsText {
 #[serde(deny_unknown_fields)]
 struct RolesText {
     server: String,
-    client: String,
+    client: OneOrMany,
     #[serde(default)]
     link: Option<String>,
 }
@@ -140,7 +155,26 @@ impl Lab {
             engines.insert(name, spec);
         }
         let roles = raw.roles;
-        for (role, engine) in [("server", &roles.server), ("client", &roles.client)] {
+        let clients = match roles.client {
+            OneOrMany::One(c) => vec![c],
+            OneOrMany::Many(c) => c,
+        };
+        if clients.is_empty() {
+            return Err(fail(
+                "roles.client: the list is empty; name the engine (or engines) the client runs on"
+                    .into(),
+            ));
+        }
+        for (i, c) in clients.iter().enumerate() {
+            if clients[..i].contains(c) {
+                return Err(fail(format!(
+                    "roles.client: engine {c:?} is listed twice; each client machine takes one share of the connections"
+                )));
+            }
+        }
+        let named =
+            std::iter::once(("server", &roles.server)).chain(clients.iter().map(|c| ("client", c)));
+        for (role, engine) in named {
             if !engines.contains_key(engine) {
                 return Err(fail(format!(
                     "roles.{role}: no engine named {engine:?} (engines: {})",
@@ -153,7 +187,7 @@ impl Lab {
                 "roles.link: {link:?}: a link host on a third engine is not built; leave roles.link out: a link profile (lan100, crossnet) runs its link host on the client's machine"
             )));
         }
-        if roles.server == roles.client {
+        if clients.contains(&roles.server) {
             return Err(fail(format!(
                 "roles: server and client are both on engine {:?}; a lab puts them on separate machines (for one machine, run without --lab)",
                 roles.server
@@ -169,7 +203,7 @@ impl Lab {
             path: path.to_path_buf(),
             engines,
             server: roles.server,
-            client: roles.client,
+            clients,
         })
     }
 
@@ -193,6 +227,14 @@ impl Lab {
                     .into(),
             );
         }
+        if lab.clients.len() > 1 && profile.topology != Topology::Native {
+            return Err(format!(
+                "--lab {}: roles.client lists {} engines, and several client machines run profile native only (profile {} puts its link host on the client's machine, and a link per client would be several links)",
+                path.display(),
+                lab.clients.len(),
+                profile.name,
+            ));
+        }
         if profile.topology == Topology::Loopback {
             return Err(format!(
                 "--lab {}: profile {} is loopback, one machine's; across machines use profile native (the real path, measured, nothing added) or a link profile such as lan100 (added on top of it)",
@@ -203,13 +245,67 @@ impl Lab {
         Ok(lab)
     }
 
+    /// Whether `exp` can run split over this lab's client machines: with several, every cell
+    /// must be a short/long run (echo-bench splits only those) with at least one connection
+    /// per machine, and the experiment must not ask for strace (one machine's share would
+    /// be traced alone). One client machine runs anything.
+    ///
+    /// # Errors
+    /// The first cell or key that cannot, in one line naming it.
+    pub fn check_experiment(
+        &self,
+        exp: &echolab_core::experiment::Experiment,
+    ) -> Result<(), String> {
+        use echolab_core::experiment::BenchMode;
+        let n = self.clients.len() as u64;
+        if n == 1 {
+            return Ok(());
+        }
+        let why = |m: String| {
+            format!(
+                "lab file {}: roles.client lists {n} engines, and experiment {}: {m}",
+                self.path.display(),
+                exp.name
+            )
+        };
+        if exp.bench.strace {
+            return Err(why(
+                "bench.strace: true traces one client process; run it with one client machine"
+                    .into(),
+            ));
+        }
+        for cell in exp.cells() {
+            if !matches!(cell.mode, BenchMode::Short | BenchMode::Long) {
+                return Err(why(format!(
+                    "cell {} is a {} run, which is not split over machines (short and long runs are); run it with one client machine",
+                    cell.id(),
+                    cell.mode.name()
+                )));
+            }
+            if cell.conns < n {
+                return Err(why(format!(
+                    "cell {} has {} connections, fewer than one per client machine",
+                    cell.id(),
+                    cell.conns
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The engines no role names: a run does not contact them (`--down --lab` does).
     pub fn unused(&self) -> Vec<&str> {
         self.engines
             .keys()
             .map(String::as_str)
-            .filter(|n| *n != self.server && *n != self.client)
+            .filter(|n| *n != self.server && !self.clients.iter().any(|c| c == n))
             .collect()
+    }
+
+    /// The first client engine: the one a link profile's link host is on, and the one whose
+    /// path calibration names first.
+    pub fn client(&self) -> &str {
+        &self.clients[0]
     }
 
     /// The server engine's address (checked present by [`Lab::from_yaml`]).
@@ -345,7 +441,8 @@ mod tests {
     #[test]
     fn a_two_engine_lab_resolves_files_and_addresses() {
         let l = lab(TWO).unwrap();
-        assert_eq!((l.server.as_str(), l.client.as_str()), ("a", "b"));
+        assert_eq!((l.server.as_str(), l.client()), ("a", "b"));
+        assert_eq!(l.clients, ["b"]);
         assert!(l.unused().is_empty());
         assert_eq!(l.server_address(), "10.0.0.1".parse::<IpAddr>().unwrap());
         let b = &l.engines["b"];
@@ -404,11 +501,27 @@ mod tests {
             echolab_core::profile::Profile::from_yaml(&text, "p.yaml").unwrap()
         };
         let native = profile("native");
-        assert_eq!(Lab::for_run(&path, &native, false).unwrap().client, "b");
+        assert_eq!(Lab::for_run(&path, &native, false).unwrap().clients, ["b"]);
         assert_eq!(
             Lab::for_run(&path, &profile("link"), false).unwrap().server,
             "a"
         );
+        // Two client machines: native only.
+        let two = std::fs::read_to_string(&path).unwrap().replace(
+            "roles:",
+            "  c: { endpoint: \"ssh://lab@10.0.0.3\" }\nroles:",
+        );
+        std::fs::write(&path, two.replace("client: b", "client: [c, b]")).unwrap();
+        assert_eq!(
+            Lab::for_run(&path, &native, false).unwrap().clients,
+            ["c", "b"]
+        );
+        let e = Lab::for_run(&path, &profile("link"), false).unwrap_err();
+        assert!(
+            e.contains("roles.client lists 2 engines") && e.contains("native only"),
+            "{e}"
+        );
+        std::fs::write(&path, two).unwrap();
         let e = Lab::for_run(&path, &native, true).unwrap_err();
         assert!(e.contains("--backend local"), "{e}");
         let e = Lab::for_run(&path, &profile("loopback"), false).unwrap_err();
@@ -420,6 +533,52 @@ mod tests {
     }
 
     #[test]
+    fn several_client_machines_take_short_and_long_cells_only() {
+        let three = TWO.replace(
+            "roles: { server: a, client: b }",
+            "  c: { endpoint: \"ssh://lab@10.0.0.3\" }\nroles: { server: a, client: [b, c] }",
+        );
+        let l = lab(&three).unwrap();
+        let exp = |matrix: &str, extra: &str| {
+            echolab_core::experiment::Experiment::parse(
+                &format!("name: e\nquestion: q\nrepetitions: 1\n{extra}matrix:\n  - {matrix}\n"),
+                "e.yaml",
+            )
+            .unwrap()
+        };
+        let short_long =
+            "{ servers: [epoll-et], modes: [short, long], conns: [2, 100], rounds: [10] }";
+        assert_eq!(l.check_experiment(&exp(short_long, "")), Ok(()));
+        let e = l
+            .check_experiment(&exp(
+                "{ servers: [epoll-et], modes: [long], conns: [1], rounds: [10] }",
+                "",
+            ))
+            .unwrap_err();
+        assert!(
+            e.contains("1 connections, fewer than one per client machine"),
+            "{e}"
+        );
+        let e = l
+            .check_experiment(&exp(short_long, "bench:\n  strace: true\n"))
+            .unwrap_err();
+        assert!(e.contains("strace"), "{e}");
+        let storm = "{ servers: [epoll-et], modes: [connect-storm], conns: [100] }";
+        let e = l.check_experiment(&exp(storm, "")).unwrap_err();
+        assert!(
+            e.contains("connect-storm run") && e.contains("lab.yaml"),
+            "{e}"
+        );
+        // One client machine runs anything.
+        assert_eq!(
+            lab(TWO)
+                .unwrap()
+                .check_experiment(&exp(storm, "bench:\n  strace: true\n")),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn every_mistake_names_its_field() {
         let cases = [
             (
@@ -428,6 +587,16 @@ mod tests {
             ),
             (TWO.replace("client: b", "client: c"), "roles.client"),
             (TWO.replace("client: b", "client: a"), "separate machines"),
+            (
+                TWO.replace("client: b", "client: [b, a]"),
+                "separate machines",
+            ),
+            (TWO.replace("client: b", "client: [b, c]"), "roles.client"),
+            (TWO.replace("client: b", "client: [b, b]"), "listed twice"),
+            (
+                TWO.replace("client: b", "client: []"),
+                "roles.client: the list is empty",
+            ),
             (
                 TWO.replace(
                     "{ server: a, client: b }",

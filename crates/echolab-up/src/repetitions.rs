@@ -33,7 +33,6 @@ pub(crate) fn cells_short_of_target(exp: &Experiment, runs: &[RunRecord]) -> Vec
         .collect()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -416,6 +416,22 @@ fn every_field_of_every_builder_parses() {
         seen(c);
         check_bench(c);
     }
+    // A shard of the short/long form parses as the same run, with its shard and JSON.
+    let shard = echolab_core::shard::Shard { index: 1, count: 3 };
+    for c in &cmds {
+        let Ok(args) = c.shard_argv(shard) else {
+            assert!(!matches!(c, BenchCmd::Run(_)), "{c:?}");
+            continue;
+        };
+        let mut as_json = c.clone();
+        if let BenchCmd::Run(r) = &mut as_json {
+            r.json = true;
+        }
+        let cli = echo_bench::cli::Cli::try_parse_from(argv_of(BenchCmd::PROGRAM, &args))
+            .unwrap_or_else(|e| panic!("echo-bench {}: {}", args.join(" "), e.render()));
+        assert_eq!(cli.run.shard, Some(shard), "{}", args.join(" "));
+        assert_eq!(args[..args.len() - 2], as_json.argv()[..]);
+    }
     assert_eq!(variants, [true; 3], "every echo-bench form is checked");
 
     let netem_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem");

@@ -23,6 +23,9 @@ mod privileges;
 #[path = "docker/lab.rs"]
 mod lab;
 
+#[path = "docker/lab_clients.rs"]
+mod lab_clients;
+
 /// A private copy of the lab binaries: other builds may replace target/debug's files while a
 /// test runs, and an image must be built from one consistent set. The testkit refuses a sibling
 /// binary older than its sources (`cargo nextest run -p echolab-up` builds only this crate's).

@@ -227,6 +227,30 @@ impl BenchCmd {
     }
 }
 
+impl BenchCmd {
+    /// The arguments of shard `shard` of this run ([`crate::shard`]): [`BenchCmd::argv`] with
+    /// `--json --shard K/N`. The shard prints [`crate::shard::READY_LINE`] once connected,
+    /// waits for a line on stdin, and prints its report.
+    ///
+    /// # Errors
+    /// A `connect-storm` or `sustain` command: echo-bench splits only the short/long form.
+    pub fn shard_argv(&self, shard: crate::shard::Shard) -> Result<Vec<String>, String> {
+        let BenchCmd::Run(run) = self else {
+            return Err(format!(
+                "echo-bench splits only the short/long form over shards, not {}",
+                self.argv().first().map_or("", String::as_str)
+            ));
+        };
+        let mut run = run.clone();
+        run.json = true;
+        let mut a = Argv::default();
+        a.val("shard", shard);
+        let mut out = BenchCmd::Run(run).argv();
+        out.extend(a.done());
+        Ok(out)
+    }
+}
+
 /// echo-bench's `--json` report.
 ///
 /// # Errors

@@ -11,6 +11,7 @@ use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
 use echolab_core::results::ResourceSample;
 
 use super::cgroup_sampling::Sampler;
+use super::client_shards::ClientHost;
 use super::exec;
 use super::link::endpoints::{Endpoints, MadeEndpoints};
 use super::topology::{remove_host, up_loopback, LoopbackSpec};
@@ -26,6 +27,12 @@ pub(crate) struct DockerHosts {
     client_docker: Docker,
     server: String,
     client: String,
+    /// A lab run's other client machines (`roles.client: [b, c]`), after the first
+    /// (`client_docker`, `client`); with any, every run is split between them all
+    /// ([`super::client_shards`]).
+    more_clients: Vec<ClientHost>,
+    /// The first client's engine, as the lab file names it ("" outside a lab).
+    client_engine: String,
     /// Where the client reaches the server (127.0.0.1 for loopback, the server's address on
     /// its network behind a link).
     server_addr: IpAddr,
@@ -82,6 +89,8 @@ impl DockerHosts {
             client_docker: docker.clone(),
             server: made.server,
             client: made.client,
+            more_clients: Vec::new(),
+            client_engine: String::new(),
             server_addr: loopback,
             bind: loopback,
             remake: Remake::Loopback(spec.clone()),
@@ -102,6 +111,8 @@ impl DockerHosts {
             client_docker: docker.clone(),
             server: made.server,
             client: made.client,
+            more_clients: Vec::new(),
+            client_engine: String::new(),
             server_addr: made.server_ip,
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Link(endpoints),
@@ -110,19 +121,30 @@ impl DockerHosts {
     }
 
     /// Hosts of a lab run: `server` on `server_docker`'s machine (host networking), reached
-    /// at `server_addr`, and `client` on `client_docker`'s (host networking, or behind a
-    /// link host there whose `wire` counters are read).
+    /// at `server_addr`, and a client host on each client machine, given as ((engine,
+    /// container), engine name), at least one: host networking, or behind a link host on the
+    /// one client's machine whose `wire` counters are read.
     pub(crate) fn on_machines(
         (server_docker, server): (&Docker, String),
-        (client_docker, client): (&Docker, String),
+        clients: Vec<((Docker, String), String)>,
         server_addr: IpAddr,
         wire: Option<super::wiretap::WireTap>,
     ) -> Self {
+        let mut clients = clients
+            .into_iter()
+            .map(|((docker, container), engine)| ClientHost {
+                docker,
+                container,
+                engine,
+            });
+        let first = clients.next().expect("a lab run has a client machine");
         Self {
             docker: server_docker.clone(),
-            client_docker: client_docker.clone(),
+            client_docker: first.docker,
             server,
-            client,
+            client: first.container,
+            more_clients: clients.collect(),
+            client_engine: first.engine,
             server_addr,
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Lab,
@@ -149,6 +171,18 @@ impl DockerHosts {
             record.link_counters = Some(super::wiretap::between(&b, &a));
         }
         Ok(record)
+    }
+
+    /// Every client host, the first one first.
+    fn clients(&self) -> Vec<ClientHost> {
+        let first = ClientHost {
+            docker: self.client_docker.clone(),
+            container: self.client.clone(),
+            engine: self.client_engine.clone(),
+        };
+        std::iter::once(first)
+            .chain(self.more_clients.iter().cloned())
+            .collect()
     }
 
     async fn signal(
@@ -254,22 +288,33 @@ impl Hosts for DockerHosts {
         window_start: std::time::Duration,
     ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
         let sampler = Sampler::start(&self.docker, &self.server, window_start).await;
-        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM)];
-        cmd.extend(bench.argv());
-        let result = exec::run(&self.client_docker, &self.client, &cmd, BENCH_DEADLINE).await;
+        let result = if self.more_clients.is_empty() {
+            let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM)];
+            cmd.extend(bench.argv());
+            exec::run(&self.client_docker, &self.client, &cmd, BENCH_DEADLINE).await
+        } else {
+            super::client_shards::run(&self.clients(), bench, BENCH_DEADLINE).await
+        };
         let samples = sampler.stop().await;
         match result {
             Ok(out) => Ok((out, samples)),
             Err(e) => {
-                let _ = self
-                    .signal(&self.client_docker, &self.client, "echo-bench", "KILL")
-                    .await;
+                for c in self.clients() {
+                    let _ = self
+                        .signal(&c.docker, &c.container, "echo-bench", "KILL")
+                        .await;
+                }
                 Err(e)
             }
         }
     }
 
     async fn trace_bench(&mut self, bench: &BenchCmd) -> anyhow::Result<ProcOutput> {
+        if !self.more_clients.is_empty() {
+            return Err(anyhow!(
+                "strace: a run split over several client machines is not traced (each machine's share would be counted alone)"
+            ));
+        }
         let mut cmd = vec![format!("{IMAGE_BIN_DIR}/strace")];
         cmd.extend(crate::hosts::STRACE_ARGS.iter().map(|a| a.to_string()));
         cmd.push(format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM));

@@ -27,6 +27,9 @@ pub(crate) struct Streaming {
     pub stdout_lines: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
 }
 
+/// The write end of an exec's stdin ([`start_with_stdin`]).
+pub(crate) type Stdin = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
 /// Starts `cmd` in `container` with stdout and stderr attached, watching stderr for a line
 /// starting with `ready_prefix`.
 ///
@@ -38,17 +41,44 @@ pub(crate) async fn start(
     cmd: &[String],
     ready_prefix: &str,
 ) -> anyhow::Result<Streaming> {
+    Ok(start_attached(docker, container, cmd, ready_prefix, false)
+        .await?
+        .0)
+}
+
+/// [`start`] with stdin attached too (nothing is watched for on stderr): what is written to
+/// the returned end reaches the program's stdin. Keep it until the program is done: the
+/// engine may close the exec's stdin when it is dropped.
+///
+/// # Errors
+/// As [`start`].
+pub(crate) async fn start_with_stdin(
+    docker: &Docker,
+    container: &str,
+    cmd: &[String],
+) -> anyhow::Result<(Streaming, Stdin)> {
+    start_attached(docker, container, cmd, "\0", true).await
+}
+
+async fn start_attached(
+    docker: &Docker,
+    container: &str,
+    cmd: &[String],
+    ready_prefix: &str,
+    stdin: bool,
+) -> anyhow::Result<(Streaming, Stdin)> {
     let ready_prefix = ready_prefix.to_string();
     let what = format!("in container {container} ({})", cmd.join(" "));
     let options = CreateExecOptions {
         cmd: Some(cmd.to_vec()),
+        attach_stdin: Some(stdin),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         ..Default::default()
     };
     let created = call("create exec", &what, docker.create_exec(container, options)).await?;
     let started = call("start exec", &what, docker.start_exec(&created.id, None)).await?;
-    let StartExecResults::Attached { mut output, .. } = started else {
+    let StartExecResults::Attached { mut output, input } = started else {
         return Err(anyhow!(
             "docker: start exec {what}: engine detached the exec"
         ));
@@ -92,12 +122,13 @@ pub(crate) async fn start(
             String::from_utf8_lossy(&err).into_owned(),
         )
     });
-    Ok(Streaming {
+    let streaming = Streaming {
         exec_id: created.id,
         ready,
         output,
         stdout_lines: Some(stdout_lines),
-    })
+    };
+    Ok((streaming, input))
 }
 
 /// Waits for a streaming exec's output to close (at most `deadline`) and returns it with the

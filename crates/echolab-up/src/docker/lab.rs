@@ -2,7 +2,9 @@
 //! client host on the client's, each a container of the lab image, so that the client reaches
 //! the server over the real network between the two machines: both with host networking for
 //! profile `native`; for a link profile the client behind a link host on its machine
-//! ([`across`]), the server still with host networking.
+//! ([`across`]), the server still with host networking. With several client machines
+//! (profile `native` only) each has a client host, and every run is split between them
+//! ([`DockerHosts`]'s sharded `run_bench`).
 //!
 //! Host networking rather than a published port: a published port puts the engine's NAT
 //! (iptables DNAT and a conntrack entry per connection) or its userland proxy on the path,
@@ -46,8 +48,8 @@ pub(crate) struct LabEngine {
 pub(crate) struct LabEngines {
     /// The server's.
     pub server: LabEngine,
-    /// The client's.
-    pub client: LabEngine,
+    /// The clients', in the lab file's order (at least one).
+    pub clients: Vec<LabEngine>,
 }
 
 impl LabEngines {
@@ -70,16 +72,24 @@ impl LabEngines {
                     })
             }
         };
-        let (server, client) = tokio::join!(reach(&lab.server), reach(&lab.client));
+        let (server, clients) = tokio::join!(
+            reach(&lab.server),
+            futures_util::future::join_all(lab.clients.iter().map(|c| reach(c)))
+        );
         Ok(Self {
             server: server?,
-            client: client?,
+            clients: clients.into_iter().collect::<Result<_, _>>()?,
         })
     }
 
-    /// Both engines, server's first.
-    pub(crate) fn all(&self) -> [&LabEngine; 2] {
-        [&self.server, &self.client]
+    /// The first client's engine (a link profile's link host is there).
+    pub(crate) fn client(&self) -> &LabEngine {
+        &self.clients[0]
+    }
+
+    /// Every engine, the server's first.
+    pub(crate) fn all(&self) -> Vec<&LabEngine> {
+        std::iter::once(&self.server).chain(&self.clients).collect()
     }
 }
 
@@ -180,7 +190,8 @@ pub(crate) struct LabUp {
     /// client's machine ([`across`]).
     pub link: LinkRecord,
     server: (Docker, String),
-    client: (Docker, String),
+    /// Each client machine's engine and host, in the lab file's order.
+    clients: Vec<(Docker, String)>,
     server_addr: IpAddr,
     /// The profile calibration judges the path against.
     profile: Profile,
@@ -208,27 +219,39 @@ pub(crate) async fn up(
 ) -> anyhow::Result<LabUp> {
     let on = |e: &LabEngine, err: anyhow::Error| anyhow!("engine {}: {err:#}", e.name);
     let mut records = BTreeMap::new();
-    let (sd, cd) = (&engines.server.engine.docker, &engines.client.engine.docker);
+    let (sd, cd) = (
+        &engines.server.engine.docker,
+        &engines.client().engine.docker,
+    );
     let (server, record) = host_networked(sd, run_id, image, "server", &privileges.server)
         .await
         .map_err(|err| on(&engines.server, err))?;
     records.insert("server".to_string(), with_engine(record, &engines.server));
     let server_addr = lab.server_address();
-    let (client, link, tap, wire, baseline_rtt) = match profile.topology {
+    let mut clients = Vec::new();
+    let (link, tap, wire, baseline_rtt) = match profile.topology {
         Topology::Native => {
-            let (client, record) = host_networked(cd, run_id, image, "client", &privileges.client)
-                .await
-                .map_err(|err| on(&engines.client, err))?;
-            records.insert("client".to_string(), with_engine(record, &engines.client));
+            for (i, e) in engines.clients.iter().enumerate() {
+                let docker = &e.engine.docker;
+                let (client, record) =
+                    host_networked(docker, run_id, image, "client", &privileges.client)
+                        .await
+                        .map_err(|err| on(e, err))?;
+                records.insert(client_role(i), with_engine(record, e));
+                clients.push((docker.clone(), client));
+            }
+            let names: Vec<&str> = engines.clients.iter().map(|e| e.name.as_str()).collect();
             let link = LinkRecord {
                 backend: "none".into(),
                 reason: format!(
-                    "native: the real network between engine {}'s machine (server, reached at {server_addr}) and engine {}'s (client); both hosts use their machine's network (host networking), nothing added",
-                    engines.server.name, engines.client.name
+                    "native: the real network between engine {}'s machine (server, reached at {server_addr}) and engine {}'s (client{}); every host uses its machine's network (host networking), nothing added",
+                    engines.server.name,
+                    names.join("'s, engine "),
+                    if names.len() > 1 { "s, each running its share of every run's connections" } else { "" }
                 ),
                 ..Default::default()
             };
-            (client, link, None, None, None)
+            (link, None, None, None)
         }
         Topology::Link => {
             let server = across::RemoteServer {
@@ -243,15 +266,16 @@ pub(crate) async fn up(
             };
             let a = across::up(&server, cd, run_id, image, privileges, profile)
                 .await
-                .map_err(|err| on(&engines.client, err))?;
+                .map_err(|err| on(engines.client(), err))?;
             for (role, record) in a.records {
                 let record = match role.as_str() {
                     "networks" => record,
-                    _ => with_engine(record, &engines.client),
+                    _ => with_engine(record, engines.client()),
                 };
                 records.insert(role, record);
             }
-            (a.client, a.link, a.tap, a.wire, Some(a.baseline_rtt))
+            clients.push((cd.clone(), a.client));
+            (a.link, a.tap, a.wire, Some(a.baseline_rtt))
         }
         Topology::Loopback => {
             return Err(anyhow!(
@@ -260,17 +284,18 @@ pub(crate) async fn up(
             ))
         }
     };
+    let names = engines.clients.iter().map(|e| e.name.clone());
     Ok(LabUp {
         hosts: DockerHosts::on_machines(
             (sd, server.clone()),
-            (cd, client.clone()),
+            clients.iter().cloned().zip(names).collect(),
             server_addr,
             tap,
         ),
         records,
         link,
         server: (sd.clone(), server),
-        client: (cd.clone(), client),
+        clients,
         server_addr,
         profile: profile.clone(),
         baseline_rtt,
@@ -298,6 +323,15 @@ async fn host_networked(
     Ok((id, record))
 }
 
+/// The manifest's name for client host `index` (0-based) of a lab run: `client`, then
+/// `client-2`, `client-3`, ...
+fn client_role(index: usize) -> String {
+    match index {
+        0 => "client".into(),
+        i => format!("client-{}", i + 1),
+    }
+}
+
 /// `record` with the name of the engine it is on.
 fn with_engine(mut record: serde_json::Value, e: &LabEngine) -> serde_json::Value {
     record["engine"] = json!(e.name);
@@ -310,24 +344,39 @@ impl LabUp {
     /// RTT against the profile's sanity bound; for a link profile it also checks what the
     /// link adds over the baseline, and the total as baseline plus that
     /// (`echolab_core::calibration::sum_rtt_check`), with the wire's counters across it.
+    /// With several client machines each path is calibrated in turn and the record holds
+    /// them all ([`combine_paths`]); the run needs every one to pass.
     ///
     /// # Errors
-    /// The tools could not run or printed no report (a miss is `passed: false`).
-    pub(crate) async fn calibrate(&mut self) -> anyhow::Result<CalibrationRecord> {
+    /// The tools could not run or printed no report (a miss is `passed: false`), naming the
+    /// client engine.
+    pub(crate) async fn calibrate(
+        &mut self,
+        engines: &LabEngines,
+    ) -> anyhow::Result<CalibrationRecord> {
         use super::link::calibration::{calibrate, Baseline};
         let baseline = self
             .baseline_rtt
             .map_or(Baseline::None, Baseline::AcrossMachines);
-        let run = calibrate(
-            &self.server.0,
-            &self.server.1,
-            &self.client.0,
-            &self.client.1,
-            self.server_addr,
-            &self.profile,
-            baseline,
-        );
-        self.hosts.count_link(run).await
+        let mut paths = Vec::new();
+        for ((docker, host), e) in self.clients.iter().zip(&engines.clients) {
+            let run = calibrate(
+                &self.server.0,
+                &self.server.1,
+                docker,
+                host,
+                self.server_addr,
+                &self.profile,
+                baseline,
+            );
+            let record = self
+                .hosts
+                .count_link(run)
+                .await
+                .map_err(|err| anyhow!("engine {}: {err:#}", e.name))?;
+            paths.push((e.name.clone(), record));
+        }
+        Ok(combine_paths(paths))
     }
 
     /// The manifest's record of each engine: endpoint, roles, versions, the machine (CPU
@@ -339,10 +388,9 @@ impl LabUp {
         images: &BTreeMap<String, (String, bool)>,
     ) -> BTreeMap<String, EngineRecord> {
         let mut out = BTreeMap::new();
-        for ((role, (docker, host)), e) in [("server", &self.server), ("client", &self.client)]
-            .into_iter()
-            .zip(engines.all())
-        {
+        let roles = std::iter::once(("server", &self.server))
+            .chain(self.clients.iter().map(|c| ("client", c)));
+        for ((role, (docker, host)), e) in roles.zip(engines.all()) {
             let cmd = vec![format!("{IMAGE_BIN_DIR}/echolab-up"), "__cpu-model".into()];
             let cpu_model = match exec::run(docker, host, &cmd, STOP_DEADLINE).await {
                 Ok(o) if o.exit_code == Some(0) => o.stdout.trim().to_string(),
@@ -368,5 +416,102 @@ impl LabUp {
             );
         }
         out
+    }
+}
+
+/// One calibration record of several client machines' paths to the server, `paths` in the
+/// lab file's order: the first path's record as it is, and each other's figures and checks
+/// beside it, prefixed with `<engine>.` (`c.rtt_median_us`) and `engine c: `; it passes
+/// when every path passed, and its reason names each path that did not.
+fn combine_paths(mut paths: Vec<(String, CalibrationRecord)>) -> CalibrationRecord {
+    if paths.len() == 1 {
+        return paths.remove(0).1;
+    }
+    let (first_name, mut out) = paths.remove(0);
+    let mut failed: Vec<String> = Vec::new();
+    if !out.passed {
+        failed.push(format!("engine {first_name}: {}", out.reason));
+    }
+    for (name, r) in paths {
+        for (k, v) in r.measured {
+            out.measured.insert(format!("{name}.{k}"), v);
+        }
+        for (k, v) in r.expected {
+            out.expected.insert(format!("{name}.{k}"), v);
+        }
+        for mut c in r.checks {
+            c.name = format!("engine {name}: {}", c.name);
+            out.checks.push(c);
+        }
+        if !r.passed {
+            failed.push(format!("engine {name}: {}", r.reason));
+        }
+        out.passed &= r.passed;
+    }
+    if !failed.is_empty() {
+        out.reason = failed.join("; ");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use echolab_core::results::CalibrationCheck;
+
+    fn record(passed: bool, rtt_us: f64) -> CalibrationRecord {
+        CalibrationRecord {
+            passed,
+            reason: if passed {
+                "ok".into()
+            } else {
+                "RTT too high".into()
+            },
+            measured: [("rtt_median_us".to_string(), rtt_us)].into(),
+            expected: [("rtt_median_us".to_string(), 100.0)].into(),
+            checks: vec![CalibrationCheck {
+                name: "rtt".into(),
+                unit: "us".into(),
+                measured: rtt_us,
+                low: 0.0,
+                high: 500.0,
+                pass: passed,
+            }],
+            link_counters: None,
+        }
+    }
+
+    #[test]
+    fn several_paths_pass_only_together_and_keep_every_figure() {
+        let one = combine_paths(vec![("b".into(), record(true, 80.0))]);
+        assert_eq!(one, record(true, 80.0));
+        let both = combine_paths(vec![
+            ("b".into(), record(true, 80.0)),
+            ("c".into(), record(true, 90.0)),
+        ]);
+        assert!(both.passed);
+        assert_eq!(both.measured["rtt_median_us"], 80.0);
+        assert_eq!(both.measured["c.rtt_median_us"], 90.0);
+        assert_eq!(both.expected["c.rtt_median_us"], 100.0);
+        let names: Vec<&str> = both.checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["rtt", "engine c: rtt"]);
+        let second_fails = combine_paths(vec![
+            ("b".into(), record(true, 80.0)),
+            ("c".into(), record(false, 900.0)),
+        ]);
+        assert!(!second_fails.passed);
+        assert_eq!(second_fails.reason, "engine c: RTT too high");
+        let first_fails = combine_paths(vec![
+            ("b".into(), record(false, 900.0)),
+            ("c".into(), record(true, 90.0)),
+        ]);
+        assert!(!first_fails.passed);
+        assert_eq!(first_fails.reason, "engine b: RTT too high");
+    }
+
+    #[test]
+    fn client_hosts_are_named_in_order() {
+        let names: Vec<String> = (0..3).map(client_role).collect();
+        assert_eq!(names, ["client", "client-2", "client-3"]);
     }
 }

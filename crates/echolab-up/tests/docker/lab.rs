@@ -8,7 +8,7 @@ use super::*;
 use echolab_testkit::second_engine::SecondEngine;
 
 /// The second engine, or the test fails with why it could not start (CI must be able to).
-fn second_engine() -> SecondEngine {
+pub(super) fn second_engine() -> SecondEngine {
     SecondEngine::start().unwrap_or_else(|e| panic!("the second engine did not start: {e}"))
 }
 
@@ -48,7 +48,7 @@ fn connect_second(lab: &Path) -> engine::Engine {
 
 /// Bytes received and sent by the interface of this namespace that holds `addr` (the veth
 /// end towards the second engine), from its kernel counters.
-fn interface_bytes(addr: std::net::Ipv4Addr) -> (u64, u64) {
+pub(super) fn interface_bytes(addr: std::net::Ipv4Addr) -> (u64, u64) {
     let out = Command::new("ip")
         .args(["-o", "-4", "addr", "show"])
         .output()
@@ -115,7 +115,24 @@ impl LabRun {
     }
 }
 
-const TWO_CELLS: &str = "name: two-cells\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [short, long]\n    conns: [10]\n    rounds: [20]\nbench:\n  timeout: 5s\n";
+/// What the server of a [`TWO_CELLS`] run counted: 10 connections, 20 requests of 12 bytes
+/// each; short mode connects once per request.
+pub(super) fn assert_server_saw_a_two_cells_run(rec: &echolab_core::results::RunRecord) {
+    let t = &rec.server.as_ref().unwrap().totals;
+    let connections = if rec.cell.mode == BenchMode::Short {
+        200
+    } else {
+        10
+    };
+    assert_eq!(
+        (t.accepted, t.bytes_in),
+        (connections, 200 * 12),
+        "{}",
+        rec.file_name()
+    );
+}
+
+pub(super) const TWO_CELLS: &str = "name: two-cells\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [short, long]\n    conns: [10]\n    rounds: [20]\nbench:\n  timeout: 5s\n";
 
 #[test]
 fn native_across_two_engines_runs_and_leaves_nothing_on_either() {
@@ -192,18 +209,7 @@ fn native_across_two_engines_runs_and_leaves_nothing_on_either() {
             "{}",
             bench.threads_reason
         );
-        let t = &rec.server.as_ref().unwrap().totals;
-        let connections = if rec.cell.mode == BenchMode::Short {
-            200
-        } else {
-            10
-        };
-        assert_eq!(
-            (t.accepted, t.bytes_in),
-            (connections, 200 * 12),
-            "{}",
-            rec.file_name()
-        );
+        assert_server_saw_a_two_cells_run(rec);
     }
     assert_nothing_left(a, &m.run_id);
     assert_nothing_left(&connect_second(lab), &m.run_id);

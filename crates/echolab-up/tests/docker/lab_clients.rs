@@ -1,0 +1,123 @@
+//! Several client machines (issue 12, item 5, `roles.client: [b, c]`): the server on this
+//! machine's engine, a client host on each of two second engines (each in its own network
+//! namespace behind its own veth pair), every run split between them and merged.
+//! A submodule of tests/docker.rs, for its helpers.
+
+use super::lab::{assert_server_saw_a_two_cells_run, interface_bytes, second_engine, TWO_CELLS};
+use super::*;
+use echolab_testkit::second_engine::SecondEngine;
+
+/// `- { endpoint: ..., tls: ... }` of `engine` for a lab file.
+fn tls_engine(engine: &SecondEngine) -> String {
+    format!(
+        "{{ endpoint: \"{}\", tls: {{ ca: {}, cert: {}, key: {} }} }}",
+        engine.endpoint,
+        engine.ca.display(),
+        engine.cert.display(),
+        engine.key.display()
+    )
+}
+
+#[test]
+fn two_client_machines_split_every_run_and_merge_it() {
+    let (b, c) = (second_engine(), second_engine());
+    // The server is reached at one address, the root namespace's end of b's veth; c's
+    // namespace reaches it through its own veth (the root namespace answers for all of its
+    // addresses).
+    let route = Command::new("ip")
+        .args(["-n", &c.netns, "route", "add"])
+        .arg(format!("{}/32", b.peer_addr))
+        .args(["via", &c.peer_addr.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        route.status.success(),
+        "{}",
+        String::from_utf8_lossy(&route.stderr)
+    );
+    let a = engine();
+    let base = TempDir::new("lab-clients");
+    let lab = base.0.join("lab.yaml");
+    std::fs::write(
+        &lab,
+        format!(
+            "engines:\n  a: {{ endpoint: \"unix:///var/run/docker.sock\", address: {} }}\n  b: {}\n  c: {}\nroles: {{ server: a, client: [b, c] }}\n",
+            b.peer_addr,
+            tls_engine(&b),
+            tls_engine(&c)
+        ),
+    )
+    .unwrap();
+    let exp = base.0.join("experiment.yaml");
+    std::fs::write(&exp, TWO_CELLS).unwrap();
+    let (out, bins) = (base.0.join("results"), snapshot_bins(&base));
+    let mut args = profile_experiment("native", exp.to_str().unwrap()).to_vec();
+    args.extend(["--lab", lab.to_str().unwrap()]);
+    let before = [interface_bytes(b.peer_addr), interface_bytes(c.peer_addr)];
+    let o = run(&out, &bins, &args);
+    let after = [interface_bytes(b.peer_addr), interface_bytes(c.peer_addr)];
+    assert!(
+        o.status.success(),
+        "echolab-up --lab failed: {}",
+        stderr(&o)
+    );
+    // The kernel's witness that each client machine carried traffic over its own veth:
+    // calibration's bulk transfers alone move far more than 10 MB each way on each path.
+    for (name, (b0, b1)) in ["b", "c"].iter().zip(before.iter().zip(&after)) {
+        let (rx, tx) = (b1.0 - b0.0, b1.1 - b0.1);
+        assert!(
+            rx > 10_000_000 && tx > 10_000_000,
+            "engine {name}'s veth carried {rx} B in, {tx} B out"
+        );
+    }
+    let r = results(&out);
+    let m = &r.manifest;
+    assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
+    assert_eq!((m.runs_done, r.runs.len()), (2, 2));
+    for (name, role) in [("a", "server"), ("b", "client"), ("c", "client")] {
+        let e = &m.engines[name];
+        assert_eq!(e.roles, [role.to_string()], "engine {name}");
+        assert_eq!(e.image_id, m.image.id, "engine {name}");
+    }
+    assert_eq!(m.hosts["client"]["engine"], "b");
+    assert_eq!(m.hosts["client-2"]["engine"], "c");
+    // Both paths calibrated: b's figures under their own names, c's prefixed.
+    let cal = m.link.calibration.as_ref().expect("calibration recorded");
+    assert!(cal.passed, "{cal:?}");
+    for k in ["rtt_median_us", "c.rtt_median_us", "c.goodput_uplink_mbit"] {
+        assert!(
+            cal.measured.get(k).is_some_and(|v| *v > 0.0),
+            "{k}: {cal:?}"
+        );
+    }
+    for rec in &r.runs {
+        assert!(rec.error.is_none(), "{}: {:?}", rec.file_name(), rec.error);
+        let bench = rec.bench.as_ref().unwrap();
+        // 10 connections, 5 on each machine, 20 rounds each: the merged run is the cell.
+        assert_eq!(
+            (bench.conns, bench.requests_ok),
+            (10, 10 * 20),
+            "{}",
+            rec.file_name()
+        );
+        assert_eq!(
+            bench.extra["client_machines"],
+            serde_json::json!(["b", "c"])
+        );
+        assert_eq!(
+            echolab_core::hist::decode(&bench.histogram).unwrap().len(),
+            10 * 20,
+            "every request's latency in the merged histogram"
+        );
+        assert_server_saw_a_two_cells_run(rec);
+    }
+    assert_nothing_left(&a, &m.run_id);
+    let lab = echolab_up::lab::Lab::load(&lab).unwrap();
+    for name in ["b", "c"] {
+        let e = runtime()
+            .block_on(engine::connect_lab(name, &lab.engines[name]))
+            .unwrap()
+            .0;
+        assert_nothing_left(&e, &m.run_id);
+    }
+}

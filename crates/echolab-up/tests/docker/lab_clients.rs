@@ -18,25 +18,25 @@ fn tls_engine(engine: &SecondEngine) -> String {
     )
 }
 
-#[test]
-fn two_client_machines_split_every_run_and_merge_it() {
+/// Two second engines b and c, and a lab file in `base` with the server on this machine's
+/// engine, reached at the root namespace's end of b's veth, and the client on both; with
+/// `route`, c's namespace reaches that address through its own veth (the root namespace
+/// answers for all of its addresses), else it cannot reach the server at all.
+fn two_clients(base: &TempDir, route: bool) -> (SecondEngine, SecondEngine, PathBuf) {
     let (b, c) = (second_engine(), second_engine());
-    // The server is reached at one address, the root namespace's end of b's veth; c's
-    // namespace reaches it through its own veth (the root namespace answers for all of its
-    // addresses).
-    let route = Command::new("ip")
-        .args(["-n", &c.netns, "route", "add"])
-        .arg(format!("{}/32", b.peer_addr))
-        .args(["via", &c.peer_addr.to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        route.status.success(),
-        "{}",
-        String::from_utf8_lossy(&route.stderr)
-    );
-    let a = engine();
-    let base = TempDir::new("lab-clients");
+    if route {
+        let added = Command::new("ip")
+            .args(["-n", &c.netns, "route", "add"])
+            .arg(format!("{}/32", b.peer_addr))
+            .args(["via", &c.peer_addr.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            added.status.success(),
+            "{}",
+            String::from_utf8_lossy(&added.stderr)
+        );
+    }
     let lab = base.0.join("lab.yaml");
     std::fs::write(
         &lab,
@@ -48,11 +48,41 @@ fn two_client_machines_split_every_run_and_merge_it() {
         ),
     )
     .unwrap();
+    (b, c, lab)
+}
+
+/// The arguments of a [`TWO_CELLS`] run on profile native with `lab`, its results directory
+/// and binaries in `base`.
+fn two_cells_args(base: &TempDir, lab: &Path) -> (Vec<String>, PathBuf, PathBuf) {
     let exp = base.0.join("experiment.yaml");
     std::fs::write(&exp, TWO_CELLS).unwrap();
-    let (out, bins) = (base.0.join("results"), snapshot_bins(&base));
-    let mut args = profile_experiment("native", exp.to_str().unwrap()).to_vec();
-    args.extend(["--lab", lab.to_str().unwrap()]);
+    let (out, bins) = (base.0.join("results"), snapshot_bins(base));
+    let mut args: Vec<String> = profile_experiment("native", exp.to_str().unwrap())
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    args.extend(["--lab".to_string(), lab.display().to_string()]);
+    (args, out, bins)
+}
+
+/// Asserts that no engine of `lab` (a, b and c) holds anything of run `run_id`.
+fn assert_nothing_left_on_the_lab(lab: &Path, run_id: &str) {
+    let lab = echolab_up::lab::Lab::load(lab).unwrap();
+    for name in ["a", "b", "c"] {
+        let e = runtime()
+            .block_on(engine::connect_lab(name, &lab.engines[name]))
+            .unwrap()
+            .0;
+        assert_nothing_left(&e, run_id);
+    }
+}
+
+#[test]
+fn two_client_machines_split_every_run_and_merge_it() {
+    let base = TempDir::new("lab-clients");
+    let (b, c, lab) = two_clients(&base, true);
+    let (args, out, bins) = two_cells_args(&base, &lab);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let before = [interface_bytes(b.peer_addr), interface_bytes(c.peer_addr)];
     let o = run(&out, &bins, &args);
     let after = [interface_bytes(b.peer_addr), interface_bytes(c.peer_addr)];
@@ -111,13 +141,30 @@ fn two_client_machines_split_every_run_and_merge_it() {
         );
         assert_server_saw_a_two_cells_run(rec);
     }
-    assert_nothing_left(&a, &m.run_id);
-    let lab = echolab_up::lab::Lab::load(&lab).unwrap();
-    for name in ["b", "c"] {
-        let e = runtime()
-            .block_on(engine::connect_lab(name, &lab.engines[name]))
-            .unwrap()
-            .0;
-        assert_nothing_left(&e, &m.run_id);
-    }
+    assert_nothing_left_on_the_lab(&lab, &m.run_id);
+}
+
+#[test]
+fn a_client_machine_that_cannot_reach_the_server_stops_the_run_at_calibration() {
+    let base = TempDir::new("lab-clients-unrouted");
+    // c's namespace has no route to the server's address.
+    let (_b, _c, lab) = two_clients(&base, false);
+    let (args, out, bins) = two_cells_args(&base, &lab);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run(&out, &bins, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("calibration from the client machines") && err.contains("engine c: "),
+        "the failing path is named: {err}"
+    );
+    let r = results(&out);
+    assert_eq!(
+        r.manifest.status,
+        RunStatus::Failed,
+        "{:?}",
+        r.manifest.error
+    );
+    assert!(r.runs.is_empty(), "no cell runs after a failed calibration");
+    assert_nothing_left_on_the_lab(&lab, &r.manifest.run_id);
 }

@@ -87,14 +87,6 @@ struct LabText {
     roles: RolesText,
 }
 
-/// `client: b` or `client: [b, c]`.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EngineText {
@@ -119,7 +111,8 @@ struct TlsText {
 #[serde(deny_unknown_fields)]
 struct RolesText {
     server: String,
-    client: OneOrMany,
+    /// `b` or `[b, c]` ([`client_engines`]).
+    client: serde_yaml::Value,
     #[serde(default)]
     link: Option<String>,
 }
@@ -155,10 +148,7 @@ impl Lab {
             engines.insert(name, spec);
         }
         let roles = raw.roles;
-        let clients = match roles.client {
-            OneOrMany::One(c) => vec![c],
-            OneOrMany::Many(c) => c,
-        };
+        let clients = client_engines(roles.client).map_err(&fail)?;
         if clients.is_empty() {
             return Err(fail(
                 "roles.client: the list is empty; name the engine (or engines) the client runs on"
@@ -314,6 +304,40 @@ impl Lab {
             .address
             .expect("Lab::from_yaml refuses a server engine without an address")
     }
+}
+
+/// The engine names of `roles.client`: one name, or a list of names.
+///
+/// # Errors
+/// Anything else, naming the field and what it found.
+fn client_engines(value: serde_yaml::Value) -> Result<Vec<String>, String> {
+    use serde_yaml::Value;
+    let shape = "an engine name (client: b) or a list of them (client: [b, c])";
+    match value {
+        Value::String(name) => Ok(vec![name]),
+        Value::Sequence(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::String(name) => Ok(name),
+                other => Err(format!(
+                    "roles.client[{i}]: {} is not an engine name",
+                    yaml_text(&other)
+                )),
+            })
+            .collect(),
+        other => Err(format!(
+            "roles.client: {} is not {shape}",
+            yaml_text(&other)
+        )),
+    }
+}
+
+/// `value` as it would be written in YAML, on one line.
+fn yaml_text(value: &serde_yaml::Value) -> String {
+    serde_yaml::to_string(value)
+        .map(|t| t.trim().replace('\n', " "))
+        .unwrap_or_else(|_| format!("{value:?}"))
 }
 
 fn engine_spec(name: &str, e: EngineText, dir: &Path) -> Result<EngineSpec, String> {
@@ -596,6 +620,18 @@ mod tests {
             (
                 TWO.replace("client: b", "client: []"),
                 "roles.client: the list is empty",
+            ),
+            (
+                TWO.replace("client: b", "client: 5"),
+                "roles.client: 5 is not an engine name (client: b) or a list",
+            ),
+            (
+                TWO.replace("client: b", "client: [b, 3]"),
+                "roles.client[1]: 3 is not an engine name",
+            ),
+            (
+                TWO.replace("client: b", "client: { x: y }"),
+                "roles.client: x: y is not",
             ),
             (
                 TWO.replace(

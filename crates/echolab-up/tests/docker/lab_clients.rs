@@ -109,6 +109,15 @@ fn two_client_machines_split_every_run_and_merge_it() {
         assert_eq!(e.roles, [role.to_string()], "engine {name}");
         assert_eq!(e.image_id, m.image.id, "engine {name}");
     }
+    // The real path, nothing added, between the server's machine and both clients'.
+    assert_eq!(m.link.backend, "none");
+    assert!(
+        m.link
+            .reason
+            .contains("engine b's, engine c's (clients, each running its share"),
+        "{}",
+        m.link.reason
+    );
     assert_eq!(m.hosts["client"]["engine"], "b");
     assert_eq!(m.hosts["client-2"]["engine"], "c");
     // Both paths calibrated: b's figures under their own names, c's prefixed.

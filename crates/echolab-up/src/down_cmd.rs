@@ -101,7 +101,7 @@ async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> (ExitCode, 
     // A live run between two cells may have no container using its image for a moment, so
     // the engine's own refusal does not protect it: while any run is kept, images are too.
     let images = if outcome.kept.is_empty() {
-        match docker::cleanup::remove_stale_images(docker).await {
+        match docker::cleanup::remove_stale_images(docker, crate::image_archive::IMAGE_REPO).await {
             Ok(removed) => removed.len(),
             Err(e) => {
                 eprintln!("echolab-up: {on}{e:#}");

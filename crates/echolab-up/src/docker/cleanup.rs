@@ -193,34 +193,37 @@ pub async fn list_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::Res
     })
 }
 
-/// Whether `tag` is one of the launcher's content-addressed tags, `echolab:<hex>`, which
-/// nothing refers to once a newer build replaced it (`echolab:latest`, `echolab:nix` and any
-/// user tag are not).
-pub(crate) fn is_content_tag(tag: &str) -> bool {
-    tag.strip_prefix("echolab:")
+/// Whether `tag` is one of the launcher's content-addressed tags in repository `repo`
+/// (`echolab:<hex>` for the lab image, [`crate::image_archive::IMAGE_REPO`]), which nothing
+/// refers to once a newer build replaced it (`echolab:latest`, `echolab:nix` and any user tag
+/// are not).
+pub fn is_content_tag(tag: &str, repo: &str) -> bool {
+    tag.strip_prefix(repo)
+        .and_then(|t| t.strip_prefix(':'))
         .is_some_and(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
-/// Removes lab images whose only tags are content tags ([`is_content_tag`]): the images of
-/// earlier binaries. An image a container still uses is left alone (the engine refuses).
+/// Removes the images of repository `repo` (the lab image's,
+/// [`crate::image_archive::IMAGE_REPO`]) whose only tags are content tags
+/// ([`is_content_tag`]): the images of earlier binaries. An image a container still uses is
+/// left alone (the engine refuses). Returns the tags removed.
 ///
 /// # Errors
 /// Listing images failed; a refused removal is skipped, not an error.
-pub(crate) async fn remove_stale_images(docker: &Docker) -> anyhow::Result<Vec<String>> {
-    let filters: HashMap<String, Vec<String>> =
-        [("reference".to_string(), vec!["echolab".to_string()])]
-            .into_iter()
-            .collect();
+pub async fn remove_stale_images(docker: &Docker, repo: &str) -> anyhow::Result<Vec<String>> {
+    let filters: HashMap<String, Vec<String>> = [("reference".to_string(), vec![repo.to_string()])]
+        .into_iter()
+        .collect();
     let images = docker
         .list_images(Some(ListImagesOptions {
             filters: Some(filters),
             ..Default::default()
         }))
         .await
-        .map_err(|e| failed("list images", "echolab", e))?;
+        .map_err(|e| failed("list images", repo, e))?;
     let mut removed = Vec::new();
     for image in images {
-        if image.repo_tags.is_empty() || !image.repo_tags.iter().all(|t| is_content_tag(t)) {
+        if image.repo_tags.is_empty() || !image.repo_tags.iter().all(|t| is_content_tag(t, repo)) {
             continue;
         }
         for tag in &image.repo_tags {
@@ -242,10 +245,12 @@ mod tests {
 
     #[test]
     fn only_content_hash_tags_are_stale() {
-        assert!(is_content_tag("echolab:8a6fdb163b08"));
-        assert!(!is_content_tag("echolab:latest"));
-        assert!(!is_content_tag("echolab:nix"));
-        assert!(!is_content_tag("other:8a6fdb163b08"));
-        assert!(!is_content_tag("echolab:"));
+        assert!(is_content_tag("echolab:8a6fdb163b08", "echolab"));
+        assert!(!is_content_tag("echolab:latest", "echolab"));
+        assert!(!is_content_tag("echolab:nix", "echolab"));
+        assert!(!is_content_tag("other:8a6fdb163b08", "echolab"));
+        assert!(!is_content_tag("echolab:", "echolab"));
+        assert!(!is_content_tag("echolabx:8a6fdb163b08", "echolab"));
+        assert!(!is_content_tag("echolab8a6fdb163b08", "echolab"));
     }
 }

@@ -150,12 +150,37 @@ fn results(base: &Path) -> ResultsDir {
 }
 
 fn assert_nothing_left(e: &engine::Engine, run_id: &str) {
-    let left = runtime()
-        .block_on(cleanup::list_labelled(&e.docker, Some(run_id)))
-        .unwrap();
+    // Asked of the engine directly, not through the launcher's own listing (which a bug in
+    // cleanup would share): every container, running or not, and every network that carries
+    // the run's label.
+    use bollard::query_parameters::{ListContainersOptions, ListNetworksOptions};
+    let filters: std::collections::HashMap<String, Vec<String>> =
+        [("label".to_string(), vec![format!("echolab.run={run_id}")])].into();
+    let (containers, networks) = runtime().block_on(async {
+        let c = e
+            .docker
+            .list_containers(Some(ListContainersOptions {
+                all: true,
+                filters: Some(filters.clone()),
+                ..Default::default()
+            }))
+            .await
+            .unwrap();
+        let n = e
+            .docker
+            .list_networks(Some(ListNetworksOptions {
+                filters: Some(filters.clone()),
+            }))
+            .await
+            .unwrap();
+        (c, n)
+    });
+    let names = |v: Vec<Option<String>>| v.into_iter().flatten().collect::<Vec<_>>();
+    let containers = names(containers.into_iter().map(|c| c.id).collect());
+    let networks = names(networks.into_iter().map(|n| n.name).collect());
     assert!(
-        left.containers.is_empty() && left.networks.is_empty(),
-        "run {run_id} left {left:?}"
+        containers.is_empty() && networks.is_empty(),
+        "run {run_id} left containers {containers:?} and networks {networks:?}"
     );
 }
 
@@ -917,6 +942,16 @@ fn keep_leaves_the_lab_up_and_down_removes_it_once_its_launcher_is_gone() {
     // Loopback: the server host and the client host in its network namespace.
     assert_eq!(kept.containers.len(), 2, "{kept:?}");
     assert!(stderr(&o).contains("--keep"), "{}", stderr(&o));
+    // A kept host that has since stopped is still the run's: `--down` removes it too.
+    let stopped = Command::new("docker")
+        .args(["stop", "--time", "0", &kept.containers[0]])
+        .output()
+        .unwrap();
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
     let o = Command::new(BIN)
         .args(["--down", "--out"])
         .arg(&out)

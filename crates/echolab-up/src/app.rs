@@ -451,9 +451,10 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
         Ending::Done(0) => (RunStatus::Complete, None, ExitCode::SUCCESS),
         Ending::Done(n) => (
             RunStatus::Complete,
+            // Of the runs made, adaptive repetitions' included (not only the first plan's).
             Some(format!(
                 "{n} of {} runs had errors; see their records",
-                inputs.runs.len()
+                out.manifest.runs_planned
             )),
             ExitCode::FAILURE,
         ),

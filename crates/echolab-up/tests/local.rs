@@ -140,31 +140,37 @@ fn a_profile_that_needs_a_link_is_refused_before_anything_is_created() {
 #[test]
 fn a_run_in_which_no_request_succeeded_is_a_failed_run() {
     // 16 MiB requests against a 1 ms deadline: no echo of that size crosses loopback in time,
-    // so every request fails by timeout and the run measured nothing.
+    // so every request fails by timeout and the run measured nothing. Up to 2 repetitions: a
+    // cell with no usable value repeats, and its failures count against the maximum, so it
+    // stops at the second, and both rounds' failures are counted.
     let base = TempDir::new("nothing");
     let o = run_experiment_file(
         &base,
         "hopeless.yaml",
-        "name: hopeless\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [1]\n    rounds: [2]\n    payload: 16MiB\nbench:\n  timeout: 1ms\n",
+        "name: hopeless\nquestion: q\nrepetitions: 1\nmax_repetitions: 2\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [1]\n    rounds: [2]\n    payload: 16MiB\nbench:\n  timeout: 1ms\n",
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let r = the_run(&base);
     assert_eq!(r.manifest.status, RunStatus::Complete);
-    assert_eq!(r.runs.len(), 1);
-    let rec = &r.runs[0];
-    let bench = rec.bench.as_ref().expect("the report is kept");
-    assert_eq!((bench.requests_ok, bench.requests_failed), (0, 2));
-    let error = rec.error.clone().unwrap_or_default();
-    assert!(
-        error.contains("no request succeeded (2 failed: timeout 2)"),
-        "{error}"
+    assert_eq!(
+        (r.runs.len(), r.manifest.runs_planned, r.manifest.runs_done),
+        (2, 2, 2)
     );
+    for rec in &r.runs {
+        let bench = rec.bench.as_ref().expect("the report is kept");
+        assert_eq!((bench.requests_ok, bench.requests_failed), (0, 2));
+        let error = rec.error.clone().unwrap_or_default();
+        assert!(
+            error.contains("no request succeeded (2 failed: timeout 2)"),
+            "{error}"
+        );
+    }
     assert!(
         r.manifest
             .error
             .clone()
             .unwrap_or_default()
-            .contains("1 of 1 runs had errors"),
+            .contains("2 of 2 runs had errors"),
         "{:?}",
         r.manifest.error
     );
@@ -184,6 +190,9 @@ fn adaptive_repetitions_go_on_to_the_maximum_while_the_target_is_out_of_reach() 
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let r = the_run(&base);
-    assert_eq!((r.manifest.runs_done, r.runs.len()), (5, 5));
+    assert_eq!(
+        (r.manifest.runs_planned, r.manifest.runs_done, r.runs.len()),
+        (5, 5, 5)
+    );
     assert!(r.runs.iter().all(|rec| rec.error.is_none()));
 }

@@ -188,6 +188,14 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Runs `cmd` (a helper command of the test: docker, ip, sh) to completion and fails the test
+/// with its stderr unless it succeeded.
+fn succeeds(cmd: &mut Command) -> Output {
+    let o = cmd.output().expect("the command runs");
+    assert!(o.status.success(), "{cmd:?}: {}", stderr(&o));
+    o
+}
+
 fn check_complete_smoke(e: &engine::Engine, base: &Path, o: &Output, backend: &str) -> ResultsDir {
     assert!(o.status.success(), "echolab-up failed: {}", stderr(o));
     let r = results(base);
@@ -943,15 +951,7 @@ fn keep_leaves_the_lab_up_and_down_removes_it_once_its_launcher_is_gone() {
     assert_eq!(kept.containers.len(), 2, "{kept:?}");
     assert!(stderr(&o).contains("--keep"), "{}", stderr(&o));
     // A kept host that has since stopped is still the run's: `--down` removes it too.
-    let stopped = Command::new("docker")
-        .args(["stop", "--time", "0", &kept.containers[0]])
-        .output()
-        .unwrap();
-    assert!(
-        stopped.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stopped.stderr)
-    );
+    succeeds(Command::new("docker").args(["stop", "--time", "0", &kept.containers[0]]));
     let o = Command::new(BIN)
         .args(["--down", "--out"])
         .arg(&out)
@@ -963,18 +963,10 @@ fn keep_leaves_the_lab_up_and_down_removes_it_once_its_launcher_is_gone() {
 
 /// An empty image imported as `tag` (`docker import`, so each gets an id of its own).
 fn import(tag: &str) {
-    let out = std::process::Command::new("sh")
-        .args([
-            "-c",
-            &format!("tar cf - --files-from /dev/null | docker import - {tag}"),
-        ])
-        .output()
-        .expect("sh runs");
-    assert!(
-        out.status.success(),
-        "docker import {tag}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(Command::new("sh").args([
+        "-c",
+        &format!("tar cf - --files-from /dev/null | docker import - {tag}"),
+    ]));
 }
 
 /// The tags of repository `repo` on the machine's engine, sorted.
@@ -1012,21 +1004,13 @@ fn stale_images_are_those_with_only_content_tags_and_in_use_ones_stay() {
     assert!(tagged.success());
     import(&format!("{repo}:nix"));
     import(&format!("{repo}:ffff00001111"));
-    let container = std::process::Command::new("docker")
-        .args([
-            "create",
-            "--name",
-            &repo,
-            &format!("{repo}:ffff00001111"),
-            "none",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        container.status.success(),
-        "{}",
-        String::from_utf8_lossy(&container.stderr)
-    );
+    succeeds(Command::new("docker").args([
+        "create",
+        "--name",
+        &repo,
+        &format!("{repo}:ffff00001111"),
+        "none",
+    ]));
     let removed = runtime()
         .block_on(cleanup::remove_stale_images(&docker, &repo))
         .unwrap();

@@ -25,16 +25,11 @@ fn tls_engine(engine: &SecondEngine) -> String {
 fn two_clients(base: &TempDir, route: bool) -> (SecondEngine, SecondEngine, PathBuf) {
     let (b, c) = (second_engine(), second_engine());
     if route {
-        let added = Command::new("ip")
-            .args(["-n", &c.netns, "route", "add"])
-            .arg(format!("{}/32", b.peer_addr))
-            .args(["via", &c.peer_addr.to_string()])
-            .output()
-            .unwrap();
-        assert!(
-            added.status.success(),
-            "{}",
-            String::from_utf8_lossy(&added.stderr)
+        succeeds(
+            Command::new("ip")
+                .args(["-n", &c.netns, "route", "add"])
+                .arg(format!("{}/32", b.peer_addr))
+                .args(["via", &c.peer_addr.to_string()]),
         );
     }
     let lab = base.0.join("lab.yaml");

@@ -24,6 +24,21 @@ fn wrong_bytes_are_counted_as_mismatch() {
 }
 
 #[test]
+fn bytes_after_a_reply_are_never_taken_as_part_of_it() {
+    // Each reply comes in two parts, the second followed by 5 bytes nobody asked for. A
+    // client that asks only for what the reply still owes gets the first reply of each
+    // connection whole; the 5 bytes then head the next one, which is a mismatch (and the
+    // connection is dropped). One that asked for more would take them into the first reply.
+    let server = FaultyServer::overrunner();
+    let port = server.port.to_string();
+    for engine in ["event", "thread", "uring"] {
+        let r = report(&["127.0.0.1", &port, "3", "2", "--engine", engine]);
+        assert_eq!((r.requests_ok, r.requests_failed), (3, 3), "{engine}");
+        assert_eq!(failures(&r, "mismatch"), 3, "{engine}: {:?}", r.failures);
+    }
+}
+
+#[test]
 fn sustain_verifies_reply_content() {
     // An echo server answers "hello echo\r\n", not the 1 KiB reply body sustain expects.
     let server = spawn_echo_server("epoll-et", &[]);

@@ -91,6 +91,13 @@ pub(crate) fn failures(r: &BenchReport, kind: &str) -> u64 {
 /// Gap between the bytes of [`FaultyServer::trickler`]'s replies.
 pub(crate) const TRICKLE_GAP: Duration = Duration::from_millis(400);
 
+/// Gap between the two writes of [`FaultyServer::overrunner`]'s replies: long enough for the
+/// client to read the first one alone.
+pub(crate) const SPLIT_GAP: Duration = Duration::from_millis(30);
+
+/// What [`FaultyServer::overrunner`] sends after each reply.
+pub(crate) const OVERRUN: &[u8] = b"XXXXX";
+
 /// A misbehaving TCP server on 127.0.0.1: every connection gets its own thread running
 /// `serve`. Stopped (listener closed, threads joined) on drop.
 pub(crate) struct FaultyServer {
@@ -159,6 +166,29 @@ impl FaultyServer {
                     if s.write_all(std::slice::from_ref(b)).is_err() {
                         return;
                     }
+                }
+            }
+        })
+    }
+
+    /// An echo server that answers each chunk in two writes, [`SPLIT_GAP`] apart, the second
+    /// followed by [`OVERRUN`]: the client reads the first half on its own, and the bytes
+    /// after the reply are in its socket before it asks for the rest.
+    pub(crate) fn overrunner() -> Self {
+        Self::start(|mut s| {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let half = n / 2;
+                if s.write_all(&buf[..half]).is_err() {
+                    break;
+                }
+                std::thread::sleep(SPLIT_GAP);
+                let rest = [&buf[half..n], OVERRUN].concat();
+                if s.write_all(&rest).is_err() {
+                    break;
                 }
             }
         })

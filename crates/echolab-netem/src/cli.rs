@@ -124,9 +124,10 @@ pub enum Cmd {
         #[arg(long, default_value_t = 100)]
         rule_priority: u32,
         /// A link across machines: packets from this client address leave the server side
-        /// with the --masquerade-as address, and packets to that address come back to it
-        /// (stateless; the kernel's `local` rule moves behind the wire's while it runs, and
-        /// the host needs net.ipv4.conf.all.accept_local=1).
+        /// with the --masquerade-as address, and packets to that address come back to it,
+        /// ICMP errors translated inside their quoted packet too (stateless; the kernel's
+        /// `local` rule moves behind the wire's while it runs, and the host needs
+        /// net.ipv4.conf.all.accept_local=1).
         #[arg(long, value_name = "IPV4", requires = "masquerade_as")]
         masquerade_client: Option<std::net::Ipv4Addr>,
         /// The link host's own address on the server side that --masquerade-client's

@@ -8,7 +8,9 @@
 //! Checksums are updated incrementally (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')): the IPv4
 //! header checksum, and the TCP or UDP checksum, whose pseudo-header holds both addresses
 //! (RFC 793 section 3.1, RFC 768). A UDP checksum of 0 means "none" and stays 0. Fragments
-//! after the first carry no transport header and get only the IP header's update.
+//! after the first carry no transport header and get only the IP header's update. An ICMP
+//! error's quoted packet is translated too (`Rewrite::quoted`), so errors such as path MTU
+//! discovery's reach the client's sockets.
 
 use std::net::Ipv4Addr;
 
@@ -32,8 +34,12 @@ pub(crate) struct Rewrite {
     pub to: Ipv4Addr,
 }
 
+const ICMP: u8 = 1;
 const TCP: u8 = 6;
 const UDP: u8 = 17;
+/// ICMP types that quote the packet they are about (RFC 792): destination unreachable,
+/// source quench, redirect, time exceeded, parameter problem.
+const ICMP_ERRORS: [u8; 5] = [3, 4, 5, 11, 12];
 
 /// `checksum` (as in the packet, big-endian) updated for 16-bit words `old` becoming `new`.
 fn update(checksum: u16, old: [u16; 2], new: [u16; 2]) -> u16 {
@@ -91,10 +97,67 @@ impl Rewrite {
             UDP if transport.len() >= 8 && transport[6..8] != [0, 0] => {
                 patch(packet, ihl + 6, old, new)
             }
+            ICMP if transport.len() >= 8 && ICMP_ERRORS.contains(&transport[0]) => {
+                self.quoted(packet, ihl)
+            }
             _ => {}
         }
         true
     }
+
+    /// The packet an ICMP error quotes (RFC 792: its IP header and at least 8 bytes of its
+    /// payload, after the 8-byte ICMP header at `ihl`) was sent by the host the error goes
+    /// to, so the address this rewrite changes sits in the quote's other field: a reply's
+    /// destination S was the quoted packet's source, a client's error about a packet it got
+    /// quotes C as destination. Without this the client's kernel would match no socket to
+    /// the error (a "fragmentation needed" of path MTU discovery, RFC 1191, or a port
+    /// unreachable). The quote's header and transport checksums are updated as the outer
+    /// ones; the ICMP checksum covers the quote, so it is computed again over the message.
+    fn quoted(&self, packet: &mut [u8], ihl: usize) {
+        let inner = ihl + 8;
+        if packet.len() < inner + 20 || packet[inner] >> 4 != 4 {
+            return;
+        }
+        let inner_ihl = usize::from(packet[inner] & 0x0f) * 4;
+        let at = inner
+            + match self.field {
+                Field::Source => 16,
+                Field::Destination => 12,
+            };
+        if inner_ihl < 20
+            || packet.len() < inner + inner_ihl
+            || packet[at..at + 4] != self.from.octets()
+        {
+            return;
+        }
+        let (old, new) = (words(self.from), words(self.to));
+        packet[at..at + 4].copy_from_slice(&self.to.octets());
+        patch(packet, inner + 10, old, new);
+        let quoted_transport = packet.len() - (inner + inner_ihl);
+        let t = inner + inner_ihl;
+        match packet[inner + 9] {
+            TCP if quoted_transport >= 18 => patch(packet, t + 16, old, new),
+            UDP if quoted_transport >= 8 && packet[t + 6..t + 8] != [0, 0] => {
+                patch(packet, t + 6, old, new)
+            }
+            _ => {}
+        }
+        packet[ihl + 2..ihl + 4].copy_from_slice(&[0, 0]);
+        let sum = internet_checksum(&packet[ihl..]);
+        packet[ihl + 2..ihl + 4].copy_from_slice(&sum.to_be_bytes());
+    }
+}
+
+/// The Internet checksum of `bytes` (RFC 1071), for the ICMP message whose quote changed.
+fn internet_checksum(bytes: &[u8]) -> u16 {
+    let mut sum: u32 = bytes
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))
+        .sum();
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 #[cfg(test)]
@@ -247,6 +310,117 @@ mod tests {
         assert_eq!(&p[12..16], &SHARED);
         assert_eq!(checksum(&p[..20]), 0);
         assert_eq!(p[20..], payload[..]);
+    }
+
+    /// An ICMP message `src -> dst` of `kind` and `code` (4 bytes after the checksum: the
+    /// next-hop MTU 1400 of a "fragmentation needed") quoting `quote`, with the ICMP and IP
+    /// checksums computed from scratch.
+    fn icmp(src: [u8; 4], dst: [u8; 4], kind: u8, code: u8, quote: &[u8]) -> Vec<u8> {
+        let mut message = vec![kind, code, 0, 0, 0, 0, 0x05, 0x78];
+        message.extend_from_slice(quote);
+        let c = checksum(&message);
+        message[2..4].copy_from_slice(&c.to_be_bytes());
+        let total = 20 + message.len();
+        let mut ip = vec![
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            1,
+            0,
+            0,
+            64,
+            ICMP,
+            0,
+            0,
+        ];
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        let c = checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        ip.extend(message);
+        ip
+    }
+
+    #[test]
+    fn an_icmp_error_is_translated_inside_its_quote_too() {
+        let back = Rewrite {
+            field: Field::Destination,
+            from: SHARED.into(),
+            to: CLIENT.into(),
+        };
+        let udp = vec![0x9c, 0x40, 0x1b, 0x9e, 0, 12, 0, 0, 1, 2, 3, 4];
+        // The server's port unreachable about a datagram the client's side sent (it left
+        // the link as SHARED): quoted whole, so the quote's UDP checksum is there.
+        let mut p = icmp(
+            SERVER,
+            SHARED,
+            3,
+            3,
+            &packet(SHARED, SERVER, UDP, udp.clone()),
+        );
+        assert!(back.apply(&mut p));
+        assert_eq!(
+            p,
+            icmp(
+                SERVER,
+                CLIENT,
+                3,
+                3,
+                &packet(CLIENT, SERVER, UDP, udp.clone())
+            ),
+            "as if the client's datagram had been quoted"
+        );
+        assert_eq!(checksum(&p[20..]), 0, "the ICMP checksum verifies");
+        // A router's "fragmentation needed" (path MTU discovery) quoting a TCP segment's
+        // IP header and first 8 bytes only (RFC 792's minimum): no TCP checksum to update.
+        let quote = |src| packet(src, SERVER, TCP, tcp_segment())[..28].to_vec();
+        let mut p = icmp(SERVER, SHARED, 3, 4, &quote(SHARED));
+        assert!(back.apply(&mut p));
+        assert_eq!(p, icmp(SERVER, CLIENT, 3, 4, &quote(CLIENT)));
+        // The other way: the client's error about a server's packet quotes it as destination.
+        let out = Rewrite {
+            field: Field::Source,
+            from: CLIENT.into(),
+            to: SHARED.into(),
+        };
+        let mut p = icmp(
+            CLIENT,
+            SERVER,
+            3,
+            3,
+            &packet(SERVER, CLIENT, TCP, tcp_segment()),
+        );
+        assert!(out.apply(&mut p));
+        assert_eq!(
+            p,
+            icmp(
+                SHARED,
+                SERVER,
+                3,
+                3,
+                &packet(SERVER, SHARED, TCP, tcp_segment())
+            )
+        );
+        // Not an error (echo request, type 8): only the outer header is the link's business,
+        // even when its data looks like a quote of the client's packet.
+        let echo_data = packet(CLIENT, SERVER, UDP, udp);
+        let mut p = icmp(CLIENT, SERVER, 8, 0, &echo_data);
+        assert!(out.apply(&mut p));
+        assert_eq!(p, icmp(SHARED, SERVER, 8, 0, &echo_data));
+        // An error about someone else's packet keeps its quote.
+        let mut p = icmp(
+            SERVER,
+            SHARED,
+            3,
+            3,
+            &packet(SERVER, [10, 0, 0, 9], UDP, vec![0; 8]),
+        );
+        let quoted = p[28..].to_vec();
+        assert!(back.apply(&mut p));
+        assert_eq!(p[28..], quoted[..]);
+        assert_eq!(checksum(&p[20..]), 0);
     }
 
     #[test]

@@ -77,9 +77,9 @@ pub struct Args {
     /// (`roles: { server: a, client: b }`; README, "Two or more machines"): the server and
     /// the client then run on their own machines over the real network between them, on
     /// profile `native` or with a link profile's impairment added on the client's machine.
-    /// `client: [b, c]` splits every run's connections over several client machines
-    /// (profile native, short and long cells). With --down: clean up on every engine of the
-    /// file.
+    /// `client: [b, c]` splits every run's connections over several client machines (short
+    /// and long cells; on a link profile, a link on each client's path). With --down: clean
+    /// up on every engine of the file.
     #[arg(long, value_name = "LAB.yaml", conflicts_with = "build_image")]
     pub(crate) lab: Option<PathBuf>,
     /// If io_uring is denied by Docker's default seccomp profile and also by that profile

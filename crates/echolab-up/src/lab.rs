@@ -18,9 +18,10 @@
 //!
 //! Several client machines (`client: [b, c]`) split each short/long run's connections
 //! between them (`echolab_core::shard`), start together and merge into one run record, as
-//! distributed load generators do when one client machine cannot saturate the server. They
-//! run profile `native` only: a link profile puts its link host on the client's machine, and
-//! one link per client would be several links, not the profile.
+//! distributed load generators do when one client machine cannot saturate the server. On a
+//! link profile each client machine gets its own link host: the profile applies to each
+//! path (its delay, jitter and loss as on separate real paths, its rate per path), which the
+//! manifest's link record says.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -217,14 +218,6 @@ impl Lab {
                     .into(),
             );
         }
-        if lab.clients.len() > 1 && profile.topology != Topology::Native {
-            return Err(format!(
-                "--lab {}: roles.client lists {} engines, and several client machines run profile native only (profile {} puts its link host on the client's machine, and a link per client would be several links)",
-                path.display(),
-                lab.clients.len(),
-                profile.name,
-            ));
-        }
         if profile.topology == Topology::Loopback {
             return Err(format!(
                 "--lab {}: profile {} is loopback, one machine's; across machines use profile native (the real path, measured, nothing added) or a link profile such as lan100 (added on top of it)",
@@ -292,8 +285,7 @@ impl Lab {
             .collect()
     }
 
-    /// The first client engine: the one a link profile's link host is on, and the one whose
-    /// path calibration names first.
+    /// The first client engine: the one whose path calibration names first.
     pub fn client(&self) -> &str {
         &self.clients[0]
     }
@@ -530,7 +522,7 @@ mod tests {
             Lab::for_run(&path, &profile("link"), false).unwrap().server,
             "a"
         );
-        // Two client machines: native only.
+        // Two client machines, on either kind of profile (a link profile gets a link per path).
         let two = std::fs::read_to_string(&path).unwrap().replace(
             "roles:",
             "  c: { endpoint: \"ssh://lab@10.0.0.3\" }\nroles:",
@@ -540,10 +532,11 @@ mod tests {
             Lab::for_run(&path, &native, false).unwrap().clients,
             ["c", "b"]
         );
-        let e = Lab::for_run(&path, &profile("link"), false).unwrap_err();
-        assert!(
-            e.contains("roles.client lists 2 engines") && e.contains("native only"),
-            "{e}"
+        assert_eq!(
+            Lab::for_run(&path, &profile("link"), false)
+                .unwrap()
+                .clients,
+            ["c", "b"]
         );
         std::fs::write(&path, two).unwrap();
         let e = Lab::for_run(&path, &native, true).unwrap_err();

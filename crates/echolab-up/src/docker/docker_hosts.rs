@@ -39,8 +39,9 @@ pub(crate) struct DockerHosts {
     bind: IpAddr,
     /// How to make client and server again for a cell of their own.
     remake: Remake,
-    /// The userspace wire's counters, when it carries the link.
-    wire: Option<super::wiretap::WireTap>,
+    /// The userspace wires' counters, when they carry the link: one wire, or one per client
+    /// machine of a lab run on a link profile (read as one, [`super::wiretap::summed`]).
+    wires: Vec<super::wiretap::WireTap>,
 }
 
 /// What it takes to make a run's client and server hosts again.
@@ -94,7 +95,7 @@ impl DockerHosts {
             server_addr: loopback,
             bind: loopback,
             remake: Remake::Loopback(spec.clone()),
-            wire: None,
+            wires: Vec::new(),
         };
         Ok((hosts, records))
     }
@@ -116,19 +117,19 @@ impl DockerHosts {
             server_addr: made.server_ip,
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Link(endpoints),
-            wire,
+            wires: wire.into_iter().collect(),
         }
     }
 
     /// Hosts of a lab run: `server` on `server_docker`'s machine (host networking), reached
     /// at `server_addr`, and a client host on each client machine, given as ((engine,
-    /// container), engine name), at least one: host networking, or behind a link host on the
-    /// one client's machine whose `wire` counters are read.
+    /// container), engine name), at least one: host networking, or each behind a link host on
+    /// its machine whose wire's counters are read (`wires`, together).
     pub(crate) fn on_machines(
         (server_docker, server): (&Docker, String),
         clients: Vec<((Docker, String), String)>,
         server_addr: IpAddr,
-        wire: Option<super::wiretap::WireTap>,
+        wires: Vec<super::wiretap::WireTap>,
     ) -> Self {
         let mut clients = clients
             .into_iter()
@@ -148,7 +149,7 @@ impl DockerHosts {
             server_addr,
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Lab,
-            wire,
+            wires,
         }
     }
 
@@ -208,10 +209,17 @@ impl Hosts for DockerHosts {
     async fn link_snapshot(
         &mut self,
     ) -> Option<anyhow::Result<echolab_netem::wire::counters::WireStats>> {
-        match self.wire.as_mut() {
-            Some(tap) => Some(tap.snapshot().await),
-            None => None,
+        if self.wires.is_empty() {
+            return None;
         }
+        let mut all = Vec::with_capacity(self.wires.len());
+        for tap in &mut self.wires {
+            match tap.snapshot().await {
+                Ok(stats) => all.push(stats),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(super::wiretap::summed(all))
     }
 
     async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {

@@ -2,9 +2,9 @@
 //! client host on the client's, each a container of the lab image, so that the client reaches
 //! the server over the real network between the two machines: both with host networking for
 //! profile `native`; for a link profile the client behind a link host on its machine
-//! ([`across`]), the server still with host networking. With several client machines
-//! (profile `native` only) each has a client host, and every run is split between them
-//! ([`DockerHosts`]'s sharded `run_bench`).
+//! ([`across`]), the server still with host networking. With several client machines each
+//! has a client host (and, on a link profile, its own link host: the profile applies to
+//! each path), and every run is split between them ([`DockerHosts`]'s sharded `run_bench`).
 //!
 //! Host networking rather than a published port: a published port puts the engine's NAT
 //! (iptables DNAT and a conntrack entry per connection) or its userland proxy on the path,
@@ -82,7 +82,7 @@ impl LabEngines {
         })
     }
 
-    /// The first client's engine (a link profile's link host is there).
+    /// The first client's engine.
     pub(crate) fn client(&self) -> &LabEngine {
         &self.clients[0]
     }
@@ -186,7 +186,7 @@ pub(crate) struct LabUp {
     pub hosts: DockerHosts,
     /// `hosts` of the manifest, by role.
     pub records: BTreeMap<String, serde_json::Value>,
-    /// The manifest's link record: the real path alone (`native`), or the link added on the
+    /// The manifest's link record: the real path alone (`native`), or the link added on each
     /// client's machine ([`across`]).
     pub link: LinkRecord,
     server: (Docker, String),
@@ -195,11 +195,13 @@ pub(crate) struct LabUp {
     server_addr: IpAddr,
     /// The profile calibration judges the path against.
     profile: Profile,
-    /// With a link profile: the RTT before the link was installed, which calibration adds
-    /// to what the profile adds.
-    baseline_rtt: Option<std::time::Duration>,
-    /// The running wire, kept so that its output is collected until teardown.
-    _wire: Option<exec::Streaming>,
+    /// With a link profile: each client machine's RTT to the server before its link was
+    /// installed, which calibration of that path adds to what the profile adds; empty on
+    /// profile `native`.
+    baseline_rtts: Vec<std::time::Duration>,
+    /// The running wires (one per client machine), kept so that their output is collected
+    /// until teardown.
+    _wires: Vec<exec::Streaming>,
 }
 
 /// Makes the server host on the server's engine with host networking, reached at the lab
@@ -219,17 +221,14 @@ pub(crate) async fn up(
 ) -> anyhow::Result<LabUp> {
     let on = |e: &LabEngine, err: anyhow::Error| anyhow!("engine {}: {err:#}", e.name);
     let mut records = BTreeMap::new();
-    let (sd, cd) = (
-        &engines.server.engine.docker,
-        &engines.client().engine.docker,
-    );
+    let sd = &engines.server.engine.docker;
     let (server, record) = host_networked(sd, run_id, image, "server", &privileges.server)
         .await
         .map_err(|err| on(&engines.server, err))?;
     records.insert("server".to_string(), with_engine(record, &engines.server));
     let server_addr = lab.server_address();
     let mut clients = Vec::new();
-    let (link, tap, wire, baseline_rtt) = match profile.topology {
+    let (link, taps, wires, baseline_rtts) = match profile.topology {
         Topology::Native => {
             for (i, e) in engines.clients.iter().enumerate() {
                 let docker = &e.engine.docker;
@@ -251,7 +250,7 @@ pub(crate) async fn up(
                 ),
                 ..Default::default()
             };
-            (link, None, None, None)
+            (link, Vec::new(), Vec::new(), Vec::new())
         }
         Topology::Link => {
             let server = across::RemoteServer {
@@ -264,18 +263,36 @@ pub(crate) async fn up(
                     lab.path.display()
                 ),
             };
-            let a = across::up(&server, cd, run_id, image, privileges, profile)
-                .await
-                .map_err(|err| on(engines.client(), err))?;
-            for (role, record) in a.records {
-                let record = match role.as_str() {
-                    "networks" => record,
-                    _ => with_engine(record, engines.client()),
-                };
-                records.insert(role, record);
+            let (mut taps, mut wires, mut baselines) = (Vec::new(), Vec::new(), Vec::new());
+            let mut link = None;
+            for (i, e) in engines.clients.iter().enumerate() {
+                let docker = &e.engine.docker;
+                let a = across::up(&server, docker, run_id, image, privileges, profile)
+                    .await
+                    .map_err(|err| on(e, err))?;
+                for (role, record) in a.records {
+                    let record = match role.as_str() {
+                        "networks" => record,
+                        _ => with_engine(record, e),
+                    };
+                    records.insert(numbered(&role, i), record);
+                }
+                clients.push((docker.clone(), a.client));
+                taps.extend(a.tap);
+                wires.extend(a.wire);
+                baselines.push(a.baseline_rtt);
+                link.get_or_insert(a.link);
             }
-            clients.push((cd.clone(), a.client));
-            (a.link, a.tap, a.wire, Some(a.baseline_rtt))
+            let mut link = link.expect("a lab run has a client machine");
+            if engines.clients.len() > 1 {
+                link.reason = format!(
+                    "{}; {} client machines, each with its own link host: the profile applies to each path to the server (its delay, jitter and loss as on separate real paths; its rate is each path's own, so the server may receive up to {} times it)",
+                    link.reason,
+                    engines.clients.len(),
+                    engines.clients.len()
+                );
+            }
+            (link, taps, wires, baselines)
         }
         Topology::Loopback => {
             return Err(anyhow!(
@@ -290,7 +307,7 @@ pub(crate) async fn up(
             (sd, server.clone()),
             clients.iter().cloned().zip(names).collect(),
             server_addr,
-            tap,
+            taps,
         ),
         records,
         link,
@@ -298,8 +315,8 @@ pub(crate) async fn up(
         clients,
         server_addr,
         profile: profile.clone(),
-        baseline_rtt,
-        _wire: wire,
+        baseline_rtts,
+        _wires: wires,
     })
 }
 
@@ -326,9 +343,15 @@ async fn host_networked(
 /// The manifest's name for client host `index` (0-based) of a lab run: `client`, then
 /// `client-2`, `client-3`, ...
 fn client_role(index: usize) -> String {
+    numbered("client", index)
+}
+
+/// The manifest's name of a host or record `role` (`client`, `link`, `networks`) of client
+/// machine `index` (0-based): `role` for the first, then `role-2`, `role-3`, ...
+fn numbered(role: &str, index: usize) -> String {
     match index {
-        0 => "client".into(),
-        i => format!("client-{}", i + 1),
+        0 => role.into(),
+        i => format!("{role}-{}", i + 1),
     }
 }
 
@@ -355,11 +378,12 @@ impl LabUp {
         engines: &LabEngines,
     ) -> anyhow::Result<CalibrationRecord> {
         use super::link::calibration::{calibrate, Baseline};
-        let baseline = self
-            .baseline_rtt
-            .map_or(Baseline::None, Baseline::AcrossMachines);
         let mut paths = Vec::new();
-        for ((docker, host), e) in self.clients.iter().zip(&engines.clients) {
+        for (i, ((docker, host), e)) in self.clients.iter().zip(&engines.clients).enumerate() {
+            let baseline = self
+                .baseline_rtts
+                .get(i)
+                .map_or(Baseline::None, |&rtt| Baseline::AcrossMachines(rtt));
             let run = calibrate(
                 &self.server.0,
                 &self.server.1,
@@ -422,7 +446,9 @@ impl LabUp {
 /// One calibration record of several client machines' paths to the server, `paths` in the
 /// lab file's order: the first path's record as it is, and each other's figures and checks
 /// beside it, prefixed with `<engine>.` (`c.rtt_median_us`) and `engine c: `; it passes
-/// when every path passed, and its reason names each path that did not.
+/// when every path passed, and its reason names each path that did not. Its link counters
+/// are the first path's calibration's (each calibration counts every wire of the run, and
+/// the other paths' carry nothing meanwhile).
 fn combine_paths(mut paths: Vec<(String, CalibrationRecord)>) -> CalibrationRecord {
     if paths.len() == 1 {
         return paths.remove(0).1;
@@ -513,5 +539,7 @@ mod tests {
     fn client_hosts_are_named_in_order() {
         let names: Vec<String> = (0..3).map(client_role).collect();
         assert_eq!(names, ["client", "client-2", "client-3"]);
+        let links: Vec<String> = (0..2).map(|i| numbered("link", i)).collect();
+        assert_eq!(links, ["link", "link-2"]);
     }
 }

@@ -82,6 +82,55 @@ pub(crate) fn between(before: &WireStats, after: &WireStats) -> LinkCounters {
     }
 }
 
+/// The counters of several wires (one per client machine of a lab run on a link profile)
+/// as one wire's: counts added, release-error histograms merged, the peak queue the largest
+/// of them, so that [`between`] two sums is the sum of what each wire did in between.
+/// Fields [`between`] does not read (the self-probe, the TUN wait, uptime) are the first
+/// wire's.
+///
+/// # Errors
+/// No wire, or a release-error histogram that does not decode.
+pub(crate) fn summed(all: Vec<WireStats>) -> anyhow::Result<WireStats> {
+    let mut all = all.into_iter();
+    let mut total = all.next().ok_or_else(|| anyhow!("no wire to read"))?;
+    for w in all {
+        for (t, d) in [
+            (&mut total.uplink, &w.uplink),
+            (&mut total.downlink, &w.downlink),
+        ] {
+            add_direction(t, d)?;
+        }
+    }
+    Ok(total)
+}
+
+fn add_direction(t: &mut DirectionStats, d: &DirectionStats) -> anyhow::Result<()> {
+    t.packets += d.packets;
+    t.bytes += d.bytes;
+    t.drops_loss += d.drops_loss;
+    t.drops_queue += d.drops_queue;
+    t.drops_write += d.drops_write;
+    t.drops_device = match (t.drops_device, d.drops_device) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
+    t.peak_queue = t.peak_queue.max(d.peak_queue);
+    t.limit = t.limit.max(d.limit);
+    t.fair_share_spells += d.fair_share_spells;
+    t.fair_share_ms += d.fair_share_ms;
+    t.translated += d.translated;
+    t.unstamped += d.unstamped;
+    t.not_ipv4 += d.not_ipv4;
+    let merged = hist::merge([
+        t.release_error_histogram.as_str(),
+        d.release_error_histogram.as_str(),
+    ])
+    .map_err(|e| anyhow!("a wire's release-error histogram: {e}"))?;
+    t.release_error_us = hist::LatencySummary::from_histogram(&merged);
+    t.release_error_histogram = hist::encode(&merged);
+    Ok(())
+}
+
 fn direction_between(b: &DirectionStats, a: &DirectionStats) -> DirectionCounters {
     // The release-error histogram is cumulative: the interval's own is the difference.
     let release = match (
@@ -154,6 +203,58 @@ mod tests {
             uplink: up,
             downlink: down,
         }
+    }
+
+    #[test]
+    fn two_wires_add_up_to_what_each_did() {
+        // Wire 1 carried 300 packets during the run (10 ms late each), wire 2 carried 200
+        // (30 ms late each) and dropped 4 at its queue; both had 10 earlier 5 us releases.
+        let w1 = (
+            stats(
+                direction(100, 0, &[5_000; 10]),
+                direction(50, 0, &[5_000; 10]),
+            ),
+            stats(
+                direction(
+                    400,
+                    0,
+                    &[&[5_000u64; 10][..], &[10_000_000; 300][..]].concat(),
+                ),
+                direction(50, 0, &[5_000; 10]),
+            ),
+        );
+        let mut w2 = (
+            stats(
+                direction(10, 1, &[5_000; 10]),
+                direction(7, 0, &[5_000; 10]),
+            ),
+            stats(
+                direction(
+                    210,
+                    5,
+                    &[&[5_000u64; 10][..], &[30_000_000; 200][..]].concat(),
+                ),
+                direction(7, 0, &[5_000; 10]),
+            ),
+        );
+        w2.1.uplink.peak_queue = 90;
+        w2.1.uplink.drops_device = None;
+        let before = summed(vec![w1.0.clone(), w2.0.clone()]).unwrap();
+        let after = summed(vec![w1.1.clone(), w2.1.clone()]).unwrap();
+        let c = between(&before, &after);
+        assert_eq!((c.uplink.packets, c.uplink.bytes), (500, 50_000));
+        assert_eq!(c.uplink.drops_queue, 4);
+        // direction() gives every snapshot one loss drop, all from before the run.
+        assert_eq!(c.uplink.drops_loss, 0);
+        assert_eq!(c.uplink.peak_queue_since_start, 90);
+        // A wire that could not read its TUN's counter makes the sum unknown, not smaller.
+        assert_eq!(after.uplink.drops_device, None);
+        // 300 releases 10 ms late and 200 30 ms late: the median is wire 1's, the p99 wire 2's.
+        let (p50, p99) = (c.uplink.release_error_us.p50, c.uplink.release_error_us.p99);
+        assert!((9_900.0..=10_100.0).contains(&p50), "p50 {p50}");
+        assert!((29_700.0..=30_300.0).contains(&p99), "p99 {p99}");
+        assert_eq!(c.downlink.packets, 0);
+        assert!(summed(Vec::new()).is_err());
     }
 
     #[test]

@@ -217,19 +217,18 @@ fn native_across_two_engines_runs_and_leaves_nothing_on_either() {
 
 /// lan100's added RTT by hand (the profile's source text): 2 x (100 us + (68-byte probe + 38
 /// bytes overhead) x 8 bits / 100 Mbit/s) = 216.96 us.
-const LAN100_ADDED_US: f64 = 2.0 * (100.0 + (68.0 + 38.0) * 8.0 / 100.0);
+pub(super) const LAN100_ADDED_US: f64 = 2.0 * (100.0 + (68.0 + 38.0) * 8.0 / 100.0);
 
-#[test]
-fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
-    let r = LabRun::new("lab-lan100", second_engine(), TWO_CELLS);
-    // lan100 as shipped, but with +-150 us on what the link adds: this checks that the
-    // link across machines is in effect and summed with the real path; how exactly the
-    // wire keeps a 100 us delay on a loaded 2-core machine is issue 15's (wire_perf).
+/// lan100 as shipped, written into `base`, but with +-150 us on what the link adds: the
+/// tests that use it check that a link across machines is in effect and summed with the real
+/// path; how exactly the wire keeps a 100 us delay on a loaded 2-core machine is issue 15's
+/// (wire_perf).
+pub(super) fn lan100_wide(base: &TempDir) -> PathBuf {
     let shipped = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem/lan100.yaml"),
     )
     .unwrap();
-    let profile = r.base.0.join("lan100-wide.yaml");
+    let profile = base.0.join("lan100-wide.yaml");
     std::fs::write(
         &profile,
         shipped.replace(
@@ -238,6 +237,13 @@ fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
         ),
     )
     .unwrap();
+    profile
+}
+
+#[test]
+fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
+    let r = LabRun::new("lab-lan100", second_engine(), TWO_CELLS);
+    let profile = lan100_wide(&r.base);
     let o = run(&r.out, &r.bins, &r.args_on(profile.to_str().unwrap(), &[]));
     assert!(
         o.status.success(),

@@ -522,8 +522,13 @@ mod tests {
         peer.join().unwrap();
         assert_eq!(down.bytes, 300_000, "{down:?}");
         // The window runs from the end of the warm-up to the last byte, which came after the
-        // pause: at least 3 x 100 ms - 100 ms.
-        assert!(down.elapsed >= WARMUP * 2, "{down:?}");
+        // pause: 3 x 100 ms - 100 ms, less how late the client read the first byte after the
+        // peer wrote it (the warm-up counts from that read; 0.5 ms was seen on a busy 2-core
+        // machine, 50 ms is allowed).
+        assert!(
+            down.elapsed >= WARMUP * 2 - Duration::from_millis(50),
+            "{down:?}"
+        );
         assert!(down.bits_per_s() > 0.0);
     }
 

@@ -239,13 +239,34 @@ mod tests {
         );
         w2.1.uplink.peak_queue = 90;
         w2.1.uplink.drops_device = None;
+        // Wire 2's loss model dropped 2 during the run, and the kernel refused 2 write-backs.
+        (w2.1.uplink.drops_loss, w2.1.uplink.drops_write) = (3, 2);
+        // Counters the run record does not take, added all the same: 3 and 4 packets
+        // translated, 1 and 2 unstamped, 5 and 6 not IPv4, 1.5 and 2.5 ms of fair share; wire
+        // 2 with a larger queue limit.
+        let (mut a, mut b) = (w1.1.clone(), w2.1.clone());
+        (a.uplink.translated, b.uplink.translated) = (3, 4);
+        (a.uplink.unstamped, b.uplink.unstamped) = (1, 2);
+        (a.uplink.not_ipv4, b.uplink.not_ipv4) = (5, 6);
+        (a.uplink.fair_share_ms, b.uplink.fair_share_ms) = (1.5, 2.5);
+        b.uplink.limit = 1000;
+        let u = summed(vec![a, b]).unwrap().uplink;
+        assert_eq!(
+            (
+                u.translated,
+                u.unstamped,
+                u.not_ipv4,
+                u.fair_share_ms,
+                u.limit
+            ),
+            (7, 3, 11, 4.0, 1000)
+        );
         let before = summed(vec![w1.0.clone(), w2.0.clone()]).unwrap();
         let after = summed(vec![w1.1.clone(), w2.1.clone()]).unwrap();
         let c = between(&before, &after);
         assert_eq!((c.uplink.packets, c.uplink.bytes), (500, 50_000));
         assert_eq!(c.uplink.drops_queue, 4);
-        // direction() gives every snapshot one loss drop, all from before the run.
-        assert_eq!(c.uplink.drops_loss, 0);
+        assert_eq!((c.uplink.drops_loss, c.uplink.drops_write), (2, 2));
         assert_eq!(c.uplink.peak_queue_since_start, 90);
         // A wire that could not read its TUN's counter makes the sum unknown, not smaller.
         assert_eq!(after.uplink.drops_device, None);

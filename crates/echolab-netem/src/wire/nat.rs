@@ -345,30 +345,33 @@ mod tests {
 
     #[test]
     fn an_icmp_error_is_translated_inside_its_quote_too() {
+        // Not CLIENT and SHARED: their words have the same one's-complement sum, so a
+        // checksum left alone would still be right for them.
+        let (client, shared) = ([192, 168, 7, 21], [10, 44, 0, 2]);
         let back = Rewrite {
             field: Field::Destination,
-            from: SHARED.into(),
-            to: CLIENT.into(),
+            from: shared.into(),
+            to: client.into(),
         };
         let udp = vec![0x9c, 0x40, 0x1b, 0x9e, 0, 12, 0, 0, 1, 2, 3, 4];
         // The server's port unreachable about a datagram the client's side sent (it left
-        // the link as SHARED): quoted whole, so the quote's UDP checksum is there.
+        // the link as `shared`): quoted whole, so the quote's UDP checksum is there.
         let mut p = icmp(
             SERVER,
-            SHARED,
+            shared,
             3,
             3,
-            &packet(SHARED, SERVER, UDP, udp.clone()),
+            &packet(shared, SERVER, UDP, udp.clone()),
         );
         assert!(back.apply(&mut p));
         assert_eq!(
             p,
             icmp(
                 SERVER,
-                CLIENT,
+                client,
                 3,
                 3,
-                &packet(CLIENT, SERVER, UDP, udp.clone())
+                &packet(client, SERVER, UDP, udp.clone())
             ),
             "as if the client's datagram had been quoted"
         );
@@ -376,43 +379,50 @@ mod tests {
         // A router's "fragmentation needed" (path MTU discovery) quoting a TCP segment's
         // IP header and first 8 bytes only (RFC 792's minimum): no TCP checksum to update.
         let quote = |src| packet(src, SERVER, TCP, tcp_segment())[..28].to_vec();
-        let mut p = icmp(SERVER, SHARED, 3, 4, &quote(SHARED));
+        let mut p = icmp(SERVER, shared, 3, 4, &quote(shared));
         assert!(back.apply(&mut p));
-        assert_eq!(p, icmp(SERVER, CLIENT, 3, 4, &quote(CLIENT)));
+        assert_eq!(p, icmp(SERVER, client, 3, 4, &quote(client)));
         // The other way: the client's error about a server's packet quotes it as destination.
         let out = Rewrite {
             field: Field::Source,
-            from: CLIENT.into(),
-            to: SHARED.into(),
+            from: client.into(),
+            to: shared.into(),
         };
         let mut p = icmp(
-            CLIENT,
+            client,
             SERVER,
             3,
             3,
-            &packet(SERVER, CLIENT, TCP, tcp_segment()),
+            &packet(SERVER, client, TCP, tcp_segment()),
         );
         assert!(out.apply(&mut p));
         assert_eq!(
             p,
             icmp(
-                SHARED,
+                shared,
                 SERVER,
                 3,
                 3,
-                &packet(SERVER, SHARED, TCP, tcp_segment())
+                &packet(SERVER, shared, TCP, tcp_segment())
             )
         );
+        // A quoted datagram without a UDP checksum keeps none.
+        let mut bare = packet(shared, SERVER, UDP, udp.clone());
+        bare[26..28].copy_from_slice(&[0, 0]);
+        let mut p = icmp(SERVER, shared, 3, 3, &bare);
+        assert!(back.apply(&mut p));
+        assert_eq!(p[20 + 8 + 26..20 + 8 + 28], [0, 0]);
+        assert_eq!(checksum(&p[20..]), 0);
         // Not an error (echo request, type 8): only the outer header is the link's business,
         // even when its data looks like a quote of the client's packet.
-        let echo_data = packet(CLIENT, SERVER, UDP, udp);
-        let mut p = icmp(CLIENT, SERVER, 8, 0, &echo_data);
+        let echo_data = packet(client, SERVER, UDP, udp);
+        let mut p = icmp(client, SERVER, 8, 0, &echo_data);
         assert!(out.apply(&mut p));
-        assert_eq!(p, icmp(SHARED, SERVER, 8, 0, &echo_data));
+        assert_eq!(p, icmp(shared, SERVER, 8, 0, &echo_data));
         // An error about someone else's packet keeps its quote.
         let mut p = icmp(
             SERVER,
-            SHARED,
+            shared,
             3,
             3,
             &packet(SERVER, [10, 0, 0, 9], UDP, vec![0; 8]),
@@ -420,6 +430,50 @@ mod tests {
         let quoted = p[28..].to_vec();
         assert!(back.apply(&mut p));
         assert_eq!(p[28..], quoted[..]);
+        assert_eq!(checksum(&p[20..]), 0);
+    }
+
+    #[test]
+    fn a_malformed_quote_is_left_alone_without_a_panic() {
+        let (client, shared) = ([192, 168, 7, 21], [10, 44, 0, 2]);
+        let back = Rewrite {
+            field: Field::Destination,
+            from: shared.into(),
+            to: client.into(),
+        };
+        let whole = packet(
+            shared,
+            SERVER,
+            UDP,
+            vec![0x9c, 0x40, 0x1b, 0x9e, 0, 12, 0, 0, 1, 2, 3, 4],
+        );
+        let mut options = whole.clone();
+        options[0] = 0x46; // an IHL of 24 bytes, of which the quote below holds 20
+        let mut tiny_ihl = whole.clone();
+        tiny_ihl[0] = 0x44; // an IHL below the minimum of 20 bytes
+        let mut ipv6 = whole.clone();
+        ipv6[0] = 0x65;
+        for (what, quote) in [
+            ("19 bytes of an IPv4 header", &whole[..19]),
+            ("a header cut inside its options", &options[..20]),
+            ("an IHL of 16 bytes", &tiny_ihl[..]),
+            ("not IPv4", &ipv6[..]),
+        ] {
+            let mut p = icmp(SERVER, shared, 3, 3, quote);
+            assert!(back.apply(&mut p), "{what}: the outer header is rewritten");
+            assert_eq!(p[16..20], client, "{what}");
+            assert_eq!(&p[28..], quote, "{what}: the quote is left as it came");
+        }
+        // A quote whose IP header ends where the packet does: translated, with no
+        // transport bytes to patch.
+        let mut p = icmp(SERVER, shared, 3, 3, &whole[..20]);
+        assert!(back.apply(&mut p));
+        assert_eq!(p[28 + 12..28 + 16], client);
+        assert_eq!(
+            checksum(&p[28..48]),
+            0,
+            "the quote's header checksum verifies"
+        );
         assert_eq!(checksum(&p[20..]), 0);
     }
 

@@ -454,6 +454,7 @@ mod tests {
         let mut ipv6 = whole.clone();
         ipv6[0] = 0x65;
         for (what, quote) in [
+            ("no quote at all", &whole[..0]),
             ("19 bytes of an IPv4 header", &whole[..19]),
             ("a header cut inside its options", &options[..20]),
             ("an IHL of 16 bytes", &tiny_ihl[..]),

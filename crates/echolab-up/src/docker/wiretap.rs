@@ -249,8 +249,11 @@ mod tests {
         (a.uplink.unstamped, b.uplink.unstamped) = (1, 2);
         (a.uplink.not_ipv4, b.uplink.not_ipv4) = (5, 6);
         (a.uplink.fair_share_ms, b.uplink.fair_share_ms) = (1.5, 2.5);
+        (a.uplink.fair_share_spells, b.uplink.fair_share_spells) = (2, 3);
+        (a.uplink.drops_device, b.uplink.drops_device) = (Some(2), Some(3));
         b.uplink.limit = 1000;
         let u = summed(vec![a, b]).unwrap().uplink;
+        assert_eq!((u.fair_share_spells, u.drops_device), (5, Some(5)));
         assert_eq!(
             (
                 u.translated,

@@ -209,7 +209,7 @@ mod tests {
     fn two_wires_add_up_to_what_each_did() {
         // Wire 1 carried 300 packets during the run (10 ms late each), wire 2 carried 200
         // (30 ms late each) and dropped 4 at its queue; both had 10 earlier 5 us releases.
-        let w1 = (
+        let mut w1 = (
             stats(
                 direction(100, 0, &[5_000; 10]),
                 direction(50, 0, &[5_000; 10]),
@@ -239,7 +239,9 @@ mod tests {
         );
         w2.1.uplink.peak_queue = 90;
         w2.1.uplink.drops_device = None;
-        // Wire 2's loss model dropped 2 during the run, and the kernel refused 2 write-backs.
+        // The loss models dropped 1 (wire 1) and 2 (wire 2) during the run, and the kernel
+        // refused 2 of wire 2's write-backs.
+        w1.1.uplink.drops_loss = 2;
         (w2.1.uplink.drops_loss, w2.1.uplink.drops_write) = (3, 2);
         // Counters the run record does not take, added all the same: 3 and 4 packets
         // translated, 1 and 2 unstamped, 5 and 6 not IPv4, 1.5 and 2.5 ms of fair share; wire
@@ -269,7 +271,7 @@ mod tests {
         let c = between(&before, &after);
         assert_eq!((c.uplink.packets, c.uplink.bytes), (500, 50_000));
         assert_eq!(c.uplink.drops_queue, 4);
-        assert_eq!((c.uplink.drops_loss, c.uplink.drops_write), (2, 2));
+        assert_eq!((c.uplink.drops_loss, c.uplink.drops_write), (3, 2));
         assert_eq!(c.uplink.peak_queue_since_start, 90);
         // A wire that could not read its TUN's counter makes the sum unknown, not smaller.
         assert_eq!(after.uplink.drops_device, None);

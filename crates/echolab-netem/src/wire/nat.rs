@@ -73,78 +73,73 @@ impl Rewrite {
     /// Rewrites `packet` (an IPv4 packet as read from a TUN) when its `field` holds `from`;
     /// returns whether it did. Anything shorter than its own header is left alone.
     pub(crate) fn apply(&self, packet: &mut [u8]) -> bool {
-        if packet.len() < 20 || packet[0] >> 4 != 4 {
+        let Some(transport) = self.rewrite_ipv4(packet, 0, self.field) else {
             return false;
-        }
-        let ihl = usize::from(packet[0] & 0x0f) * 4;
-        let at = match self.field {
-            Field::Source => 12,
-            Field::Destination => 16,
         };
-        if ihl < 20 || packet.len() < ihl || packet[at..at + 4] != self.from.octets() {
-            return false;
-        }
-        let (old, new) = (words(self.from), words(self.to));
-        packet[at..at + 4].copy_from_slice(&self.to.octets());
-        patch(packet, 10, old, new);
-        let fragment_offset = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff;
-        if fragment_offset != 0 {
-            return true;
-        }
-        let transport = &packet[ihl..];
-        match packet[9] {
-            TCP if transport.len() >= 20 => patch(packet, ihl + 16, old, new),
-            UDP if transport.len() >= 8 && transport[6..8] != [0, 0] => {
-                patch(packet, ihl + 6, old, new)
+        if let Some(t) = transport {
+            if packet[9] == ICMP && packet.len() >= t + 8 && ICMP_ERRORS.contains(&packet[t]) {
+                self.quoted(packet, t);
             }
-            ICMP if transport.len() >= 8 && ICMP_ERRORS.contains(&transport[0]) => {
-                self.quoted(packet, ihl)
-            }
-            _ => {}
         }
         true
     }
 
+    /// Rewrites the IPv4 header at `packet[ip..]` when its address in `field` is `from`:
+    /// the address, the header checksum, and the checksum of a TCP or UDP header after it
+    /// that is long enough to hold one (a UDP checksum of 0 stays 0). `None` when nothing was
+    /// rewritten (not IPv4, a header cut short, another address); else where the transport
+    /// header starts, or `None` inside for a fragment after the first, which carries none.
+    fn rewrite_ipv4(&self, packet: &mut [u8], ip: usize, field: Field) -> Option<Option<usize>> {
+        let header = packet.get(ip..)?;
+        if header.len() < 20 || header[0] >> 4 != 4 {
+            return None;
+        }
+        let ihl = usize::from(header[0] & 0x0f) * 4;
+        let at = ip
+            + match field {
+                Field::Source => 12,
+                Field::Destination => 16,
+            };
+        if ihl < 20 || header.len() < ihl || packet[at..at + 4] != self.from.octets() {
+            return None;
+        }
+        let (old, new) = (words(self.from), words(self.to));
+        packet[at..at + 4].copy_from_slice(&self.to.octets());
+        patch(packet, ip + 10, old, new);
+        let fragment_offset = u16::from_be_bytes([packet[ip + 6], packet[ip + 7]]) & 0x1fff;
+        if fragment_offset != 0 {
+            return Some(None);
+        }
+        let t = ip + ihl;
+        let length = packet.len() - t;
+        match packet[ip + 9] {
+            TCP if length >= 18 => patch(packet, t + 16, old, new),
+            UDP if length >= 8 && packet[t + 6..t + 8] != [0, 0] => patch(packet, t + 6, old, new),
+            _ => {}
+        }
+        Some(Some(t))
+    }
+
     /// The packet an ICMP error quotes (RFC 792: its IP header and at least 8 bytes of its
-    /// payload, after the 8-byte ICMP header at `ihl`) was sent by the host the error goes
+    /// payload, after the 8-byte ICMP header at `icmp`) was sent by the host the error goes
     /// to, so the address this rewrite changes sits in the quote's other field: a reply's
     /// destination S was the quoted packet's source, a client's error about a packet it got
     /// quotes C as destination. Without this the client's kernel would match no socket to
     /// the error (a "fragmentation needed" of path MTU discovery, RFC 1191, or a port
-    /// unreachable). The quote's header and transport checksums are updated as the outer
-    /// ones; the ICMP checksum covers the quote, so it is computed again over the message.
-    fn quoted(&self, packet: &mut [u8], ihl: usize) {
-        let inner = ihl + 8;
-        if packet.len() < inner + 20 || packet[inner] >> 4 != 4 {
+    /// unreachable). The quote is rewritten as a packet is ([`Self::rewrite_ipv4`], whose
+    /// transport checksum needs only its first 18 bytes); the ICMP checksum covers the quote,
+    /// so it is computed again over the message.
+    fn quoted(&self, packet: &mut [u8], icmp: usize) {
+        let other = match self.field {
+            Field::Source => Field::Destination,
+            Field::Destination => Field::Source,
+        };
+        if self.rewrite_ipv4(packet, icmp + 8, other).is_none() {
             return;
         }
-        let inner_ihl = usize::from(packet[inner] & 0x0f) * 4;
-        let at = inner
-            + match self.field {
-                Field::Source => 16,
-                Field::Destination => 12,
-            };
-        if inner_ihl < 20
-            || packet.len() < inner + inner_ihl
-            || packet[at..at + 4] != self.from.octets()
-        {
-            return;
-        }
-        let (old, new) = (words(self.from), words(self.to));
-        packet[at..at + 4].copy_from_slice(&self.to.octets());
-        patch(packet, inner + 10, old, new);
-        let quoted_transport = packet.len() - (inner + inner_ihl);
-        let t = inner + inner_ihl;
-        match packet[inner + 9] {
-            TCP if quoted_transport >= 18 => patch(packet, t + 16, old, new),
-            UDP if quoted_transport >= 8 && packet[t + 6..t + 8] != [0, 0] => {
-                patch(packet, t + 6, old, new)
-            }
-            _ => {}
-        }
-        packet[ihl + 2..ihl + 4].copy_from_slice(&[0, 0]);
-        let sum = internet_checksum(&packet[ihl..]);
-        packet[ihl + 2..ihl + 4].copy_from_slice(&sum.to_be_bytes());
+        packet[icmp + 2..icmp + 4].copy_from_slice(&[0, 0]);
+        let sum = internet_checksum(&packet[icmp..]);
+        packet[icmp + 2..icmp + 4].copy_from_slice(&sum.to_be_bytes());
     }
 }
 

@@ -105,6 +105,22 @@ fn a_successful_run_through_both_veths(
     ([b, c], lab, results(&out))
 }
 
+/// The client's report of run `rec` of a [`TWO_CELLS`] experiment, asserting it is the
+/// whole cell: no error, 10 connections (5 on each machine), 20 rounds each, all answered.
+fn a_whole_two_cells_run(
+    rec: &echolab_core::results::RunRecord,
+) -> &echolab_core::stats::BenchReport {
+    assert!(rec.error.is_none(), "{}: {:?}", rec.file_name(), rec.error);
+    let bench = rec.bench.as_ref().unwrap();
+    assert_eq!(
+        (bench.conns, bench.requests_ok),
+        (10, 10 * 20),
+        "{}",
+        rec.file_name()
+    );
+    bench
+}
+
 #[test]
 fn two_client_machines_split_every_run_and_merge_it() {
     let base = TempDir::new("lab-clients");
@@ -138,15 +154,7 @@ fn two_client_machines_split_every_run_and_merge_it() {
         );
     }
     for rec in &r.runs {
-        assert!(rec.error.is_none(), "{}: {:?}", rec.file_name(), rec.error);
-        let bench = rec.bench.as_ref().unwrap();
-        // 10 connections, 5 on each machine, 20 rounds each: the merged run is the cell.
-        assert_eq!(
-            (bench.conns, bench.requests_ok),
-            (10, 10 * 20),
-            "{}",
-            rec.file_name()
-        );
+        let bench = a_whole_two_cells_run(rec);
         assert_eq!(
             bench.extra["client_machines"],
             serde_json::json!(["b", "c"])
@@ -237,14 +245,7 @@ fn two_client_machines_on_lan100_each_get_a_link_and_the_run_counts_both() {
         }
     }
     for rec in &r.runs {
-        assert!(rec.error.is_none(), "{}: {:?}", rec.file_name(), rec.error);
-        let bench = rec.bench.as_ref().unwrap();
-        assert_eq!(
-            (bench.conns, bench.requests_ok),
-            (10, 10 * 20),
-            "{}",
-            rec.file_name()
-        );
+        let bench = a_whole_two_cells_run(rec);
         assert!(
             bench.latency_us.p50 >= 200.0,
             "{}: every request crossed both 100 us delays: p50 {} us",

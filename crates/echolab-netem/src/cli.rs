@@ -30,6 +30,9 @@ Examples (on the link host unless said otherwise):
   echolab-netem route --dst 10.0.2.0/24 --via 10.0.1.2     (in a client host, with NET_ADMIN)
   echolab-netem ifname 10.0.1.2
       eth0
+  echolab-netem masquerade --client 172.21.0.3 --out eth1
+      (link host across machines) the client's packets leave eth1 with eth1's address
+  echolab-netem masquerade --remove
 
 A profile is a file path, or a name looked up as <profile-dir>/<name>.yaml (then .yml; default
 dir: netem). echolab-up passes the profile it resolved as --profile-json instead.
@@ -208,5 +211,19 @@ pub enum Cmd {
     Ifname {
         /// The address.
         address: Ipv4Addr,
+    },
+    /// Masquerades one client address to the output device's own address (the kernel's
+    /// source NAT: an nftables table `echolab-masquerade`, sent over netlink; needs
+    /// CAP_NET_ADMIN), so that a link across machines can use kernel netem; or removes it.
+    Masquerade {
+        /// The client host's address, the only source translated.
+        #[arg(long, required_unless_present = "remove", requires = "out")]
+        client: Option<Ipv4Addr>,
+        /// The device (name) towards the server; packets leaving through it get its address.
+        #[arg(long, requires = "client")]
+        out: Option<String>,
+        /// Remove the table instead (nothing to remove is not an error).
+        #[arg(long, conflicts_with_all = ["client", "out"])]
+        remove: bool,
     },
 }

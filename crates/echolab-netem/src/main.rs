@@ -241,6 +241,27 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             println!("{}", netdev::device_with_address(address).map_err(failed)?);
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Masquerade {
+            client: Some(client),
+            out: Some(out),
+            ..
+        } => {
+            kernel::masquerade::install(client, &out).map_err(failed)?;
+            eprintln!("echolab-netem masquerade: {client} out of {out}, as {out}'s address");
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Masquerade { .. } => {
+            let removed = kernel::masquerade::remove().map_err(failed)?;
+            eprintln!(
+                "echolab-netem masquerade: {}",
+                if removed {
+                    "removed"
+                } else {
+                    "nothing to remove"
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -190,18 +190,26 @@ pub(crate) struct Socket {
 }
 
 impl Socket {
-    /// Opens the socket and asks for extended acknowledgements (`NETLINK_EXT_ACK`), so errors
-    /// carry the kernel's text.
+    /// Opens a `NETLINK_ROUTE` socket (see [`Socket::open_protocol`]).
     ///
     /// # Errors
     /// The socket cannot be created (no netlink in this kernel or sandbox).
     pub(crate) fn open() -> io::Result<Self> {
+        Self::open_protocol(libc::NETLINK_ROUTE)
+    }
+
+    /// Opens a netlink socket of `protocol` (`NETLINK_ROUTE`, `NETLINK_NETFILTER`) and asks
+    /// for extended acknowledgements (`NETLINK_EXT_ACK`), so errors carry the kernel's text.
+    ///
+    /// # Errors
+    /// The socket cannot be created (no netlink in this kernel or sandbox).
+    pub(crate) fn open_protocol(protocol: libc::c_int) -> io::Result<Self> {
         // SAFETY: plain socket(2) call; the result is checked before use.
         let raw = unsafe {
             libc::socket(
                 libc::AF_NETLINK,
                 libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
+                protocol,
             )
         };
         if raw < 0 {
@@ -237,7 +245,11 @@ impl Socket {
     /// Sends `msg` and returns its sequence number (`nlmsg_seq`, bytes 8..12 of the header),
     /// by which its replies are recognised.
     fn send(&self, msg: &Message) -> io::Result<u32> {
-        let b = msg.bytes();
+        self.send_bytes(msg.bytes())?;
+        Ok(u32_at(msg.bytes(), 8).unwrap_or(0))
+    }
+
+    fn send_bytes(&self, b: &[u8]) -> io::Result<()> {
         // SAFETY: `b` is a live slice; a zeroed sockaddr_nl addresses the kernel (pid 0).
         let n = unsafe {
             let mut addr: libc::sockaddr_nl = std::mem::zeroed();
@@ -254,7 +266,7 @@ impl Socket {
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(u32_at(b, 8).unwrap_or(0))
+        Ok(())
     }
 
     fn recv(&self, buf: &mut Vec<u8>) -> io::Result<usize> {
@@ -299,6 +311,47 @@ impl Socket {
                 };
             }
         }
+    }
+
+    /// Sends `msgs` in one datagram (an nfnetlink batch: `NFNL_MSG_BATCH_BEGIN`, the
+    /// requests, `NFNL_MSG_BATCH_END`, which the kernel applies all or nothing) and waits
+    /// until every message that carries `NLM_F_ACK` is acknowledged.
+    ///
+    /// # Errors
+    /// The first refusal the kernel reports, as an [`NlError`] labelled `what`; socket errors
+    /// as in [`Socket::request`].
+    pub(crate) fn request_batch(&self, msgs: &[Message], what: &str) -> Result<(), NlError> {
+        let io_err = |e| NlError::socket(what, e);
+        let mut waiting: Vec<u32> = msgs
+            .iter()
+            .filter(|m| u16::from_ne_bytes([m.buf[6], m.buf[7]]) & NLM_F_ACK != 0)
+            .filter_map(|m| u32_at(&m.buf, 8))
+            .collect();
+        let datagram: Vec<u8> = msgs
+            .iter()
+            .flat_map(|m| m.bytes().iter().copied())
+            .collect();
+        self.send_bytes(&datagram).map_err(io_err)?;
+        let mut buf = Vec::new();
+        while !waiting.is_empty() {
+            let n = self.recv(&mut buf).map_err(io_err)?;
+            for (kind, flags, mseq, body) in messages(&buf[..n]) {
+                if kind != NLMSG_ERROR || !waiting.contains(&mseq) {
+                    continue;
+                }
+                match parse_error(flags, body) {
+                    (0, _) => waiting.retain(|s| *s != mseq),
+                    (errno, ext_ack) => {
+                        return Err(NlError {
+                            what: what.to_string(),
+                            errno,
+                            ext_ack,
+                        })
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Sends a dump request and returns each reply message's body (after the `nlmsghdr`).

@@ -231,6 +231,18 @@ fn check_netem(cmd: &NetemCmd) {
         (NetemCmd::Ifname { address }, NetemParsed::Ifname { address: a }) => {
             assert_eq!(a, address, "{line}")
         }
+        (
+            NetemCmd::Masquerade { install },
+            NetemParsed::Masquerade {
+                client,
+                out,
+                remove,
+            },
+        ) => {
+            let parsed = client.zip(out.clone());
+            assert_eq!(parsed, *install, "{line}");
+            assert_eq!(*remove, install.is_none(), "{line}");
+        }
         (c, parsed) => panic!("echolab-netem {line}: {c:?} parsed as {parsed:?}"),
     }
 }
@@ -436,7 +448,7 @@ fn every_field_of_every_builder_parses() {
 
     let netem_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem");
     let profile = |name: &str| Profile::resolve(name, &netem_dir).unwrap().1;
-    let mut variants = [false; 8];
+    let mut variants = [false; 9];
     let netem = [
         NetemCmd::Probe,
         NetemCmd::Apply {
@@ -514,6 +526,10 @@ fn every_field_of_every_builder_parses() {
         NetemCmd::Ifname {
             address: "10.77.71.2".parse().unwrap(),
         },
+        NetemCmd::Masquerade {
+            install: Some(("10.77.71.3".parse().unwrap(), "eth1".into())),
+        },
+        NetemCmd::Masquerade { install: None },
     ];
     for c in &netem {
         variants[match c {
@@ -525,11 +541,12 @@ fn every_field_of_every_builder_parses() {
             NetemCmd::Route { .. } => 5,
             NetemCmd::Ifname { .. } => 6,
             NetemCmd::Rtt { .. } => 7,
+            NetemCmd::Masquerade { .. } => 8,
         }] = true;
         check_netem(c);
     }
     assert_eq!(
-        variants, [true; 8],
+        variants, [true; 9],
         "every echolab-netem subcommand is checked"
     );
 }

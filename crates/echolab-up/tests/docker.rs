@@ -38,6 +38,17 @@ fn snapshot_bins(dir: &TempDir) -> PathBuf {
     snap
 }
 
+/// The link backend a link host on this kernel must get: kernel netem where the kernel can
+/// create a netem qdisc (tried in a fresh network namespace; engines on this machine, the
+/// second ones included, share its kernel), else the userspace wire.
+fn expected_link_backend() -> &'static str {
+    if echolab_netem::kernel::probe().has_netem {
+        "kernel-netem"
+    } else {
+        "userspace-wire"
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -327,13 +338,7 @@ fn smoke_on_crossnet_through_the_link() {
     let bins = snapshot_bins(&base);
     let out = base.0.join("results");
     let o = run(&out, &bins, &profile_experiment("crossnet", "smoke"));
-    let probe_has_netem =
-        std::fs::read_to_string("/proc/modules").is_ok_and(|m| m.contains("sch_netem"));
-    let expected_backend = if probe_has_netem {
-        "kernel-netem"
-    } else {
-        "userspace-wire"
-    };
+    let expected_backend = expected_link_backend();
     let r = check_complete_smoke(&e, &out, &o, expected_backend);
     let link = &r.manifest.hosts["link"];
     assert_eq!(link["cap_add"], serde_json::json!(["NET_ADMIN", "NET_RAW"]));

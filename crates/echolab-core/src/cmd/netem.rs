@@ -86,6 +86,12 @@ pub enum NetemCmd {
         /// The IPv4 address (positional).
         address: Ipv4Addr,
     },
+    /// `masquerade --client C --out DEV`: the kernel's source NAT for a link across machines
+    /// (an nftables table in the link host); `masquerade --remove` removes it.
+    Masquerade {
+        /// `--client` and `--out`, or none for `--remove`.
+        install: Option<(Ipv4Addr, String)>,
+    },
 }
 
 impl NetemCmd {
@@ -139,6 +145,10 @@ impl NetemCmd {
             }
             NetemCmd::Route { dst, via } => a.arg("route").val("dst", dst).val("via", via),
             NetemCmd::Ifname { address } => a.arg("ifname").arg(address),
+            NetemCmd::Masquerade { install: None } => a.arg("masquerade").flag("remove", true),
+            NetemCmd::Masquerade {
+                install: Some((client, out)),
+            } => a.arg("masquerade").val("client", client).val("out", out),
         };
         a.done()
     }
@@ -414,6 +424,16 @@ mod tests {
                     address: Ipv4Addr::new(10, 0, 2, 2),
                 },
                 "ifname 10.0.2.2".to_string(),
+            ),
+            (
+                NetemCmd::Masquerade {
+                    install: Some((Ipv4Addr::new(172, 21, 0, 3), "eth1".into())),
+                },
+                "masquerade --client 172.21.0.3 --out eth1".to_string(),
+            ),
+            (
+                NetemCmd::Masquerade { install: None },
+                "masquerade --remove".to_string(),
             ),
         ];
         for (cmd, want) in cases {

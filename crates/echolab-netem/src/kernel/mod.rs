@@ -7,6 +7,7 @@
 
 pub(crate) mod dist;
 pub(crate) mod encode;
+pub mod masquerade;
 
 use echolab_core::profile::LinkSpec;
 use serde::Serialize;

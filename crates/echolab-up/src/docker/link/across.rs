@@ -12,13 +12,14 @@
 //! host (host networking on its machine, [`crate::docker::lab`]) answers the client's machine
 //! and needs no route of its own. Both directions are impaired in that one link host, which is
 //! the "egress shaper on a host" of issue 12. Docker masquerades only its own networks'
-//! addresses, so the link host's wire translates the client's address to its own on the
-//! egress network and back (`echolab_netem::wire::nat`); kernel netem cannot, so across
-//! machines the userspace wire carries the link even where the kernel has sch_netem (the
-//! link record says so). The baseline RTT is measured from the link host before the wire
-//! starts: the real path plus the client machine's NAT (the client host's one hop on the
-//! bridge to the link host is not in it), which calibration adds to what the profile adds
-//! (`echolab_core::calibration::sum_rtt_check`).
+//! addresses, so the client's address is translated to the link host's own on the egress
+//! network and back in the link host: by the kernel (`echolab-netem masquerade`, an nftables
+//! masquerade) for the baseline and under kernel netem where the kernel has sch_netem, or by
+//! the userspace wire itself (`echolab_netem::wire::nat`, the kernel's masquerade removed
+//! first) where it has not; the link record says which. The baseline RTT is measured from the
+//! client host before the link is installed, through the link host's plain forwarding and
+//! that masquerade: the real path plus both NATs and the client's hop to the link host, which
+//! calibration adds to what the profile adds (`echolab_core::calibration::sum_rtt_check`).
 //!
 //! The NAT keeps one conntrack entry per connection on the client's machine; the manifest's
 //! link record says so, since a connection-rate cell pays for it.
@@ -36,7 +37,7 @@ use serde_json::json;
 use super::calibration;
 use super::endpoints::endpoint_on;
 use super::helpers::add_route;
-use super::netem::{device_with, install};
+use super::netem::{device_with, install, kernel_masquerade};
 use super::networks::{create_network, gateway_of, ip_on, ipv4, Masquerade as Nat};
 use super::records::{self, Side};
 use crate::docker::exec::Streaming;
@@ -120,12 +121,17 @@ pub(crate) async fn up(
     )
     .await?;
 
-    // The baseline from the link host, before the wire: the real path with the client
-    // machine's NAT, as plainly forwarded as it gets (without the wire's translation the
-    // client host cannot reach the server at all). A wire adding nothing would not do: on a
-    // busy machine its own wake-ups add 100 us and more, which a delay hides.
+    // The baseline from the client host through the link host's plain forwarding, with the
+    // kernel's masquerade translating the client's address (the machine's NAT masquerades
+    // only the egress network's addresses): the whole path the link will sit on, as
+    // forwarded as it gets. A wire adding nothing would not do: on a busy machine its own
+    // wake-ups add 100 us and more, which a delay hides.
+    let client_side = device_with(d, &link, link_client_ip).await?;
+    let egress_side = device_with(d, &link, link_egress_ip).await?;
+    let client_v4 = ipv4(client_ip, "the client host's address")?;
+    kernel_masquerade(d, &link, Some((client_v4, egress_side.clone()))).await?;
     let baseline =
-        calibration::baseline(server.docker, server.host, d, &link, server.addr, profile)
+        calibration::baseline(server.docker, server.host, d, &client, server.addr, profile)
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
@@ -134,10 +140,8 @@ pub(crate) async fn up(
                     server.addr_from
                 )
             })?;
-    let client_side = device_with(d, &link, link_client_ip).await?;
-    let egress_side = device_with(d, &link, link_egress_ip).await?;
     let masquerade = Some(Masquerade {
-        client: ipv4(client_ip, "the client host's address")?,
+        client: client_v4,
         shared: ipv4(link_egress_ip, "the link host's egress address")?,
     });
     let mut installed = install(d, &link, profile, &client_side, &egress_side, masquerade).await?;
@@ -172,7 +176,7 @@ pub(crate) async fn up(
     );
     let mut link = records::link(&installed, &profile.name);
     link.reason = format!(
-        "{}; across machines: the link host is on the client's machine, between the client host and the machine's way out (NAT to its address, one conntrack entry per connection), and impairs both directions there, on top of the real path to the server at {} (the baseline, {:.1} us, which calibration adds to what the profile adds)",
+        "{}; across machines: the link host is on the client's machine, between the client host and the machine's way out (NAT to its address, one conntrack entry per connection), and impairs both directions there, on top of the real path to the server at {} (the baseline, {:.1} us from the client host through the link host's plain forwarding, which calibration adds to what the profile adds)",
         link.reason, server.addr, baseline.rtt_median_us
     );
     Ok(AcrossUp {

@@ -60,17 +60,46 @@ pub(super) struct Installed {
     pub(super) installed: serde_json::Value,
     /// The running wire, when it carries the link.
     pub(super) wire: Option<exec::Streaming>,
-    /// The wire translates the client's address (a link across machines).
-    pub(super) translates: bool,
+    /// A link across machines: the client's address is translated on the way out (by the
+    /// kernel's masquerade with kernel netem, by the wire itself otherwise).
+    pub(super) across: bool,
+}
+
+/// Installs (`Some((client, out_dev))`) or removes (`None`) the kernel's masquerade of the
+/// client's address in the link host (`echolab-netem masquerade`).
+///
+/// # Errors
+/// The exec failed or echolab-netem refused (its output is quoted).
+pub(super) async fn kernel_masquerade(
+    docker: &Docker,
+    link: &str,
+    install: Option<(std::net::Ipv4Addr, String)>,
+) -> anyhow::Result<()> {
+    let out = exec::run(
+        docker,
+        link,
+        &netem(&NetemCmd::Masquerade { install }),
+        STOP_DEADLINE,
+    )
+    .await?;
+    if out.exit_code != Some(0) {
+        return Err(anyhow!(
+            "echolab-netem masquerade in the link host: {}",
+            out.describe()
+        ));
+    }
+    Ok(())
 }
 
 /// Probes the link host for sch_netem and installs `profile` with kernel netem or the
 /// userspace wire; `client_side` and `server_side` are the link host's devices. With
-/// `masquerade` (a link across machines) the wire carries it whatever the probe says: kernel
-/// netem cannot translate the client's address.
+/// `masquerade` (a link across machines, whose kernel masquerade [`kernel_masquerade`] is
+/// already installed): kernel netem keeps that masquerade; the wire, which translates by
+/// itself, has it removed first.
 ///
 /// # Errors
-/// The probe printed no result, `apply` failed, or the wire exited or was not ready in time.
+/// The probe printed no result, `apply` failed, the masquerade could not be removed, or the
+/// wire exited or was not ready in time.
 pub(super) async fn install(
     docker: &Docker,
     link: &str,
@@ -86,7 +115,7 @@ pub(super) async fn install(
             probe_out.describe()
         )
     })?;
-    let (backend, installed, wire) = if probe.has_netem && masquerade.is_none() {
+    let (backend, installed, wire) = if probe.has_netem {
         let cmd = netem(&NetemCmd::Apply {
             profile: profile.clone(),
             uplink_dev: server_side.to_string(),
@@ -104,6 +133,9 @@ pub(super) async fn install(
             serde_json::from_str(out.stdout.trim()).unwrap_or_else(|_| json!(out.stdout.trim()));
         ("kernel-netem", installed, None)
     } else {
+        if masquerade.is_some() {
+            kernel_masquerade(docker, link, None).await?;
+        }
         let cmd = netem(&NetemCmd::Wire {
             profile: profile.clone(),
             client_side: client_side.to_string(),
@@ -138,6 +170,6 @@ pub(super) async fn install(
         probe,
         installed,
         wire,
-        translates: masquerade.is_some(),
+        across: masquerade.is_some(),
     })
 }

@@ -51,17 +51,71 @@ pub(super) fn hosts(
 /// (calibration is added once measured).
 pub(super) fn link(installed: &Installed, profile_name: &str) -> LinkRecord {
     let probe_reason = &installed.probe.reason;
-    let reason = if installed.translates {
-        format!("the userspace wire carries the link whatever the kernel has: across machines it translates the client's address, which kernel netem cannot (probe: {probe_reason})")
-    } else if installed.probe.has_netem {
+    let mut reason = if installed.probe.has_netem {
         format!("the kernel has sch_netem ({probe_reason})")
     } else {
         format!("the kernel has no sch_netem ({probe_reason}); the userspace wire carries the link")
     };
+    if installed.across {
+        reason.push_str(if installed.probe.has_netem {
+            "; the kernel's source NAT (an nftables masquerade in the link host) translates the client's address to the link host's"
+        } else {
+            "; the wire translates the client's address to the link host's itself (the kernel's masquerade, which carried the baseline, is removed first)"
+        });
+    }
     LinkRecord {
         backend: installed.backend.into(),
         reason,
         installed: json!({ "probe": installed.probe, "installed": installed.installed, "profile": profile_name }),
         calibration: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use echolab_core::cmd::ProbeResult;
+
+    use super::*;
+
+    fn installed(has_netem: bool, across: bool) -> Installed {
+        Installed {
+            backend: if has_netem {
+                "kernel-netem"
+            } else {
+                "userspace-wire"
+            },
+            probe: ProbeResult {
+                has_netem,
+                reason: "PROBE".into(),
+                method: "fresh network namespace".into(),
+            },
+            installed: json!(null),
+            wire: None,
+            across,
+        }
+    }
+
+    #[test]
+    fn the_reason_says_which_backend_and_across_machines_who_translates() {
+        let reasons: Vec<String> = [(true, false), (false, false), (true, true), (false, true)]
+            .into_iter()
+            .map(|(n, a)| link(&installed(n, a), "lan100").reason)
+            .collect();
+        assert_eq!(reasons[0], "the kernel has sch_netem (PROBE)");
+        assert_eq!(
+            reasons[1],
+            "the kernel has no sch_netem (PROBE); the userspace wire carries the link"
+        );
+        assert_eq!(
+            reasons[2],
+            "the kernel has sch_netem (PROBE); the kernel's source NAT (an nftables masquerade in the link host) translates the client's address to the link host's"
+        );
+        assert_eq!(
+            reasons[3],
+            "the kernel has no sch_netem (PROBE); the userspace wire carries the link; the wire translates the client's address to the link host's itself (the kernel's masquerade, which carried the baseline, is removed first)"
+        );
+        let rec = link(&installed(true, true), "lan100");
+        assert_eq!(rec.backend, "kernel-netem");
+        assert_eq!(rec.installed["profile"], "lan100");
     }
 }

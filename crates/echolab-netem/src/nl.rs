@@ -183,7 +183,12 @@ impl NlError {
     }
 }
 
-/// A `NETLINK_ROUTE` socket in the caller's network namespace.
+/// How long a request waits for the kernel's answer. The kernel answers a netlink request
+/// while handling it, so silence means an answer that will never come (a request that asked
+/// for none): an error, not a hang.
+const ANSWER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A netlink socket in the caller's network namespace.
 pub(crate) struct Socket {
     fd: OwnedFd,
     seq: u32,
@@ -228,6 +233,23 @@ impl Socket {
                 (&one as *const libc::c_int).cast(),
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
             );
+        }
+        let timeout = libc::timeval {
+            tv_sec: ANSWER_DEADLINE.as_secs() as libc::time_t,
+            tv_usec: 0,
+        };
+        // SAFETY: the option value points at a live timeval of the size given.
+        if unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&timeout as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        } != 0
+        {
+            return Err(io::Error::last_os_error());
         }
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -279,6 +301,10 @@ impl Socket {
                 return Ok(n as usize);
             }
             let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                // SO_RCVTIMEO ran out: ANSWER_DEADLINE.
+                return Err(io::Error::from_raw_os_error(libc::ETIMEDOUT));
+            }
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
             }

@@ -344,14 +344,17 @@ impl Socket {
     /// until every message that carries `NLM_F_ACK` is acknowledged.
     ///
     /// # Errors
-    /// The first refusal the kernel reports, as an [`NlError`] labelled `what`; socket errors
-    /// as in [`Socket::request`].
+    /// The first refusal the kernel reports for any message of the batch, as an [`NlError`]
+    /// labelled `what` (a sender without CAP_NET_ADMIN gets EPERM for the batch's first
+    /// message, which asked for no acknowledgement); socket errors as in [`Socket::request`].
     pub(crate) fn request_batch(&self, msgs: &[Message], what: &str) -> Result<(), NlError> {
         let io_err = |e| NlError::socket(what, e);
+        let seq_of = |m: &Message| u32_at(&m.buf, 8).unwrap_or(0);
+        let batch: Vec<u32> = msgs.iter().map(seq_of).collect();
         let mut waiting: Vec<u32> = msgs
             .iter()
             .filter(|m| u16::from_ne_bytes([m.buf[6], m.buf[7]]) & NLM_F_ACK != 0)
-            .filter_map(|m| u32_at(&m.buf, 8))
+            .map(seq_of)
             .collect();
         let datagram: Vec<u8> = msgs
             .iter()
@@ -362,7 +365,7 @@ impl Socket {
         while !waiting.is_empty() {
             let n = self.recv(&mut buf).map_err(io_err)?;
             for (kind, flags, mseq, body) in messages(&buf[..n]) {
-                if kind != NLMSG_ERROR || !waiting.contains(&mseq) {
+                if kind != NLMSG_ERROR || !batch.contains(&mseq) {
                     continue;
                 }
                 match parse_error(flags, body) {

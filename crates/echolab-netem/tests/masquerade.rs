@@ -118,3 +118,32 @@ fn a_missing_output_device_is_named_and_nothing_is_installed() {
     assert!(stderr.contains("\"nodev0\""), "{stderr}");
     assert!(masquerade(&tb, &["--remove"]).contains("nothing to remove"));
 }
+
+#[test]
+fn without_cap_net_admin_install_and_remove_fail_at_once_with_the_kernels_refusal() {
+    let tb = Testbed::new().expect("namespaces");
+    for args in [
+        vec!["--client", "10.201.1.2", "--out", LINK_SERVER_SIDE],
+        vec!["--remove"],
+    ] {
+        // The same binary as an unprivileged user with no capabilities (util-linux setpriv).
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &tb.lnk, "setpriv"])
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["--inh-caps=-all", "--bounding-set=-all"])
+            .arg(BIN)
+            .arg("masquerade")
+            .args(&args)
+            .stdin(Stdio::null());
+        let started = std::time::Instant::now();
+        let out = Testbed::output_within(cmd, DEADLINE).expect("finishes");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("(errno {})", libc::EPERM)),
+            "{args:?}: {stderr}"
+        );
+        // An answer, not the 10 s wait for one that never comes.
+        assert!(started.elapsed() < Duration::from_secs(5), "{args:?}");
+    }
+}

@@ -222,35 +222,19 @@ impl Socket {
         }
         // SAFETY: `raw` is a fresh descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let one: libc::c_int = 1;
-        // SAFETY: the option value points at a live c_int of the size given. Failure is ignored
-        // on purpose: old kernels lack extended acks and errors then carry only the errno.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_NETLINK,
-                libc::NETLINK_EXT_ACK,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+        // Failure is ignored on purpose: old kernels lack extended acks, and errors then carry
+        // only the errno.
+        let _ = set_option(
+            &fd,
+            libc::SOL_NETLINK,
+            libc::NETLINK_EXT_ACK,
+            &(1 as libc::c_int),
+        );
         let timeout = libc::timeval {
             tv_sec: ANSWER_DEADLINE.as_secs() as libc::time_t,
             tv_usec: 0,
         };
-        // SAFETY: the option value points at a live timeval of the size given.
-        if unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&timeout as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        } != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
+        set_option(&fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &timeout)?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -416,6 +400,29 @@ impl Socket {
             }
         }
     }
+}
+
+/// setsockopt(2) with the option value `value` (a plain C struct or integer).
+pub(crate) fn set_option<T>(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: the option value points at a live `T` of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Splits a receive buffer into `(type, flags, seq, body)` messages.

@@ -58,20 +58,8 @@ fn setsockopt<T>(
     v: &T,
     what: &str,
 ) -> io::Result<()> {
-    // SAFETY: passes a live value of its own size to setsockopt(2) on a descriptor we own.
-    cvt(
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                level,
-                name,
-                (v as *const T).cast(),
-                std::mem::size_of::<T>() as libc::socklen_t,
-            )
-        },
-        what,
-    )
-    .map(|_| ())
+    crate::nl::set_option(fd, level, name, v)
+        .map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))
 }
 
 /// The classic BPF program: accept outgoing packets, [`SNAP_BYTES`] of each; drop the rest

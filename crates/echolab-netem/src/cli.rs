@@ -222,7 +222,8 @@ pub enum Cmd {
         /// The device (name) towards the server; packets leaving through it get its address.
         #[arg(long, requires = "client")]
         out: Option<String>,
-        /// Remove the table instead (nothing to remove is not an error).
+        /// Remove the table instead, and flush this namespace's IPv4 conntrack table so that
+        /// no connection stays translated (nothing to remove is not an error).
         #[arg(long, conflicts_with_all = ["client", "out"])]
         remove: bool,
     },

@@ -27,6 +27,21 @@ fn masquerade(tb: &Testbed, args: &[&str]) -> String {
     stderr
 }
 
+/// The link namespace's conntrack table, as the kernel lists it.
+fn conntrack(tb: &Testbed) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &tb.lnk, "cat", "/proc/net/nf_conntrack"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("ip netns exec cat");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 /// Connects from `source` in the client namespace and returns the peer address the server's
 /// accept(2) reports.
 fn seen_by_server(tb: &Testbed, listener: &TcpListener, source: Ipv4Addr) -> Ipv4Addr {
@@ -96,7 +111,15 @@ fn the_server_sees_the_link_address_only_while_the_client_is_masqueraded() {
         "only the client's address is translated"
     );
 
+    let client_src = format!("src={CLIENT} ");
+    assert!(
+        conntrack(&tb).contains(&client_src),
+        "the masqueraded connections are tracked: {}",
+        conntrack(&tb)
+    );
     assert!(masquerade(&tb, &["--remove"]).contains("removed"));
+    // Their bindings are forgotten with the table, so no flow stays translated.
+    assert!(!conntrack(&tb).contains(&client_src), "{}", conntrack(&tb));
     assert_eq!(seen_by_server(&tb, &listener, CLIENT), CLIENT, "removed");
     assert!(masquerade(&tb, &["--remove"]).contains("nothing to remove"));
 }

@@ -186,13 +186,34 @@ pub enum MasqueradeError {
     /// The output device does not exist, or no netfilter socket could be opened.
     #[error("{0}")]
     Io(std::io::Error),
-    /// The kernel refused the batch (no nf_tables or NAT support, or no CAP_NET_ADMIN).
-    #[error("{0} (needs nf_tables with NAT support and CAP_NET_ADMIN in this network namespace)")]
-    Netlink(#[from] NlError),
+    /// The kernel refused a request, or did not answer; [`hint`] says what a refusal usually
+    /// means.
+    #[error("{error}{}", hint(.error))]
+    Netlink {
+        /// The refusal.
+        #[from]
+        error: NlError,
+    },
+}
+
+/// What a refusal usually means here: no permission, or a kernel without nf_tables NAT.
+fn hint(e: &NlError) -> &'static str {
+    match e.errno {
+        libc::EPERM | libc::EACCES => " (needs CAP_NET_ADMIN in this network namespace)",
+        libc::EOPNOTSUPP | libc::EAFNOSUPPORT | libc::EPROTONOSUPPORT => {
+            " (needs a kernel with nf_tables NAT: CONFIG_NF_TABLES, CONFIG_NFT_MASQ)"
+        }
+        _ => "",
+    }
 }
 
 fn netfilter_socket() -> Result<Socket, MasqueradeError> {
-    Socket::open_protocol(libc::NETLINK_NETFILTER).map_err(MasqueradeError::Io)
+    Socket::open_protocol(libc::NETLINK_NETFILTER).map_err(|e| {
+        MasqueradeError::Io(std::io::Error::new(
+            e.kind(),
+            format!("opening a NETLINK_NETFILTER socket (nf_tables is needed): {e}"),
+        ))
+    })
 }
 
 /// Masquerades packets from `client` that leave through `out_dev` to `out_dev`'s address, in
@@ -211,7 +232,17 @@ pub fn install(client: Ipv4Addr, out_dev: &str) -> Result<(), MasqueradeError> {
     Ok(())
 }
 
-/// Removes what [`install`] installed. Returns false when there was nothing to remove.
+/// `NFNL_SUBSYS_CTNETLINK`, and its `IPCTNL_MSG_CT_DELETE` (linux/netfilter/nfnetlink_conntrack.h).
+const NFNL_SUBSYS_CTNETLINK: u16 = 1;
+const IPCTNL_MSG_CT_DELETE: u16 = 2;
+const AF_INET: u8 = 2;
+
+/// Removes what [`install`] installed, and forgets the translations it made: deleting the
+/// table leaves each masqueraded connection's binding in its conntrack entry, which would go
+/// on translating that flow (wherever anything else in the namespace uses NAT, as Docker's
+/// embedded DNS does in a container), so the namespace's IPv4 conntrack table is flushed too.
+/// The link host's namespace carries only the run's traffic, and nothing flows when the
+/// launcher removes the masquerade. Returns false when there was no table to remove.
 ///
 /// # Errors
 /// The kernel refused for another reason than a missing table.
@@ -222,9 +253,17 @@ pub fn remove() -> Result<bool, MasqueradeError> {
         table_message(NFT_MSG_DELTABLE, 0, sock.next_seq()),
         batch_marker(NFNL_MSG_BATCH_END, sock.next_seq()),
     ];
-    match sock.request_batch(&batch, &format!("delete nftables table {TABLE}")) {
-        Ok(()) => Ok(true),
-        Err(e) if e.errno == libc::ENOENT => Ok(false),
-        Err(e) => Err(e.into()),
-    }
+    let removed = match sock.request_batch(&batch, &format!("delete nftables table {TABLE}")) {
+        Ok(()) => true,
+        Err(e) if e.errno == libc::ENOENT => false,
+        Err(e) => return Err(e.into()),
+    };
+    let flush = Message::new(
+        (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE,
+        NLM_F_REQUEST | NLM_F_ACK,
+        sock.next_seq(),
+        &nfgen(AF_INET, 0),
+    );
+    sock.request(&flush, "flush this namespace's IPv4 conntrack table")?;
+    Ok(removed)
 }

@@ -196,11 +196,13 @@ pub enum MasqueradeError {
     },
 }
 
-/// What a refusal usually means here: no permission, or a kernel without nf_tables NAT.
+/// What a refusal usually means here: no permission, or a kernel without nf_tables NAT (an
+/// expression or chain type the kernel cannot load, such as `masq` without CONFIG_NFT_MASQ,
+/// is refused with ENOENT; [`remove`] handles its own ENOENT, a missing table, first).
 fn hint(e: &NlError) -> &'static str {
     match e.errno {
         libc::EPERM | libc::EACCES => " (needs CAP_NET_ADMIN in this network namespace)",
-        libc::EOPNOTSUPP | libc::EAFNOSUPPORT | libc::EPROTONOSUPPORT => {
+        libc::ENOENT | libc::EOPNOTSUPP | libc::EAFNOSUPPORT | libc::EPROTONOSUPPORT => {
             " (needs a kernel with nf_tables NAT: CONFIG_NF_TABLES, CONFIG_NFT_MASQ)"
         }
         _ => "",

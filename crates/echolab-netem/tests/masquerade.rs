@@ -29,11 +29,9 @@ fn masquerade(tb: &Testbed, args: &[&str]) -> String {
 
 /// The link namespace's conntrack table, as the kernel lists it.
 fn conntrack(tb: &Testbed) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", &tb.lnk, "cat", "/proc/net/nf_conntrack"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("ip netns exec cat");
+    let mut cmd = tb.command(&tb.lnk, "cat".as_ref());
+    cmd.arg("/proc/net/nf_conntrack");
+    let out = Testbed::output_within(cmd, DEADLINE).expect("cat finishes");
     assert!(
         out.status.success(),
         "{}",

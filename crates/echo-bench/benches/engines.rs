@@ -7,16 +7,16 @@
 //!
 //! Environment: `ECHO_BENCH_REPS` repetitions (default 5), `ECHO_BENCH_SECS` measured seconds
 //! per run (default 5, after a 1 s warm-up), `ECHO_BENCH_CONNS` connection counts (default
-//! `1,100`). Repetitions alternate the variants (ABCABC...) so
+//! `1,100`), `ECHO_BENCH_PIN=0` pins nothing (else server and clients run on disjoint CPUs,
+//! [`Placement`]). Repetitions alternate the variants (ABCABC...) so
 //! that drift in machine load hits all of them alike; the table shows medians and the spread.
 
 mod common;
 
 use std::process::Command;
 
-use common::{env_u64, invoked_by_cargo_bench, median};
+use common::{env_u64, invoked_by_cargo_bench, median, spawn_placed_server, Placement};
 use echolab_core::stats::BenchReport;
-use echolab_testkit::spawn_echo_server;
 
 struct Variant {
     label: &'static str,
@@ -73,10 +73,11 @@ fn main() {
     }
     let reps = env_u64("ECHO_BENCH_REPS", 5).max(1);
     let secs = env_u64("ECHO_BENCH_SECS", 5).max(1);
-    let server = spawn_echo_server("epoll-et", &[]);
+    let (placement, placed) = Placement::from_env();
+    let server = spawn_placed_server(placement.as_ref());
     let port = server.addr.port();
     println!(
-        "echo-server --model epoll-et on {}; {reps} repetitions x {secs} s (+1 s warm-up)",
+        "echo-server --model epoll-et on {}; {reps} repetitions x {secs} s (+1 s warm-up); {placed}",
         server.addr
     );
     println!("| conns | engine | QPS (median) | QPS min..max | client CPU µs/request (median) | QPS vs thread | CPU/request vs thread | QPS vs event | CPU/request vs event | failures |");

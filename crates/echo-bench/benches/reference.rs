@@ -11,17 +11,23 @@
 //! decide the short-connection figures. Without that privilege it says so and runs in the
 //! current namespace. Repetitions alternate the clients (ABAB...).
 //!
+//! Server and client run on disjoint CPUs where there are two or more ([`Placement`]).
+//!
+//! QPS is the smaller of what the client and what the server can do; the server's share of
+//! its core over each run says which: near 1, the server is the ceiling, and no client can
+//! beat another by more than 1/share there (at 100 long connections on a 2-core Intel Xeon VM
+//! in session 15, the single-reactor server used 0.91–0.97 of its core under either client).
+//!
 //! Environment: `ECHO_BENCH_REPS` repetitions (default 3), `ECHO_BENCH_SECS` measured seconds
-//! per run (default 5); `CC` the C compiler (default `cc`).
+//! per run (default 5); `ECHO_BENCH_PIN=0` pins nothing; `CC` the C compiler (default `cc`).
 
 use std::path::{Path, PathBuf};
 mod common;
 
 use std::process::Command;
 
-use common::{env_u64, invoked_by_cargo_bench, median};
+use common::{env_u64, invoked_by_cargo_bench, median, spawn_placed_server, Placement};
 use echolab_core::stats::BenchReport;
-use echolab_testkit::spawn_echo_server;
 
 /// One load shape: echo-bench's arguments after `HOST PORT`, and the reference client's
 /// `FLOWS MODE LINGER0`.
@@ -65,6 +71,10 @@ struct Run {
     qps: f64,
     cpu_us_per_request: f64,
     failures: u64,
+    /// The server's CPU time over the client's whole run (start to exit, warm-up and
+    /// connection set-up included), as a share of one core: near 1, the server is the
+    /// ceiling and a faster client cannot raise QPS by more than 1/share.
+    server_busy: f64,
 }
 
 /// Compiles the reference client into cargo's scratch directory for benchmarks.
@@ -117,6 +127,7 @@ fn run_echo_bench(port: u16, args: &[&str], secs: u64) -> Run {
         cpu_us_per_request: (r.client_cpu.user_s + r.client_cpu.sys_s) * 1e6
             / r.requests_ok.max(1) as f64,
         failures: r.requests_failed,
+        server_busy: 0.0,
     }
 }
 
@@ -150,6 +161,7 @@ fn run_reference(bin: &Path, port: u16, shape: &Shape, secs: u64) -> Run {
         qps: n / field("seconds"),
         cpu_us_per_request: (field("user_s") + field("sys_s")) * 1e6 / n.max(1.0),
         failures: field("errors") as u64,
+        server_busy: 0.0,
     }
 }
 
@@ -160,12 +172,13 @@ fn main() {
     let reps = env_u64("ECHO_BENCH_REPS", 3).max(1);
     let secs = env_u64("ECHO_BENCH_SECS", 5).max(1);
     let reference = build_reference();
+    let (placement, placed) = Placement::from_env();
     println!(
         "echo-server --model epoll-et; {reps} repetitions x {secs} s per client and shape, \
-         alternating; medians\n"
+         alternating; medians; {placed}\n"
     );
-    println!("| load | echo-bench QPS | C reference QPS | QPS ratio | echo-bench CPU µs/request | C CPU µs/request | CPU ratio | failures (echo-bench/C) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| load | echo-bench QPS | C reference QPS | QPS ratio | echo-bench CPU µs/request | C CPU µs/request | CPU ratio | server's share of its core (echo-bench/C) | failures (echo-bench/C) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut all_isolated = true;
     for shape in SHAPES {
         let (mut eb, mut c) = (Vec::new(), Vec::new());
@@ -173,13 +186,18 @@ fn main() {
             for reference_turn in [false, true] {
                 let bin = reference.clone();
                 let (run, fresh) = isolated(move || {
-                    let server = spawn_echo_server("epoll-et", &[]);
+                    let server = spawn_placed_server(placement.as_ref());
                     let port = server.addr.port();
-                    if reference_turn {
+                    let (cpu0, t0) = (server.cpu_seconds(), std::time::Instant::now());
+                    let mut run = if reference_turn {
                         run_reference(&bin, port, shape, secs)
                     } else {
                         run_echo_bench(port, shape.echo_bench, secs)
+                    };
+                    if let (Some(a), Some(b)) = (cpu0, server.cpu_seconds()) {
+                        run.server_busy = (b - a) / t0.elapsed().as_secs_f64();
                     }
+                    run
                 });
                 all_isolated &= fresh;
                 if reference_turn {
@@ -195,9 +213,10 @@ fn main() {
             med(&eb, |r| r.cpu_us_per_request),
             med(&c, |r| r.cpu_us_per_request),
         );
+        let (es, cs) = (med(&eb, |r| r.server_busy), med(&c, |r| r.server_busy));
         let fails = |v: &[Run]| v.iter().map(|r| r.failures).sum::<u64>();
         println!(
-            "| {} | {eq:.0} | {cq:.0} | {:.2}x | {ec:.2} | {cc:.2} | {:.2}x | {}/{} |",
+            "| {} | {eq:.0} | {cq:.0} | {:.2}x | {ec:.2} | {cc:.2} | {:.2}x | {es:.2}/{cs:.2} | {}/{} |",
             shape.label,
             eq / cq,
             ec / cc,

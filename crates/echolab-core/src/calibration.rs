@@ -9,6 +9,32 @@ use crate::cmd::Check;
 use crate::profile::{Profile, Topology};
 use crate::units::{format_duration, RATE_UNITS};
 
+/// How many times a calibration is measured at most before its miss is the verdict: a miss
+/// is measured again after a wait for a quiet machine (`crate::quiet`), since one caused by
+/// the host is gone then and a link not in effect misses every time. Used by
+/// `echolab-netem calibrate --attempts` (its default) and echolab-up's loopback probe.
+pub const CALIBRATION_ATTEMPTS: u32 = 3;
+
+/// The reason of the attempt that decided a repeated calibration (number `n` of at most
+/// `attempts`): its own `reason`, then which attempt it was and why the earlier ones
+/// (`missed`, oldest first) missed; `reason` unchanged when nothing was missed before it.
+pub fn deciding_reason(
+    reason: &str,
+    (n, attempts): (u32, u32),
+    missed: &[crate::cmd::MissedAttempt],
+) -> String {
+    if missed.is_empty() {
+        return reason.to_string();
+    }
+    let earlier = missed
+        .iter()
+        .enumerate()
+        .map(|(i, m)| format!("attempt {} {}", i + 1, m.reason))
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!("{reason} (attempt {n} of {attempts}, after a wait for a quiet machine; earlier: {earlier})")
+}
+
 /// One calibration RTT probe as an IP packet, bytes: IPv4 header 20 + TCP header 32 (20 and
 /// the 12-byte timestamps option Linux sends by default) + the 16-byte probe
 /// (`echolab-netem calibrate`'s echo mode). The `added_rtt` check expects a link to serialize

@@ -38,3 +38,4 @@ pub fn utc_now_rfc3339() -> String {
 
 pub mod profile;
 pub mod protocol;
+pub mod quiet;

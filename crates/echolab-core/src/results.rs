@@ -22,6 +22,9 @@ use serde::{Deserialize, Serialize};
 use crate::experiment::{Cell, Experiment};
 use crate::stats::{BenchReport, ServerStats};
 
+pub use crate::cmd::MissedAttempt;
+pub use crate::quiet::Settle;
+
 /// Schema tag written into every manifest; bumped on incompatible changes.
 pub const MANIFEST_SCHEMA: &str = "echolab.manifest/1";
 /// Manifest file name inside a results directory.
@@ -113,6 +116,23 @@ pub struct CalibrationRecord {
     /// What the link carried and dropped during calibration, when the profile has a link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_counters: Option<LinkCounters>,
+    /// The wait for a quiet machine before each measurement, by name: `baseline` (the path's
+    /// RTT before the link is installed) and `calibration`. Both follow the making of hosts
+    /// and an exec of calib-server, whose engine work (runc, containerd) otherwise shares the
+    /// CPUs with the probes: on the 2-core AMD EPYC VM of session 13 an unwaited baseline
+    /// ranged 160..3,803 us and the added RTT of a 3.088 ms profile 210..8,194 us over 5 runs,
+    /// a waited one 117..201 us and 3,069..3,156 us over 6. The CPUs watched are those of the
+    /// machine echolab-up runs on (with `--lab`, the hosts' engines may be elsewhere). Empty
+    /// for a calibration that waited for nothing (records written before it existed, the
+    /// loopback probe). `calibration_repeat`: the wait before the deciding attempt, when
+    /// earlier ones missed (`missed_attempts`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settle: BTreeMap<String, Settle>,
+    /// Calibration attempts that missed before the one this record's verdict is from
+    /// (`echolab-netem calibrate --attempts`), oldest first; empty when the first attempt
+    /// decided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missed_attempts: Vec<MissedAttempt>,
 }
 
 /// The link as it was really installed.
@@ -423,17 +443,6 @@ impl LinkCounters {
             .map(|d| d.drops_queue + d.drops_write + d.drops_device)
             .sum()
     }
-}
-
-/// The wait for a quiet machine before a cell (echolab-up's `quiet` module).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Settle {
-    /// Seconds waited.
-    pub waited_s: f64,
-    /// Busy share of all CPUs in the last probe (0..1).
-    pub last_busy: f64,
-    /// Whether the machine went quiet before the deadline (else the cell started anyway).
-    pub quiet: bool,
 }
 
 /// `runs/<cell-id>_rep<N>.json`: one cell, one repetition.

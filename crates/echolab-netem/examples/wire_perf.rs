@@ -72,6 +72,53 @@ fn splice_readme(readme: &Path, command: &str) -> Result<(), String> {
     std::fs::write(readme, new).map_err(|e| format!("{}: {e}", readme.display()))
 }
 
+/// The machine the figures come from: date, CPU count and model, kernel (their CPU model
+/// changes from one session to the next, and the figures with it).
+fn machine_line() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|x| x.1.trim())
+        })
+        .unwrap_or("unknown model");
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "machine: {} UTC, {cpus} CPUs ({model}), kernel {}",
+        &echolab_core::utc_now_rfc3339()[..16],
+        kernel.trim()
+    )
+}
+
+/// The `cpu` line of /proc/stat (proc(5)), jiffies: user nice system idle iowait irq
+/// softirq steal.
+fn cpu_times() -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    (v.len() == 8).then_some(v)
+}
+
+/// The hypervisor's share of the run: steal time (8th field) over all CPU time between two
+/// readings. On a VM, time stolen in bursts shows as milliseconds in the host-noise rows above.
+fn steal_line(before: &[u64], after: &[u64]) -> String {
+    let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    let total: u64 = d.iter().sum();
+    format!(
+        "host: steal {:.2}% of all CPU time over the run (/proc/stat), busy {:.1}%",
+        100.0 * d[7] as f64 / total.max(1) as f64,
+        100.0 * (total - d[3] - d[4]) as f64 / total.max(1) as f64
+    )
+}
+
 fn netem_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../netem")
 }
@@ -354,6 +401,8 @@ fn main() {
     let tb = Testbed::new().expect("namespaces (run as root)");
     let names: Vec<String> = bins.iter().map(|b| b.display().to_string()).collect();
     out!("wire builds: {names:?}; {reps} repetitions, interleaved");
+    out!("{}", machine_line());
+    let stat_before = cpu_times();
 
     if run("release") {
         release_section(&tb, &bins, &names, reps);
@@ -363,6 +412,9 @@ fn main() {
     }
     if run("rate") {
         rate_and_idle_section(&tb, &bins, &names, reps);
+    }
+    if let (Some(a), Some(b)) = (stat_before, cpu_times()) {
+        out!("{}", steal_line(&a, &b));
     }
     if let Some(readme) = readme {
         // The command as typed, without the --readme pair (where the output went).

@@ -24,7 +24,7 @@ Examples (on the link host unless said otherwise):
       stats JSON on stdout on SIGUSR1, every --stats-interval and on SIGTERM/SIGINT
   echolab-netem calib-server --port 7070                      (on the server host)
   echolab-netem rtt --target 10.0.2.2:7070      (on the client host, before the link is installed)
-      {\"target\":\"10.0.2.2:7070\",\"probes\":40,\"rtt_min_us\":24.1,\"rtt_median_us\":31.0}
+      {\"target\":\"10.0.2.2:7070\",\"probes\":120,\"rtt_min_us\":24.1,\"rtt_median_us\":31.0,\"round_medians_us\":[33.2,31.0,31.4],...}
   echolab-netem calibrate --target 10.0.2.2:7070 --profile crossnet --baseline-rtt 31us --json
       (on the client host, once the link is installed)
   echolab-netem route --dst 10.0.2.0/24 --via 10.0.1.2     (in a client host, with NET_ADMIN)
@@ -152,6 +152,13 @@ pub enum Cmd {
         /// RTT probes (at least 20).
         #[arg(long, default_value_t = 40)]
         probes: usize,
+        /// Attempts at most (1..=10): a calibration that misses is measured again after a
+        /// wait for a quiet machine (/proc/stat below 10% busy for 0.3 s, at most 10 s),
+        /// since a miss the host caused is gone then and a link not in effect misses every
+        /// time. The verdict is the last attempt's; the report keeps each miss
+        /// (`missed_attempts`).
+        #[arg(long, default_value_t = crate::attempts::DEFAULT_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=10))]
+        attempts: u32,
         /// Measured bulk transfer time per direction, after a 0.3 s warm-up.
         #[arg(long, default_value = "1s", value_parser = parse_duration)]
         measure: Duration,
@@ -177,9 +184,14 @@ pub enum Cmd {
         /// The calib-server, IP:PORT.
         #[arg(long)]
         target: SocketAddr,
-        /// Round trips (at least 20).
+        /// Round trips per round (at least 20).
         #[arg(long, default_value_t = 40)]
         probes: usize,
+        /// Rounds (1..=10), each after the first preceded by a wait for a quiet machine
+        /// (/proc/stat below 10% busy for 0.3 s, at most 10 s); the report's
+        /// `rtt_median_us` is the lowest round median, since host noise only adds delay.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10))]
+        rounds: u32,
         /// Pause after each round trip: the RTT the link to be calibrated will add to a 68-byte
         /// probe (its delays plus serialization, each way; echolab-up passes it), so the server
         /// idles as long between probes as it will through the link, and its slower wake-up

@@ -166,6 +166,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             profile,
             json,
             probes,
+            attempts,
             measure,
             goodput,
             baseline_rtt,
@@ -187,7 +188,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 across_machines,
                 ..CalibrationPlan::default()
             };
-            let report = calibrate::calibrate(&p, target, &plan, goodput).map_err(|e| {
+            let report = echolab_netem::attempts::with_attempts(
+                attempts,
+                || calibrate::calibrate(&p, target, &plan, goodput),
+                || quiet_or_warn("a repeated calibration"),
+            )
+            .map_err(|e| {
                 failed(format!(
                     "calibration against {target}: {}",
                     calibrate::explain(&e)
@@ -213,10 +219,14 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Cmd::Rtt {
             target,
             probes,
+            rounds,
             pace,
         } => {
             check_probes(probes)?;
-            let report = calibrate::rtt_report(target, probes, pace).map_err(|e| {
+            let report = calibrate::rtt_report(target, (probes, rounds), pace, || {
+                quiet_or_warn("a baseline round");
+            })
+            .map_err(|e| {
                 failed(format!(
                     "round trips to {target}: {}",
                     calibrate::explain(&e)
@@ -312,4 +322,18 @@ fn run_wire(config: WireConfig, stats_interval: Option<Duration>) -> Result<Exit
     let stats = wire.stop().map_err(failed)?;
     print_json(&stats);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Waits for a steady machine (`echolab_core::quiet`: idle CPUs, timer wake-ups on time)
+/// before the measurement named `what`,
+/// warning on stderr when the wait ended busy.
+fn quiet_or_warn(what: &str) -> Option<echolab_core::results::Settle> {
+    let settle =
+        echolab_core::quiet::wait_for_quiet_blocking(echolab_core::quiet::Condition::Steady);
+    if let Some(w) =
+        settle.and_then(|s| echolab_core::quiet::busy_warning("echolab-netem", what, &s))
+    {
+        eprintln!("{w}");
+    }
+    settle
 }

@@ -141,6 +141,7 @@ fn runs_that_started_on_a_busy_machine_are_named_at_the_top_and_in_why_results_d
                 0.02
             },
             quiet: !busy,
+            wake_p99_us: None,
         });
     }
     let (_tmp, _, md) = rendered(

@@ -195,6 +195,20 @@ impl ServerProcess {
         Self::spawn_with(Command::new(bin).args(args))
     }
 
+    /// User plus system CPU time the server has used so far, seconds (proc(5): fields 14 and
+    /// 15 of /proc/PID/stat, in clock ticks); `None` once stopped or where /proc cannot be
+    /// read.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let pid = self.child.as_ref()?.id();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) may hold spaces; the fields after its ')' are fixed.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // SAFETY: sysconf(3) with a constant name has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
+    }
+
     /// Like [`ServerProcess::spawn`] for a prepared command (environment, pre_exec, ...).
     /// The server dies with the thread that started it ([`dies_with_parent`]).
     pub fn spawn_with(cmd: &mut Command) -> Self {

@@ -89,11 +89,55 @@ pub(crate) fn judge_rtt(profile: &Profile, median_us: f64, record: &mut Calibrat
     };
 }
 
-/// Measures the RTT between the hosts with echo-server/echo-bench and judges it.
+/// Measures the RTT between the hosts with echo-server/echo-bench and judges it; a miss is
+/// measured again after a wait for a quiet machine, up to
+/// [`CALIBRATION_ATTEMPTS`](echolab_core::calibration::CALIBRATION_ATTEMPTS), as
+/// `echolab-netem calibrate --attempts` does across a link (`echolab_netem::attempts` says
+/// why). The record is the last attempt's, with the misses before it in `missed_attempts` and
+/// the wait before it in `settle["calibration_repeat"]`. Seen in CI on a 2-core Intel Xeon VM
+/// (session 15): exp32's loopback probe at a median of 1,481.7 us against at most 1,000 us,
+/// where the run of exp31 a minute earlier had passed.
 ///
 /// # Errors
 /// The probe server or client failed (not a calibration miss, which is `passed: false`).
 pub(crate) async fn calibrate_rtt<H: Hosts>(
+    hosts: &mut H,
+    profile: &Profile,
+) -> anyhow::Result<CalibrationRecord> {
+    use echolab_core::calibration::CALIBRATION_ATTEMPTS;
+    let mut missed: Vec<echolab_core::results::MissedAttempt> = Vec::new();
+    let mut settle = None;
+    for n in 1..=CALIBRATION_ATTEMPTS {
+        let mut record = probe_once(hosts, profile).await?;
+        if let Some(s) = settle {
+            record.settle.insert("calibration_repeat".to_string(), s);
+        }
+        if record.passed || n == CALIBRATION_ATTEMPTS {
+            record.reason = echolab_core::calibration::deciding_reason(
+                &record.reason,
+                (n, CALIBRATION_ATTEMPTS),
+                &missed,
+            );
+            record.missed_attempts = missed;
+            return Ok(record);
+        }
+        missed.push(echolab_core::results::MissedAttempt {
+            rtt_median_us: record
+                .measured
+                .get("rtt_median_us")
+                .copied()
+                .unwrap_or_default(),
+            reason: record.reason.clone(),
+            settle,
+            ..Default::default()
+        });
+        settle = crate::quiet::wait_for_quiet(crate::quiet::Condition::Steady).await;
+    }
+    unreachable!("the loop returns on its last attempt")
+}
+
+/// One probe: echo-server and echo-bench between the hosts, judged.
+async fn probe_once<H: Hosts>(
     hosts: &mut H,
     profile: &Profile,
 ) -> anyhow::Result<CalibrationRecord> {
@@ -280,6 +324,7 @@ mod tests {
 
     fn calibrated(p50_us: f64, failed: u64) -> CalibrationRecord {
         let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .build()
             .unwrap();
         rt.block_on(calibrate_rtt(
@@ -299,7 +344,17 @@ mod tests {
         );
         let lossy = calibrated(35.0, 3);
         assert!(!lossy.passed);
-        assert_eq!(lossy.reason, "failed: 3 of 2000 probe round trips failed");
+        // Every attempt (3) gives the same canned answer: two recorded misses, then the verdict.
+        assert!(
+            lossy.reason.starts_with(
+                "failed: 3 of 2000 probe round trips failed (attempt 3 of 3, after a wait for a quiet machine; earlier: attempt 1 failed: 3 of 2000"
+            ),
+            "{}",
+            lossy.reason
+        );
+        assert_eq!(lossy.missed_attempts.len(), 2);
+        assert!(lossy.settle.contains_key("calibration_repeat"));
+        assert!(ok.missed_attempts.is_empty() && ok.settle.is_empty());
         // A wrong RTT keeps its own reason, whatever else failed.
         let slow = calibrated(500.0, 3);
         assert!(

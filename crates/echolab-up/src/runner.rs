@@ -136,13 +136,12 @@ pub(crate) async fn run_all<H: Hosts>(
         if fresh_hosts || std::mem::take(&mut replace_hosts) {
             match hosts.fresh_hosts().await {
                 Ok(true) => {
-                    rec.settle = crate::quiet::wait_for_quiet().await;
-                    if let Some(s) = rec.settle.filter(|s| !s.quiet) {
-                        bar.println(format!(
-                            "echolab-up: warning: {name} starts on a busy machine (other processes used {:.0}% of the CPUs after {:.0} s of waiting); its figures measure that too",
-                            s.last_busy * 100.0,
-                            s.waited_s
-                        ));
+                    rec.settle = crate::quiet::wait_for_quiet(crate::quiet::Condition::Idle).await;
+                    if let Some(w) = rec
+                        .settle
+                        .and_then(|s| crate::quiet::busy_warning(&name, &s))
+                    {
+                        bar.println(w);
                     }
                 }
                 Ok(false) => {}

@@ -451,6 +451,13 @@ fn an_overfull_link_queue_shows_its_drops_in_the_run_record() {
     assert!(dropped >= 17, "queue drops {dropped}: {link:?}");
     assert_eq!(link.uplink.limit, 3);
     assert!(link.uplink.peak_queue_since_start >= 3, "{link:?}");
+    // Both calibration measurements waited for a quiet machine: at least three 100 ms looks
+    // at the CPUs (echolab-up's quiet module) after the hosts and calib-server were started.
+    let cal = r.manifest.link.calibration.as_ref().expect("calibration");
+    for name in ["baseline", "calibration"] {
+        let s = cal.settle.get(name);
+        assert!(s.is_some_and(|s| s.waited_s >= 0.3), "{name}: {cal:?}");
+    }
     assert_nothing_left(&e, &r.manifest.run_id);
 }
 
@@ -516,6 +523,9 @@ fn a_failed_calibration_stops_the_run_before_any_cell() {
         "measured {measured} us: {cal:?}"
     );
     assert_eq!(cal.expected["rtt_median_us"], 5_000_000.0, "{cal:?}");
+    // A miss is measured again after a wait for a quiet machine; this one misses every time.
+    assert_eq!(cal.missed_attempts.len(), 2, "{cal:?}");
+    assert!(cal.reason.contains("attempt 3 of 3"), "{}", cal.reason);
     let error = m.error.clone().unwrap_or_default();
     assert!(
         error.contains("calibration of profile five-seconds")

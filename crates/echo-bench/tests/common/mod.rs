@@ -253,25 +253,54 @@ pub(crate) fn closed_port() -> u16 {
 /// the calling thread's network namespace, from /proc/thread-self/net/tcp (proc(5): state 06
 /// is TIME_WAIT; addresses are hex, IPv4 in host byte order). /proc/net would be the main
 /// thread's namespace.
+///
+/// A client socket enters TIME_WAIT only when the server's FIN arrives, which can be after
+/// echo-bench has exited if the server has not yet been scheduled to close its side (seen in
+/// CI: 99 of 100). So this first waits, up to 10 s, until no client-side socket towards
+/// `port` is still closing (FIN_WAIT1 04, FIN_WAIT2 05, CLOSING 0B), and panics with the
+/// states it saw if that never happens.
 pub(crate) fn time_wait_sockets(port: u16) -> std::collections::BTreeSet<(std::net::IpAddr, u16)> {
-    let table = std::fs::read_to_string("/proc/thread-self/net/tcp")
-        .expect("read /proc/thread-self/net/tcp");
+    const TIME_WAIT: &str = "06";
+    const CLOSING: [&str; 3] = ["04", "05", "0B"];
     let remote = format!("0100007F:{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 3 && f[2] == remote && f[3] == "06").then(|| {
-                let (ip, local_port) = f[1].split_once(':').expect("ADDR:PORT");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let table = std::fs::read_to_string("/proc/thread-self/net/tcp")
+            .expect("read /proc/thread-self/net/tcp");
+        // (local address, state) of each client-side socket towards the port.
+        let towards: Vec<(String, String)> = table
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() > 3 && f[2] == remote).then(|| (f[1].to_string(), f[3].to_string()))
+            })
+            .collect();
+        let closing: Vec<&(String, String)> = towards
+            .iter()
+            .filter(|(_, st)| CLOSING.contains(&st.as_str()))
+            .collect();
+        if !closing.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "client sockets towards port {port} still closing after 10 s: {closing:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        return towards
+            .iter()
+            .filter(|(_, st)| st == TIME_WAIT)
+            .map(|(local, _)| {
+                let (ip, local_port) = local.split_once(':').expect("ADDR:PORT");
                 let ip = u32::from_str_radix(ip, 16).expect("hex address");
                 (
                     std::net::IpAddr::V4(std::net::Ipv4Addr::from(ip.swap_bytes())),
                     u16::from_str_radix(local_port, 16).expect("hex port"),
                 )
             })
-        })
-        .collect()
+            .collect();
+    }
 }
 
 /// How many [`time_wait_sockets`] there are towards `port`.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Argv;
 use crate::profile::Profile;
+use crate::quiet::Settle;
 use crate::units::Dur;
 
 /// The stderr line prefix with which `echolab-netem wire` says it carries packets; the rest of
@@ -260,8 +261,37 @@ pub struct CalibrationReport {
     pub checks: Vec<Check>,
     /// True only when every check passed.
     pub pass: bool,
-    /// One line: the verdict and the first failure's reason.
+    /// One line: the verdict and the first failure's reason; after missed attempts, which
+    /// attempt this is and why the earlier ones missed.
     pub reason: String,
+    /// Attempts that missed before this one (`--attempts`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missed_attempts: Vec<MissedAttempt>,
+    /// The wait for a quiet machine before this attempt (none for a first attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<Settle>,
+}
+
+/// A calibration attempt that missed and was repeated (`echolab-netem calibrate
+/// --attempts`): what it measured and why it missed. A miss the host caused (another
+/// process's CPU time, a namespace's teardown) is gone on the next attempt after a wait for a
+/// quiet machine; a link not in effect misses every attempt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MissedAttempt {
+    /// Median RTT, µs.
+    pub rtt_median_us: f64,
+    /// Upload goodput, Mbit/s (null when not measured).
+    #[serde(default)]
+    pub goodput_uplink_mbit: Option<f64>,
+    /// Download goodput, Mbit/s (null when not measured).
+    #[serde(default)]
+    pub goodput_downlink_mbit: Option<f64>,
+    /// The first failed check's reason.
+    pub reason: String,
+    /// The wait for a quiet machine before this attempt (none before the first, or where
+    /// /proc/stat cannot be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<Settle>,
 }
 
 /// What `echolab-netem rtt` prints: round trips of small TCP probes, no verdict.
@@ -269,12 +299,18 @@ pub struct CalibrationReport {
 pub struct RttReport {
     /// The calibration peer.
     pub target: String,
-    /// Round trips timed.
+    /// Round trips timed, all rounds together.
     pub probes: usize,
     /// Smallest RTT, µs.
     pub rtt_min_us: f64,
-    /// Median RTT, µs.
+    /// The path's median RTT, µs: the lowest of the rounds' medians (`round_medians_us`).
+    /// Host noise only ever adds delay, so the quietest round is the path's own RTT; a path's
+    /// own jitter biases it low by the spread of a round's median (a few µs on a LAN).
     pub rtt_median_us: f64,
+    /// Each round's median RTT, µs, in order (`--rounds`; rounds after the first each follow
+    /// a wait for a quiet machine).
+    #[serde(default)]
+    pub round_medians_us: Vec<f64>,
     /// The pause after each round trip, µs (0: back to back).
     #[serde(default)]
     pub pace_us: f64,

@@ -27,6 +27,7 @@ use super::docker_hosts::DockerHosts;
 use super::engine::{Engine, Machine};
 use super::exec;
 use super::link::across;
+use super::link::calibration::MeasuredBaseline;
 use super::privileges::RunPrivileges;
 use super::topology::{create_host, HostSpec};
 use super::{image, object_name};
@@ -198,7 +199,7 @@ pub(crate) struct LabUp {
     /// With a link profile: each client machine's RTT to the server before its link was
     /// installed, which calibration of that path adds to what the profile adds; empty on
     /// profile `native`.
-    baseline_rtts: Vec<std::time::Duration>,
+    baselines: Vec<MeasuredBaseline>,
     /// The running wires (one per client machine), kept so that their output is collected
     /// until teardown.
     _wires: Vec<exec::Streaming>,
@@ -228,7 +229,7 @@ pub(crate) async fn up(
     records.insert("server".to_string(), with_engine(record, &engines.server));
     let server_addr = lab.server_address();
     let mut clients = Vec::new();
-    let (link, taps, wires, baseline_rtts) = match profile.topology {
+    let (link, taps, wires, baselines) = match profile.topology {
         Topology::Native => {
             for (i, e) in engines.clients.iter().enumerate() {
                 let docker = &e.engine.docker;
@@ -280,7 +281,7 @@ pub(crate) async fn up(
                 clients.push((docker.clone(), a.client));
                 taps.extend(a.tap);
                 wires.extend(a.wire);
-                baselines.push(a.baseline_rtt);
+                baselines.push(a.baseline);
                 link.get_or_insert(a.link);
             }
             let mut link = link.expect("a lab run has a client machine");
@@ -315,7 +316,7 @@ pub(crate) async fn up(
         clients,
         server_addr,
         profile: profile.clone(),
-        baseline_rtts,
+        baselines,
         _wires: wires,
     })
 }
@@ -381,9 +382,9 @@ impl LabUp {
         let mut paths = Vec::new();
         for (i, ((docker, host), e)) in self.clients.iter().zip(&engines.clients).enumerate() {
             let baseline = self
-                .baseline_rtts
+                .baselines
                 .get(i)
-                .map_or(Baseline::None, |&rtt| Baseline::AcrossMachines(rtt));
+                .map_or(Baseline::None, |&b| Baseline::AcrossMachines(b));
             let run = calibrate(
                 &self.server.0,
                 &self.server.1,
@@ -445,7 +446,7 @@ impl LabUp {
 
 /// One calibration record of several client machines' paths to the server, `paths` in the
 /// lab file's order: the first path's record as it is, and each other's figures and checks
-/// beside it, prefixed with `<engine>.` (`c.rtt_median_us`) and `engine c: `; it passes
+/// beside it, prefixed with `<engine>.` (`c.rtt_median_us`, settles too) and `engine c: `; it passes
 /// when every path passed, and its reason names each path that did not. Its link counters
 /// are the first path's calibration's (each calibration counts every wire of the run, and
 /// the other paths' carry nothing meanwhile).
@@ -468,6 +469,13 @@ fn combine_paths(mut paths: Vec<(String, CalibrationRecord)>) -> CalibrationReco
         for mut c in r.checks {
             c.name = format!("engine {name}: {}", c.name);
             out.checks.push(c);
+        }
+        for (k, v) in r.settle {
+            out.settle.insert(format!("{name}.{k}"), v);
+        }
+        for mut m in r.missed_attempts {
+            m.reason = format!("engine {name}: {}", m.reason);
+            out.missed_attempts.push(m);
         }
         if !r.passed {
             failed.push(format!("engine {name}: {}", r.reason));
@@ -504,6 +512,21 @@ mod tests {
                 pass: passed,
             }],
             link_counters: None,
+            missed_attempts: vec![echolab_core::results::MissedAttempt {
+                rtt_median_us: rtt_us * 10.0,
+                reason: "FAIL: busy host".into(),
+                ..Default::default()
+            }],
+            settle: [(
+                "baseline".to_string(),
+                echolab_core::results::Settle {
+                    waited_s: rtt_us / 100.0,
+                    last_busy: 0.0,
+                    quiet: true,
+                    wake_p99_us: Some(rtt_us / 2.0),
+                },
+            )]
+            .into(),
         }
     }
 
@@ -521,6 +544,24 @@ mod tests {
         assert_eq!(both.expected["c.rtt_median_us"], 100.0);
         let names: Vec<&str> = both.checks.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["rtt", "engine c: rtt"]);
+        let waits: Vec<(&str, f64)> = both
+            .settle
+            .iter()
+            .map(|(k, s)| (k.as_str(), s.waited_s))
+            .collect();
+        assert_eq!(waits, [("baseline", 0.8), ("c.baseline", 0.9)]);
+        let misses: Vec<(&str, f64)> = both
+            .missed_attempts
+            .iter()
+            .map(|m| (m.reason.as_str(), m.rtt_median_us))
+            .collect();
+        assert_eq!(
+            misses,
+            [
+                ("FAIL: busy host", 800.0),
+                ("engine c: FAIL: busy host", 900.0)
+            ]
+        );
         let second_fails = combine_paths(vec![
             ("b".into(), record(true, 80.0)),
             ("c".into(), record(false, 900.0)),

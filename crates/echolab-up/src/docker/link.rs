@@ -30,7 +30,6 @@ mod records;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::time::Duration;
 
 use bollard::Docker;
 use echolab_core::profile::Profile;
@@ -57,8 +56,8 @@ pub(crate) struct LinkUp {
     client: String,
     /// The profile calibration checks the link against.
     profile: Profile,
-    /// Median RTT between client and server before the link was installed.
-    baseline_rtt: Duration,
+    /// The RTT between client and server before the link was installed.
+    baseline: calibration::MeasuredBaseline,
     /// The running wire, kept so that its output is collected until teardown.
     _wire: Option<super::exec::Streaming>,
 }
@@ -166,7 +165,7 @@ pub(crate) async fn up(
         server,
         client,
         profile: profile.clone(),
-        baseline_rtt: Duration::from_secs_f64(baseline.rtt_median_us / 1e6),
+        baseline,
         _wire: installed.wire,
     })
 }
@@ -187,7 +186,7 @@ impl LinkUp {
             &self.client,
             self.server_ip,
             &self.profile,
-            calibration::Baseline::OneMachine(self.baseline_rtt),
+            calibration::Baseline::OneMachine(self.baseline),
         );
         self.hosts.count_link(run).await
     }

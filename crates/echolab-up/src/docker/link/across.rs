@@ -26,7 +26,6 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::time::Duration;
 
 use bollard::Docker;
 use echolab_core::cmd::Masquerade;
@@ -34,7 +33,7 @@ use echolab_core::profile::Profile;
 use echolab_core::results::LinkRecord;
 use serde_json::json;
 
-use super::calibration;
+use super::calibration::{self, MeasuredBaseline};
 use super::endpoints::endpoint_on;
 use super::helpers::add_route;
 use super::netem::{device_with, install, kernel_masquerade};
@@ -66,8 +65,8 @@ pub(crate) struct AcrossUp {
     pub records: BTreeMap<String, serde_json::Value>,
     /// The installed link (backend, why, what).
     pub link: LinkRecord,
-    /// Median RTT from the client host to the server before the link was installed.
-    pub baseline_rtt: Duration,
+    /// The RTT from the client host to the server before the link was installed.
+    pub baseline: MeasuredBaseline,
     /// The wire's counters, when it carries the link.
     pub tap: Option<WireTap>,
     /// The running wire, kept so that its output is collected until teardown.
@@ -177,13 +176,15 @@ pub(crate) async fn up(
     let mut link = records::link(&installed, &profile.name);
     link.reason = format!(
         "{}; across machines: the link host is on the client's machine, between the client host and the machine's way out (NAT to its address, one conntrack entry per connection), and impairs both directions there, on top of the real path to the server at {} (the baseline, {:.1} us from the client host through the link host's plain forwarding, which calibration adds to what the profile adds)",
-        link.reason, server.addr, baseline.rtt_median_us
+        link.reason,
+        server.addr,
+        baseline.rtt.as_secs_f64() * 1e6
     );
     Ok(AcrossUp {
         client,
         records,
         link,
-        baseline_rtt: Duration::from_secs_f64(baseline.rtt_median_us / 1e6),
+        baseline,
         tap,
         wire: installed.wire,
     })

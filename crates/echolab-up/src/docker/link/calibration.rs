@@ -14,7 +14,7 @@ use echolab_core::cmd::{
     json_from_stdout, CalibServerReady, CalibrationReport, NetemCmd, RttReport,
 };
 use echolab_core::profile::Profile;
-use echolab_core::results::{CalibrationCheck, CalibrationRecord};
+use echolab_core::results::{CalibrationCheck, CalibrationRecord, Settle};
 use echolab_core::units::Dur;
 
 use super::netem::{bin, netem};
@@ -60,6 +60,11 @@ pub(super) fn record_of(report: &CalibrationReport) -> CalibrationRecord {
                 pass: c.pass,
             })
             .collect(),
+        settle: report
+            .settle
+            .map(|s| BTreeMap::from([("calibration_repeat".to_string(), s)]))
+            .unwrap_or_default(),
+        missed_attempts: report.missed_attempts.clone(),
         ..Default::default()
     }
 }
@@ -76,20 +81,26 @@ async fn kill_calib_server(docker: &Docker, server: &str) {
     .await;
 }
 
-/// Starts calib-server in `server` on engine `docker` (reached at `server_ip`), runs the
-/// command `make` builds for its address in `client` on engine `client_docker`, stops
-/// calib-server, and returns the command's output.
+/// Starts calib-server in `server` on engine `docker` (reached at `server_ip`), waits for a
+/// quiet machine ([`crate::quiet`]; `what` names the measurement in the warning when it does
+/// not come), runs the command `make` builds for its address in `client` on engine
+/// `client_docker`, stops calib-server, and returns the command's output and the wait.
+///
+/// Why wait: every measurement here follows the making of hosts and the exec of
+/// calib-server, and the engine's own work (runc, containerd, the new processes) goes on
+/// for a while after the API calls return; probes that run meanwhile measure it (see
+/// `CalibrationRecord::settle` for the figures).
 ///
 /// # Errors
 /// calib-server did not get ready, or the command could not run.
 async fn against_calib_server(
     docker: &Docker,
-    server: &str,
+    (server, server_ip): (&str, IpAddr),
     client_docker: &Docker,
     client: &str,
-    server_ip: IpAddr,
+    what: &str,
     make: impl FnOnce(SocketAddr) -> NetemCmd,
-) -> anyhow::Result<ProcOutput> {
+) -> anyhow::Result<(ProcOutput, Option<Settle>)> {
     let cmd = netem(&NetemCmd::CalibServer {
         port: 0,
         bind: [0, 0, 0, 0].into(),
@@ -111,10 +122,23 @@ async fn against_calib_server(
         ));
     };
     let cmd = netem(&make(SocketAddr::new(server_ip, port)));
+    let settle = crate::quiet::wait_for_quiet(crate::quiet::Condition::Steady).await;
+    if let Some(w) = settle.and_then(|s| crate::quiet::busy_warning(&format!("the {what}"), &s)) {
+        eprintln!("{w}");
+    }
     let out = exec::run(client_docker, client, &cmd, CALIBRATION_DEADLINE).await;
     kill_calib_server(docker, server).await;
     let _ = exec::finish(docker, s, STOP_DEADLINE).await;
-    out
+    Ok((out?, settle))
+}
+
+/// A baseline as measured: the path's median RTT and the wait for a quiet machine before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct MeasuredBaseline {
+    /// Median RTT of the path without the link.
+    pub rtt: Duration,
+    /// The wait before the probes (`None` where /proc/stat cannot be read).
+    pub settle: Option<Settle>,
 }
 
 /// The baseline: the median RTT from `client` (on engine `client_docker`) to calib-server in
@@ -131,20 +155,29 @@ pub(super) async fn baseline(
     client: &str,
     server_ip: IpAddr,
     profile: &Profile,
-) -> anyhow::Result<RttReport> {
+) -> anyhow::Result<MeasuredBaseline> {
     let pace = Some(Dur(baseline_pace(profile)));
-    let out = against_calib_server(docker, server, client_docker, client, server_ip, |target| {
-        NetemCmd::Rtt { target, pace }
-    })
+    let (out, settle) = against_calib_server(
+        docker,
+        (server, server_ip),
+        client_docker,
+        client,
+        "baseline RTT",
+        |target| NetemCmd::Rtt { target, pace },
+    )
     .await?;
     if out.exit_code != Some(0) && out.stdout.trim().is_empty() {
         return Err(anyhow!("echolab-netem rtt: {}", out.describe()));
     }
-    json_from_stdout(&out.stdout).map_err(|e| {
+    let report: RttReport = json_from_stdout(&out.stdout).map_err(|e| {
         anyhow!(
             "echolab-netem rtt printed no report ({e}; {})",
             out.describe()
         )
+    })?;
+    Ok(MeasuredBaseline {
+        rtt: Duration::from_secs_f64(report.rtt_median_us / 1e6),
+        settle,
     })
 }
 
@@ -156,10 +189,10 @@ pub(crate) enum Baseline {
     None,
     /// Measured on one machine before the link was installed: the total RTT is judged by the
     /// profile's `expected.rtt`, and what the link adds over this by `added_rtt`.
-    OneMachine(Duration),
+    OneMachine(MeasuredBaseline),
     /// Measured between two machines: the total is also judged as this plus what the
     /// profile adds (`echolab_core::calibration::sum_rtt_check`).
-    AcrossMachines(Duration),
+    AcrossMachines(MeasuredBaseline),
 }
 
 /// Calibrates across the link (or a lab's real path) with echolab-netem: calib-server in
@@ -177,20 +210,26 @@ pub(crate) async fn calibrate(
     profile: &Profile,
     baseline: Baseline,
 ) -> anyhow::Result<CalibrationRecord> {
-    let (baseline_rtt, across_machines) = match baseline {
+    let (measured_baseline, across_machines) = match baseline {
         Baseline::None => (None, false),
-        Baseline::OneMachine(d) => (Some(Dur(d)), false),
-        Baseline::AcrossMachines(d) => (Some(Dur(d)), true),
+        Baseline::OneMachine(b) => (Some(b), false),
+        Baseline::AcrossMachines(b) => (Some(b), true),
     };
-    let out = against_calib_server(docker, server, client_docker, client, server_ip, |target| {
-        NetemCmd::Calibrate {
+    let baseline_rtt = measured_baseline.map(|b| Dur(b.rtt));
+    let (out, settle) = against_calib_server(
+        docker,
+        (server, server_ip),
+        client_docker,
+        client,
+        "calibration",
+        |target| NetemCmd::Calibrate {
             target,
             profile: profile.clone(),
             json: true,
             baseline_rtt,
             across_machines,
-        }
-    })
+        },
+    )
     .await?;
     // A calibration that ran prints its report even when it fails; no output means the tool
     // could not measure, and its own message says why.
@@ -203,7 +242,17 @@ pub(crate) async fn calibrate(
             out.describe()
         )
     })?;
-    Ok(record_of(&report))
+    let mut record = record_of(&report);
+    let waits = [
+        ("baseline", measured_baseline.and_then(|b| b.settle)),
+        ("calibration", settle),
+    ];
+    for (name, wait) in waits {
+        if let Some(w) = wait {
+            record.settle.insert(name.to_string(), w);
+        }
+    }
+    Ok(record)
 }
 
 #[cfg(test)]
@@ -232,6 +281,8 @@ mod tests {
             checks: vec![],
             pass: false,
             reason: "rtt_median 5000 us below 18600 us".into(),
+            missed_attempts: vec![],
+            settle: None,
             ..report
         });
         assert!(!failed.passed && failed.reason.contains("below"));

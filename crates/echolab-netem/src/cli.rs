@@ -153,7 +153,8 @@ pub enum Cmd {
         #[arg(long, default_value_t = 40)]
         probes: usize,
         /// Attempts at most (1..=10): a calibration that misses is measured again after a
-        /// wait for a quiet machine (/proc/stat below 10% busy for 0.3 s, at most 10 s),
+        /// wait for a steady machine (for 0.3 s: /proc/stat below 10% busy and timer
+        /// wake-ups at most 300 us late at p99; at most 20 s),
         /// since a miss the host caused is gone then and a link not in effect misses every
         /// time. The verdict is the last attempt's; the report keeps each miss
         /// (`missed_attempts`).
@@ -187,8 +188,8 @@ pub enum Cmd {
         /// Round trips per round (at least 20).
         #[arg(long, default_value_t = 40)]
         probes: usize,
-        /// Rounds (1..=10), each after the first preceded by a wait for a quiet machine
-        /// (/proc/stat below 10% busy for 0.3 s, at most 10 s); the report's
+        /// Rounds (1..=10), each after the first preceded by a wait for a steady machine
+        /// (as for `calibrate --attempts`); the report's
         /// `rtt_median_us` is the lowest round median, since host noise only adds delay.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10))]
         rounds: u32,

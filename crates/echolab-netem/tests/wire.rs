@@ -227,8 +227,14 @@ fn idle_wire_sleeps_and_counts_delays_from_kernel_arrival_stamps() {
     let mut wire = start_wire(&tb, "lan100");
     let ready = wire.stderr_seen.last().cloned().unwrap_or_default();
     assert!(ready.contains("delay from kernel stamp"), "{ready}");
+    // Root in a namespace of its own has CAP_SYS_NICE and no cgroup limit on real time.
+    assert!(
+        ready.ends_with(", scheduling real-time (SCHED_FIFO 50)"),
+        "{ready}"
+    );
     let s = idle_then_one_packet(&tb, &mut wire);
     for (dir, d) in [("uplink", &s.uplink), ("downlink", &s.downlink)] {
+        assert_eq!(d.scheduling, "real-time (SCHED_FIFO 50)", "{dir}");
         // Every packet the TUN carried had its stamp (the tap is open before the TUN comes
         // up, so even the kernel's own IPv6 chatter has one), and nothing is subtracted.
         assert_eq!(
@@ -249,14 +255,16 @@ fn idle_wire_sleeps_and_counts_delays_from_kernel_arrival_stamps() {
 fn without_cap_net_raw_the_wire_compensates_the_self_probe_median() {
     let tb = Testbed::new().expect("namespaces");
     // The same wire with CAP_NET_RAW out of its bounding set (so root loses it at exec):
-    // no packet socket, so delays count from read time minus the self-probe's median.
+    // no packet socket, so delays count from read time minus the self-probe's median. And
+    // without CAP_SYS_NICE, as in a container that was not granted it: no real-time
+    // priority, which the ready line and the stats say.
     let mut cmd = Command::new("ip");
     cmd.args([
         "netns",
         "exec",
         &tb.lnk,
         "setpriv",
-        "--bounding-set=-net_raw",
+        "--bounding-set=-net_raw,-sys_nice",
     ])
     .arg(BIN)
     .arg("--profile-dir")
@@ -280,8 +288,16 @@ fn without_cap_net_raw_the_wire_compensates_the_self_probe_median() {
         said.contains("no kernel arrival stamps") && said.contains("CAP_NET_RAW"),
         "{said}"
     );
+    let fair = "fair: sched_setscheduler(SCHED_FIFO): Operation not permitted (os error 1)";
+    assert!(
+        said.lines()
+            .last()
+            .is_some_and(|l| l.ends_with(&format!(", scheduling {fair}"))),
+        "{said}"
+    );
     let s = idle_then_one_packet(&tb, &mut wire);
     for (dir, d) in [("uplink", &s.uplink), ("downlink", &s.downlink)] {
+        assert_eq!(d.scheduling, fair, "{dir}");
         // The self-probe ran through the TUN and its median is what is compensated, below
         // the profile's 100 us delay.
         assert!(

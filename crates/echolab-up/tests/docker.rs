@@ -341,7 +341,10 @@ fn smoke_on_crossnet_through_the_link() {
     let expected_backend = expected_link_backend();
     let r = check_complete_smoke(&e, &out, &o, expected_backend);
     let link = &r.manifest.hosts["link"];
-    assert_eq!(link["cap_add"], serde_json::json!(["NET_ADMIN", "NET_RAW"]));
+    assert_eq!(
+        link["cap_add"],
+        serde_json::json!(["NET_ADMIN", "NET_RAW", "SYS_NICE"])
+    );
     assert_eq!(link["devices"], serde_json::json!(["/dev/net/tun"]));
     assert_eq!(link["sysctls"]["net.ipv4.ip_forward"], "1");
     // The wire's counters per run: every request crossed it (a short request is at least
@@ -353,6 +356,21 @@ fn smoke_on_crossnet_through_the_link() {
             .as_str()
             .unwrap_or("");
         assert!(ready.contains("delay from kernel stamp"), "{ready}");
+        // The link host asked for a real-time budget: granted, the wire's threads run
+        // real-time (CAP_SYS_NICE is granted too); refused (an engine whose cgroup has no
+        // budget to give), the record says why and the wire says it runs fair-scheduled.
+        match link["cpu_realtime_runtime_us"].as_i64() {
+            Some(400_000) => assert!(
+                ready.ends_with("scheduling real-time (SCHED_FIFO 50)"),
+                "{ready}"
+            ),
+            None => {
+                let note = link["realtime_note"].as_str().unwrap_or("");
+                assert!(note.contains("refused a real-time budget"), "{link}");
+                assert!(ready.contains("scheduling fair: "), "{ready}");
+            }
+            other => panic!("cpu_realtime_runtime_us {other:?}: {link}"),
+        }
         for rec in &r.runs {
             let link = rec.link.as_ref().expect("link counters in the run record");
             let at_least = match rec.cell.mode {

@@ -46,6 +46,10 @@ pub struct DirectionCounters {
     pub fair_share_spells: u64,
     /// Time spent in those spells, ns (counted when each ends).
     pub fair_share_ns: u64,
+    /// The direction thread's scheduling class as it started: `"real-time (SCHED_FIFO 50)"`,
+    /// or `"fair: "` and why real-time priority was refused (no CAP_SYS_NICE, or a cgroup
+    /// without a real-time budget); empty until the thread has run.
+    pub scheduling: String,
 }
 
 impl Default for DirectionCounters {
@@ -68,6 +72,7 @@ impl Default for DirectionCounters {
             tun_wait: hist::new_latency_histogram(),
             fair_share_spells: 0,
             fair_share_ns: 0,
+            scheduling: String::new(),
         }
     }
 }
@@ -142,6 +147,10 @@ pub struct DirectionStats {
     /// Time spent in those spells, ms.
     #[serde(default)]
     pub fair_share_ms: f64,
+    /// The direction thread's scheduling class as it started (`DirectionCounters::scheduling`):
+    /// without real-time priority, release times slip by the host's scheduling delays.
+    #[serde(default)]
+    pub scheduling: String,
 }
 
 impl DirectionCounters {
@@ -173,6 +182,7 @@ impl DirectionCounters {
             tun_wait_us: LatencySummary::from_histogram(&self.tun_wait),
             fair_share_spells: self.fair_share_spells,
             fair_share_ms: self.fair_share_ns as f64 / 1e6,
+            scheduling: self.scheduling.clone(),
         }
     }
 }

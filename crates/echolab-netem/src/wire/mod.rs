@@ -335,13 +335,21 @@ impl Wire {
     }
 
     /// One line for the log: which device goes through which TUN, what delays count from
-    /// (kernel stamps, or read times with the self-probe's compensation) and the early
-    /// wake-up.
+    /// (kernel stamps, or read times with the self-probe's compensation), the early
+    /// wake-up and the direction threads' scheduling class.
     pub fn describe(&self) -> String {
         let c = &self.config;
         let s = self.stats(false);
+        let scheduling = if s.uplink.scheduling == s.downlink.scheduling {
+            s.uplink.scheduling.clone()
+        } else {
+            format!(
+                "uplink {} downlink {}",
+                s.uplink.scheduling, s.downlink.scheduling
+            )
+        };
         format!(
-            "uplink {} -> {} -> {}, downlink {} -> {} -> {}, seed {}, delay from {}, compensation uplink {:.1} us downlink {:.1} us (self-probe median), early wake {:.0} us",
+            "uplink {} -> {} -> {}, downlink {} -> {} -> {}, seed {}, delay from {}, compensation uplink {:.1} us downlink {:.1} us (self-probe median), early wake {:.0} us, scheduling {scheduling}",
             c.client_side,
             c.tun_names.0,
             c.server_side,

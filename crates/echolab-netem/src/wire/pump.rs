@@ -208,13 +208,20 @@ impl WakeMargin {
     }
 }
 
+/// The SCHED_FIFO priority of the direction threads: 50, the priority the kernel gives
+/// threaded interrupt handlers (`MAX_RT_PRIO / 2`, kernel/irq/manage.c), so the wire runs
+/// ahead of every fair-scheduled task but not ahead of the interrupts that deliver packets.
+const REALTIME_PRIORITY: libc::c_int = 50;
+
 /// Real-time priority (SCHED_FIFO) for the calling thread: a timer wake-up then preempts
 /// whatever runs on the CPU at once, instead of waiting for the fair scheduler's next slice
 /// (measured on this 2-core host: release p99 of milliseconds under bulk TCP without it).
 /// The thread sleeps whenever nothing is due, and the kernel's RT throttling
 /// (`sched_rt_runtime_us`) bounds it even under a flood. Needs CAP_SYS_NICE.
 fn realtime_priority() -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 50 };
+    let param = libc::sched_param {
+        sched_priority: REALTIME_PRIORITY,
+    };
     // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
     cvt(
         unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) },
@@ -301,6 +308,13 @@ impl Pump {
         if let Err(e) = &realtime {
             eprintln!("echolab-netem wire: {}: no real-time priority ({e}); release times may slip by milliseconds when the host's CPUs are busy", self.name);
         }
+        self.counters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .scheduling = match &realtime {
+            Ok(()) => format!("real-time (SCHED_FIFO {REALTIME_PRIORITY})"),
+            Err(e) => format!("fair: {e}"),
+        };
         let mut priority = Priority::new(realtime.is_ok());
         // SAFETY: epoll_create1/timerfd_create with constant flags; results are checked and
         // immediately owned.

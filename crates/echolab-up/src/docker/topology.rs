@@ -94,6 +94,8 @@ impl HostSpec {
             "memory_bytes": p.limits.memory_bytes,
             "sysctls": sysctls,
             "ulimits": { "nofile": self.nofile.unwrap_or(NOFILE), "requested_nofile": NOFILE, "note": self.nofile_note },
+            "cpu_realtime_runtime_us": p.realtime_runtime_us,
+            "realtime_note": p.realtime_note,
             "cpuset": self.cpuset.clone().unwrap_or_else(|| "all CPUs".into()),
             "seccomp": p.seccomp.describe(),
             "command": self.cmd.clone().unwrap_or_else(|| vec![format!("{IMAGE_BIN_DIR}/echolab-up"), "__hold".into()]),
@@ -113,11 +115,19 @@ fn own_hard_nofile() -> Option<i64> {
         .map(|(_, hard)| hard.min(i64::MAX as u64) as i64)
 }
 
+/// Whether this process's engine refused a real-time budget, and why: later hosts are then
+/// made without asking again.
+static REALTIME_REFUSED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
 /// Creates and starts a host container of `run_id`; returns its id and records the nofile
 /// limit it got in `spec`. When the engine cannot set [`NOFILE`] ("error setting rlimit"),
 /// the container is made again with this process's hard limit, and `spec.nofile_note` says
-/// so. A container that was created but failed to start keeps its label, so teardown
-/// removes it.
+/// so. When it refuses the host's real-time budget (`cpu.rt_runtime_us`: an engine whose
+/// own cgroup has none, i.e. dockerd without `--cpu-rt-runtime`; or a kernel without
+/// real-time group scheduling), the container is made again without one and
+/// `spec.privileges.realtime_note` says so; the wire then runs fair-scheduled and says that
+/// in its ready line. A container that was created but failed to start keeps its label, so
+/// teardown removes it.
 ///
 /// # Errors
 /// The create or start call failed, naming the container.
@@ -127,40 +137,63 @@ pub(crate) async fn create_host(
     image: &str,
     spec: &mut HostSpec,
 ) -> anyhow::Result<String> {
-    // Once the engine refused NOFILE in this process, later hosts start at the cap directly
-    // instead of failing and being made twice.
+    // Once the engine refused NOFILE or a real-time budget in this process, later hosts
+    // start without it directly instead of failing and being made twice.
     if let Some((cap, note)) = NOFILE_CAP.lock().ok().and_then(|c| c.clone()) {
         spec.nofile = Some(cap);
         spec.nofile_note = Some(note);
-        return create_host_once(docker, run_id, image, spec).await;
+    } else {
+        spec.nofile = Some(NOFILE);
     }
-    spec.nofile = Some(NOFILE);
-    match create_host_once(docker, run_id, image, spec).await {
-        Err(e) if e.to_string().contains("rlimit") => {
+    if spec.privileges.realtime_runtime_us.is_some() {
+        if let Some(note) = REALTIME_REFUSED.lock().ok().and_then(|c| c.clone()) {
+            spec.privileges.realtime_runtime_us = None;
+            spec.privileges.realtime_note = Some(note);
+        }
+    }
+    loop {
+        let e = match create_host_once(docker, run_id, image, spec).await {
+            Err(e) => e,
+            ok => return ok,
+        };
+        let text = e.to_string();
+        if let Some(budget) = spec
+            .privileges
+            .realtime_runtime_us
+            .filter(|_| text.contains("rt_runtime") || text.contains("real-time"))
+        {
+            let note = format!("the engine refused a real-time budget of {budget} us per second ({text}); the link's wire runs fair-scheduled. On cgroup v1, start dockerd with --cpu-rt-runtime=950000");
+            eprintln!("echolab-up: {note}");
+            if let Ok(mut c) = REALTIME_REFUSED.lock() {
+                *c = Some(note.clone());
+            }
+            spec.privileges.realtime_runtime_us = None;
+            spec.privileges.realtime_note = Some(note);
+        } else if text.contains("rlimit") && spec.nofile == Some(NOFILE) {
             let Some(cap) = own_hard_nofile().filter(|c| *c < NOFILE) else {
                 return Err(e);
             };
-            let name = object_name(run_id, &spec.role);
-            docker
-                .remove_container(
-                    &name,
-                    Some(bollard::query_parameters::RemoveContainerOptions {
-                        force: true,
-                        v: true,
-                        ..Default::default()
-                    }),
-                )
-                .await
-                .map_err(|e| failed("remove container", &name, e))?;
             let note = format!("the engine could not set nofile {NOFILE} ({e}); using this machine's hard limit {cap}");
             if let Ok(mut c) = NOFILE_CAP.lock() {
                 *c = Some((cap, note.clone()));
             }
             spec.nofile = Some(cap);
             spec.nofile_note = Some(note);
-            create_host_once(docker, run_id, image, spec).await
+        } else {
+            return Err(e);
         }
-        other => other,
+        let name = object_name(run_id, &spec.role);
+        docker
+            .remove_container(
+                &name,
+                Some(bollard::query_parameters::RemoveContainerOptions {
+                    force: true,
+                    v: true,
+                    ..Default::default()
+                }),
+            )
+            .await
+            .map_err(|e| failed("remove container", &name, e))?;
     }
 }
 

@@ -121,6 +121,11 @@ fn add_direction(t: &mut DirectionStats, d: &DirectionStats) -> anyhow::Result<(
     t.translated += d.translated;
     t.unstamped += d.unstamped;
     t.not_ipv4 += d.not_ipv4;
+    // Wires that started in different classes (one engine grants real time, another not)
+    // are all named; the same class once.
+    if !t.scheduling.split("; ").any(|c| c == d.scheduling) {
+        t.scheduling = format!("{}; {}", t.scheduling, d.scheduling);
+    }
     let merged = hist::merge([
         t.release_error_histogram.as_str(),
         d.release_error_histogram.as_str(),
@@ -190,6 +195,7 @@ mod tests {
             tun_wait_us: Default::default(),
             fair_share_spells: 0,
             fair_share_ms: 0.0,
+            scheduling: "real-time (SCHED_FIFO 50)".into(),
         }
     }
 
@@ -256,6 +262,17 @@ mod tests {
         b.uplink.limit = 1000;
         let u = summed(vec![a, b]).unwrap().uplink;
         assert_eq!((u.fair_share_spells, u.drops_device), (5, Some(5)));
+        assert_eq!(
+            u.scheduling, "real-time (SCHED_FIFO 50)",
+            "the same class once"
+        );
+        let mut fair = w2.1.clone();
+        fair.uplink.scheduling = "fair: EPERM".into();
+        let three = summed(vec![w1.1.clone(), fair, w2.1.clone()]).unwrap();
+        assert_eq!(
+            three.uplink.scheduling,
+            "real-time (SCHED_FIFO 50); fair: EPERM"
+        );
         assert_eq!(
             (
                 u.translated,

@@ -84,7 +84,7 @@ fn a_running_labs_containers_hold_only_what_they_need() {
         (
             "link",
             "0:0",
-            vec!["NET_ADMIN", "NET_RAW"],
+            vec!["NET_ADMIN", "NET_RAW", "SYS_NICE"],
             link_memory,
             128,
             true,

@@ -501,7 +501,19 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
         // The wire's own view: release error p50 and p99 (both directions' worse) and the
         // compensation it subtracted (uplink + downlink), per build.
         let mut own: Vec<[Vec<f64>; 4]> = bins.iter().map(|_| Default::default()).collect();
+        // The host at each repetition's start: timer wake-up p99 after a wait for a steady
+        // machine (echolab_core::quiet), and whether it came before the wait's deadline.
+        let mut host = Vec::new();
         for rep in 0..reps {
+            if let Some(s) =
+                echolab_core::quiet::wait_for_quiet_blocking(echolab_core::quiet::Condition::Steady)
+            {
+                host.push(format!(
+                    "{:.0}{}",
+                    s.wake_p99_us.unwrap_or(f64::NAN),
+                    if s.quiet { "" } else { " (not steady)" }
+                ));
+            }
             // A new seed each repetition, the same for every build within it; the model is
             // drawn with it too, so jitter's sampling noise cancels instead of adding up.
             let seed = 1 + rep as u64;
@@ -531,6 +543,10 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
                 errs[i][3].push(e.p99_beyond_noise);
             }
         }
+        out!(
+            "    each repetition after a wait for a steady host; its timer wake-up p99 (us): [{}]",
+            host.join(" ")
+        );
         out!("    baseline p99 - p50 (host noise): {}", show(&noise, 1));
         for ((name, e), o) in names.iter().zip(&errs).zip(&own) {
             out!(

@@ -115,8 +115,9 @@ fn own_hard_nofile() -> Option<i64> {
         .map(|(_, hard)| hard.min(i64::MAX as u64) as i64)
 }
 
-/// Whether this process's engine refused a real-time budget, and why: later hosts are then
-/// made without asking again.
+/// Whether an engine refused a real-time budget in this process, and why: later hosts are
+/// then made without asking again. One per process, like [`NOFILE_CAP`]: in a lab run across
+/// engines, the first refusal stands for all of them (the note names the engine's words).
 static REALTIME_REFUSED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 /// Creates and starts a host container of `run_id`; returns its id and records the nofile

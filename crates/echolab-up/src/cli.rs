@@ -38,7 +38,9 @@ pub struct Args {
     /// Experiment: a name from experiments/ or a path to an experiment file.
     #[arg(long, default_value = DEFAULT_EXPERIMENT, value_name = "NAME|PATH")]
     pub(crate) experiment: String,
-    /// Directory under which the run's results directory is made (default: <root>/results).
+    /// Directory under which the run's results directory (<UTC stamp>-<experiment>-<profile>,
+    /// e.g. 20261203T180420Z-exp31-loopback) is made, with any missing parents
+    /// (default: <root>/results).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
     /// Repetitions of every cell, a fixed count instead of the experiment's (which may be

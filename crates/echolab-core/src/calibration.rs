@@ -32,7 +32,7 @@ pub fn deciding_reason(
         .map(|(i, m)| format!("attempt {} {}", i + 1, m.reason))
         .collect::<Vec<_>>()
         .join("; ");
-    format!("{reason} (attempt {n} of {attempts}, after a wait for a quiet machine; earlier: {earlier})")
+    format!("{reason} (attempt {n} of {attempts}, after a wait for a steady machine; earlier: {earlier})")
 }
 
 /// One calibration RTT probe as an IP packet, bytes: IPv4 header 20 + TCP header 32 (20 and

@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(r.missed_attempts[1].goodput_uplink_mbit, Some(93.0));
         assert_eq!(
             r.reason,
-            "PASS: median RTT 310 us (attempt 3 of 3, after a wait for a quiet machine; earlier: attempt 1 FAIL: median RTT 917 us is above 605 us; attempt 2 FAIL: median RTT 850 us is above 605 us)"
+            "PASS: median RTT 310 us (attempt 3 of 3, after a wait for a steady machine; earlier: attempt 1 FAIL: median RTT 917 us is above 605 us; attempt 2 FAIL: median RTT 850 us is above 605 us)"
         );
     }
 

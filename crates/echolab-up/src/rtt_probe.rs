@@ -347,7 +347,7 @@ mod tests {
         // Every attempt (3) gives the same canned answer: two recorded misses, then the verdict.
         assert!(
             lossy.reason.starts_with(
-                "failed: 3 of 2000 probe round trips failed (attempt 3 of 3, after a wait for a quiet machine; earlier: attempt 1 failed: 3 of 2000"
+                "failed: 3 of 2000 probe round trips failed (attempt 3 of 3, after a wait for a steady machine; earlier: attempt 1 failed: 3 of 2000"
             ),
             "{}",
             lossy.reason

@@ -183,8 +183,10 @@ pub(crate) async fn create_host(
         } else {
             return Err(e);
         }
+        // A refusal at start leaves the created container; one at create (a kernel without
+        // real-time group scheduling, a cgroup v2 engine) leaves none, which is no error.
         let name = object_name(run_id, &spec.role);
-        docker
+        match docker
             .remove_container(
                 &name,
                 Some(bollard::query_parameters::RemoveContainerOptions {
@@ -194,7 +196,13 @@ pub(crate) async fn create_host(
                 }),
             )
             .await
-            .map_err(|e| failed("remove container", &name, e))?;
+        {
+            Ok(())
+            | Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {}
+            Err(e) => return Err(failed("remove container", &name, e)),
+        }
     }
 }
 

@@ -9,9 +9,10 @@
 //!    the self-probe compensation and the early-wake cap the wire reports;
 //! 2. added delay seen from outside, at lan100 and crossnet: 8-byte UDP round trips through
 //!    the wire minus the median round trip without it (measured just before and after),
-//!    against the link model's added RTT drawn with the wire's own seed (a new seed each
-//!    repetition) ([`echolab_netem::wire::endtoend`]): error at p50, p99 and max, and the
-//!    baseline's own p99 − p50 (host noise, included in every figure). Baselines are paced by
+//!    each against the link model's added RTT for that exchange, drawn with the wire's own
+//!    seed (a new seed each repetition) ([`echolab_netem::wire::endtoend`]): per-exchange
+//!    error at p50, p99 and max, the distribution's median shift, and the baseline's own
+//!    p99 − p50 (host noise, included in every figure). Baselines are paced by
 //!    the model's median added RTT, so the measuring threads sleep alike in both. The measuring threads
 //!    run at real-time priority below the wire's, so their own wake-ups are not charged to it;
 //! 3. the most packets per second each direction carries (64-byte UDP flood, 2 s, at most 5M
@@ -178,7 +179,7 @@ fn calibrated(tb: &Testbed, bin: &Path, profile: &str) -> (bool, String, WireSta
     (out.status.success(), verdict, stop_wire(wire), cpu)
 }
 
-fn udp_rtts(tb: &Testbed, n: usize, pace: Duration, wait: ClientWait) -> Vec<f64> {
+fn udp_rtts(tb: &Testbed, n: usize, pace: Duration, wait: ClientWait) -> Vec<Option<f64>> {
     endtoend::round_trips(tb, n, pace, DEADLINE, wait).expect("UDP round trips")
 }
 
@@ -486,7 +487,7 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
         let model = endtoend::model_added_rtt(&up, &down, PROBE_IP_BYTES, 100_000, 9);
         out!(
             "  {profile}, client {}: model added RTT p50 {:.1} p99 {:.1}; {n} round trips per block, \
-             compared with the model's draws for the wire's own seed",
+             each compared with the model's draw for it (the wire's own seed)",
             match wait {
                 ClientWait::Block => "blocked in recv (its wake-up counts)",
                 ClientWait::Spin => "polling (its wake-up left out)",
@@ -497,7 +498,12 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
         // Baselines sleep between exchanges as long as the wire holds each one.
         let pace = Duration::from_secs_f64(endtoend::quantile(&model, 0.5) / 1e6);
         let mut noise = Vec::new();
-        let mut errs: Vec<[Vec<f64>; 4]> = bins.iter().map(|_| Default::default()).collect();
+        // Per build: per-exchange error p50, p99, max, p99 beyond the host's noise, and the
+        // distribution's median shift (wire::endtoend).
+        let mut errs: Vec<[Vec<f64>; 5]> = bins.iter().map(|_| Default::default()).collect();
+        // Blocks where the wire carried other packets than the exchanges', so that its draws
+        // and the model's do not pair (none expected: the testbed's links carry nothing else).
+        let mut unpaired = Vec::new();
         // The wire's own view: release error p50 and p99 (both directions' worse) and the
         // compensation it subtracted (uplink + downlink), per build.
         let mut own: Vec<[Vec<f64>; 4]> = bins.iter().map(|_| Default::default()).collect();
@@ -515,22 +521,29 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
                 ));
             }
             // A new seed each repetition, the same for every build within it; the model is
-            // drawn with it too, so jitter's sampling noise cancels instead of adding up.
+            // drawn with it too, so each exchange pairs with the draws the wire gave it.
             let seed = 1 + rep as u64;
-            let model = endtoend::model_added_rtt(&up, &down, PROBE_IP_BYTES, n, seed);
-            let before = udp_rtts(tb, 1000.min(n), pace, wait);
+            let model = endtoend::model_added_rtt_in_order(&up, &down, PROBE_IP_BYTES, n, seed);
+            let before = endtoend::sorted(&udp_rtts(tb, 1000.min(n), pace, wait));
             let mut shaped = Vec::new();
             for (i, bin) in bins.iter().enumerate() {
                 let wire = start_wire_seeded(tb, bin, profile, seed);
                 shaped.push(udp_rtts(tb, n, Duration::ZERO, wait));
                 let s = stop_wire(wire);
                 let (u, d) = (&s.uplink, &s.downlink);
+                let answered = shaped[i].iter().flatten().count() as u64;
+                if u.packets != n as u64 || d.packets != answered {
+                    unpaired.push(format!(
+                        "rep {rep} {}: {} up / {} down for {n} exchanges, {answered} answered",
+                        names[i], u.packets, d.packets
+                    ));
+                }
                 own[i][0].push(u.release_error_us.p50.max(d.release_error_us.p50));
                 own[i][1].push(u.release_error_us.p99.max(d.release_error_us.p99));
                 own[i][2].push(u.compensation_us + d.compensation_us);
                 own[i][3].push(u.tun_wait_us.p50.max(d.tun_wait_us.p50));
             }
-            let after = udp_rtts(tb, 1000.min(n), pace, wait);
+            let after = endtoend::sorted(&udp_rtts(tb, 1000.min(n), pace, wait));
             noise.push(endtoend::quantile(&before, 0.99) - endtoend::quantile(&before, 0.5));
             // The path without the wire, before and after the builds ran.
             let mut baseline = [before, after].concat();
@@ -541,6 +554,7 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
                 errs[i][1].push(e.p99);
                 errs[i][2].push(e.max);
                 errs[i][3].push(e.p99_beyond_noise);
+                errs[i][4].push(e.median_shift);
             }
         }
         out!(
@@ -548,13 +562,20 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
             host.join(" ")
         );
         out!("    baseline p99 - p50 (host noise): {}", show(&noise, 1));
+        if !unpaired.is_empty() {
+            out!(
+                "    NOT PAIRED (the wire carried other packets; per-exchange errors are wrong): {}",
+                unpaired.join("; ")
+            );
+        }
         for ((name, e), o) in names.iter().zip(&errs).zip(&own) {
             out!(
-                "    {name}: error p50 {}  p99 {}  max {}; p99 beyond the host's noise {}",
+                "    {name}: per-exchange error p50 {}  p99 {}  max {}; p99 beyond the host's noise {}; the distribution's median shift {}",
                 show(&e[0], 1),
                 show(&e[1], 1),
                 show(&e[2], 0),
-                show(&e[3], 1)
+                show(&e[3], 1),
+                show(&e[4], 1)
             );
             out!(
                 "      the wire's own release error p50 {}  p99 {} (worse direction); compensation up + down {}; TUN wait p50 {} (worse direction, kernel stamps only)",

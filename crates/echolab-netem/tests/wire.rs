@@ -10,7 +10,7 @@ use echolab_netem::testbed::{
     ChildGuard, Testbed, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
 };
 use echolab_netem::wire::counters::WireStats;
-use echolab_netem::wire::endtoend::{self, AddedDelayError, PROBE_IP_BYTES};
+use echolab_netem::wire::endtoend::{self, AddedDelayError, ClientWait, PROBE_IP_BYTES};
 
 const BIN: &str = env!("CARGO_BIN_EXE_echolab-netem");
 /// Generous: two cores shared with other builds and tests.
@@ -357,7 +357,7 @@ fn lan100_end_to_end_added_delay_median_within_the_floor() {
     }
     assert_eq!(PROBE_IP_BYTES, 36, "update LAN100_ADDED_RTT_US");
     // Without jitter every packet gets the same added delay: the model is that one figure.
-    let model = [LAN100_ADDED_RTT_US];
+    let model = [LAN100_ADDED_RTT_US; 500];
     let mut seen = Vec::new();
     for _ in 0..3 {
         let settle =
@@ -365,17 +365,18 @@ fn lan100_end_to_end_added_delay_median_within_the_floor() {
         let pace = Duration::from_secs_f64(LAN100_ADDED_RTT_US / 1e6);
         let base = endtoend::udp_round_trips(&tb, 500, pace, DEADLINE).unwrap();
         let mut wire = start_wire(&tb, "lan100");
-        let shaped = endtoend::udp_round_trips(&tb, 500, Duration::ZERO, DEADLINE).unwrap();
+        let shaped =
+            endtoend::round_trips(&tb, 500, Duration::ZERO, DEADLINE, ClientWait::Block).unwrap();
         // SIGTERM, so the wire removes its rules and the next baseline is unimpaired.
         let exit = wire.terminate(DEADLINE).expect("wire exits on SIGTERM");
         assert!(exit.status.success(), "{:?}", exit.status);
+        let e = AddedDelayError::of(&shaped, &base, &model);
         assert!(
-            base.len() >= 450 && shaped.len() >= 450,
+            base.len() >= 450 && e.exchanges >= 450,
             "{} {}",
             base.len(),
-            shaped.len()
+            e.exchanges
         );
-        let e = AddedDelayError::of(&shaped, &base, &model);
         println!("lan100 added-delay error: {e:?} after {settle:?}");
         if e.p50.abs() <= FLOOR_US {
             return;

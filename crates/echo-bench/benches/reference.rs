@@ -70,6 +70,11 @@ const SHAPES: &[Shape] = &[
 struct Run {
     qps: f64,
     cpu_us_per_request: f64,
+    /// The share of the client's CPU time spent in the kernel (system time over user plus
+    /// system): on loopback the sender's system calls also carry the receiver's TCP work in
+    /// softirq (delivery, waking the server), so where it is near 1 the client's own code
+    /// leaves little to cut, and 1 / (this share) bounds what a faster client could gain.
+    kernel_share: f64,
     failures: u64,
     /// The server's CPU time over the client's whole run (start to exit, warm-up and
     /// connection set-up included), as a share of one core: near 1, the server is the
@@ -126,6 +131,7 @@ fn run_echo_bench(port: u16, args: &[&str], secs: u64) -> Run {
         qps: r.qps,
         cpu_us_per_request: (r.client_cpu.user_s + r.client_cpu.sys_s) * 1e6
             / r.requests_ok.max(1) as f64,
+        kernel_share: share(r.client_cpu.sys_s, r.client_cpu.user_s),
         failures: r.requests_failed,
         server_busy: 0.0,
     }
@@ -160,8 +166,18 @@ fn run_reference(bin: &Path, port: u16, shape: &Shape, secs: u64) -> Run {
     Run {
         qps: n / field("seconds"),
         cpu_us_per_request: (field("user_s") + field("sys_s")) * 1e6 / n.max(1.0),
+        kernel_share: share(field("sys_s"), field("user_s")),
         failures: field("errors") as u64,
         server_busy: 0.0,
+    }
+}
+
+/// `sys / (sys + user)`, 0 when both are 0.
+fn share(sys: f64, user: f64) -> f64 {
+    if sys + user > 0.0 {
+        sys / (sys + user)
+    } else {
+        0.0
     }
 }
 
@@ -177,8 +193,8 @@ fn main() {
         "echo-server --model epoll-et; {reps} repetitions x {secs} s per client and shape, \
          alternating; medians; {placed}\n"
     );
-    println!("| load | echo-bench QPS | C reference QPS | QPS ratio | echo-bench CPU µs/request | C CPU µs/request | CPU ratio | server's share of its core (echo-bench/C) | failures (echo-bench/C) |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| load | echo-bench QPS | C reference QPS | QPS ratio | echo-bench CPU µs/request | C CPU µs/request | CPU ratio | client CPU in the kernel (echo-bench/C) | server's share of its core (echo-bench/C) | failures (echo-bench/C) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut all_isolated = true;
     for shape in SHAPES {
         let (mut eb, mut c) = (Vec::new(), Vec::new());
@@ -214,9 +230,10 @@ fn main() {
             med(&c, |r| r.cpu_us_per_request),
         );
         let (es, cs) = (med(&eb, |r| r.server_busy), med(&c, |r| r.server_busy));
+        let (ek, ck) = (med(&eb, |r| r.kernel_share), med(&c, |r| r.kernel_share));
         let fails = |v: &[Run]| v.iter().map(|r| r.failures).sum::<u64>();
         println!(
-            "| {} | {eq:.0} | {cq:.0} | {:.2}x | {ec:.2} | {cc:.2} | {:.2}x | {es:.2}/{cs:.2} | {}/{} |",
+            "| {} | {eq:.0} | {cq:.0} | {:.2}x | {ec:.2} | {cc:.2} | {:.2}x | {ek:.2}/{ck:.2} | {es:.2}/{cs:.2} | {}/{} |",
             shape.label,
             eq / cq,
             ec / cc,

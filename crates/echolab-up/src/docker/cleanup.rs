@@ -93,6 +93,14 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
     let filters = label_filter(run_id);
     let mut removed = Removed::default();
     let mut errors = Vec::new();
+    // A run cut short may have creations still on their way: list only after they end.
+    if !super::creations::settled(super::engine::CALL_DEADLINE).await {
+        errors.push(format!(
+            "{} container or network creation(s) still unanswered after {:?}; `echolab-up --down` removes what they made",
+            super::creations::in_flight(),
+            super::engine::CALL_DEADLINE
+        ));
+    }
     for c in containers_matching(docker, &filters).await? {
         let id = c.id.unwrap_or_default();
         let name = c

@@ -24,6 +24,7 @@ pub(crate) mod cgroup_sampling;
 pub mod cleanup;
 pub(crate) mod client_shards;
 pub(crate) mod confinement;
+pub(crate) mod creations;
 pub(crate) mod docker_hosts;
 pub mod down;
 pub mod engine;

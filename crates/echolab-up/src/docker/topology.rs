@@ -241,11 +241,10 @@ async fn create_host_once(
     };
     spec.privileges.apply(&mut body);
     let options = CreateContainerOptionsBuilder::default().name(&name).build();
-    let created = call(
-        "create container",
-        &name,
-        docker.create_container(Some(options), body),
-    )
+    let d = docker.clone();
+    let created = super::creations::create("create container", &name, async move {
+        d.create_container(Some(options), body).await
+    })
     .await?;
     for (net, ip) in spec.extra_networks.iter().skip(1) {
         let req = bollard::models::NetworkConnectRequest {

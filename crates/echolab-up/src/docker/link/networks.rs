@@ -51,10 +51,11 @@ pub(super) async fn create_network(
         labels: Some(labels(run_id, role)),
         ..Default::default()
     };
-    docker
-        .create_network(req)
-        .await
-        .map_err(|e| failed("create network", &name, e))?;
+    let d = docker.clone();
+    crate::docker::creations::create("create network", &name, async move {
+        d.create_network(req).await
+    })
+    .await?;
     let info = docker
         .inspect_network(&name, None)
         .await

@@ -1,0 +1,166 @@
+//! Engine calls that create objects (containers, networks) run to completion even when the
+//! run that asked for them is cut short, and teardown waits for them before it lists what to
+//! remove.
+//!
+//! Why: at Ctrl-C the launcher drops the run's future. A create request already sent goes on
+//! in the engine, which makes the container after teardown has listed the run's containers,
+//! so it stays behind (seen once in 13 interrupted runs: a route-helper container left in
+//! state Created). Here the request is a task of its own, counted while it runs; dropping
+//! the caller only drops the wait for its answer, and [`settled`] lets teardown wait until no
+//! creation is left in flight, so the listing sees everything the run made.
+
+use std::future::Future;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::engine::{failed, CALL_DEADLINE};
+
+/// A count of creations in flight, and a way to wait for it to reach 0.
+pub(crate) struct Tracker(Arc<watch::Sender<usize>>);
+
+/// This process's creations.
+static CREATIONS: LazyLock<Tracker> = LazyLock::new(Tracker::new);
+
+/// Counts one creation from construction to drop.
+struct Counted(Arc<watch::Sender<usize>>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+impl Tracker {
+    fn new() -> Self {
+        Self(Arc::new(watch::channel(0).0))
+    }
+
+    fn count(&self) -> Counted {
+        self.0.send_modify(|n| *n += 1);
+        Counted(self.0.clone())
+    }
+
+    /// Creations in flight now.
+    pub(crate) fn in_flight(&self) -> usize {
+        *self.0.borrow()
+    }
+
+    /// Runs the engine call `fut` (one that creates `object`) as a task of its own, for at
+    /// most [`CALL_DEADLINE`], and returns its answer. If the caller is dropped, the call
+    /// still runs to its end, counted by [`Tracker::in_flight`] until then.
+    ///
+    /// # Errors
+    /// The engine's error, or no answer in time, naming `op` and `object`, as
+    /// [`super::engine::call`].
+    pub(crate) async fn create<T: Send + 'static>(
+        &self,
+        op: &str,
+        object: &str,
+        fut: impl Future<Output = Result<T, bollard::errors::Error>> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        let counted = self.count();
+        let task = tokio::spawn(async move {
+            let answer = tokio::time::timeout(CALL_DEADLINE, fut).await;
+            drop(counted);
+            answer
+        });
+        match task.await {
+            Ok(Ok(r)) => r.map_err(|e| failed(op, object, e)),
+            Ok(Err(_)) => Err(anyhow::anyhow!(
+                "docker: {op} {object}: the engine did not answer within {CALL_DEADLINE:?}"
+            )),
+            Err(e) => Err(anyhow::anyhow!("docker: {op} {object}: {e}")),
+        }
+    }
+
+    /// Waits until no creation is in flight, for at most `deadline`; false when some still
+    /// were.
+    pub(crate) async fn settled(&self, deadline: Duration) -> bool {
+        let mut rx = self.0.subscribe();
+        tokio::time::timeout(deadline, rx.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+}
+
+/// [`Tracker::create`] on this process's creations.
+///
+/// # Errors
+/// As [`Tracker::create`].
+pub(crate) async fn create<T: Send + 'static>(
+    op: &str,
+    object: &str,
+    fut: impl Future<Output = Result<T, bollard::errors::Error>> + Send + 'static,
+) -> anyhow::Result<T> {
+    CREATIONS.create(op, object, fut).await
+}
+
+/// [`Tracker::settled`] on this process's creations.
+pub(crate) async fn settled(deadline: Duration) -> bool {
+    CREATIONS.settled(deadline).await
+}
+
+/// [`Tracker::in_flight`] of this process's creations.
+pub(crate) fn in_flight() -> usize {
+    CREATIONS.in_flight()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[tokio::test]
+    async fn a_dropped_caller_leaves_its_creation_running_and_counted_until_it_ends() {
+        let tracker: &'static Tracker = Box::leak(Box::new(Tracker::new()));
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let finished = Arc::new(AtomicBool::new(false));
+        let done = finished.clone();
+        let caller = tokio::spawn(tracker.create("create container", "c1", async move {
+            let _ = released.await;
+            done.store(true, Ordering::SeqCst);
+            Ok::<_, bollard::errors::Error>(7)
+        }));
+        // Cut the caller short only once its creation is under way.
+        let mut rx = tracker.0.subscribe();
+        rx.wait_for(|n| *n == 1).await.unwrap();
+        caller.abort();
+        assert!(caller.await.unwrap_err().is_cancelled());
+        assert_eq!(tracker.in_flight(), 1);
+        assert!(
+            !tracker.settled(Duration::from_millis(50)).await,
+            "still in flight"
+        );
+        release.send(()).unwrap();
+        assert!(tracker.settled(Duration::from_secs(10)).await);
+        assert!(finished.load(Ordering::SeqCst), "the call ran to its end");
+        assert_eq!(tracker.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_engines_answer_or_error_comes_back_named() {
+        let tracker = Tracker::new();
+        let ok = tracker.create("create network", "n1", async {
+            Ok::<_, bollard::errors::Error>(3)
+        });
+        assert_eq!(ok.await.unwrap(), 3);
+        let refused = tracker
+            .create("create network", "n2", async {
+                Err::<(), _>(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 409,
+                    message: "network n2 exists".into(),
+                })
+            })
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            refused,
+            "docker: create network n2: network n2 exists (HTTP 409)"
+        );
+        assert_eq!(tracker.in_flight(), 0);
+        assert!(tracker.settled(Duration::from_millis(1)).await);
+    }
+}

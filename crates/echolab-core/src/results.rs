@@ -421,6 +421,11 @@ pub struct DirectionCounters {
     /// carried them for 2 ms) and shared its CPU instead of keeping real-time priority.
     #[serde(default)]
     pub overloaded_spells: u64,
+    /// The wire's scheduling class at the interval's end, as its ready line says it
+    /// (`real-time (SCHED_FIFO 50)`, or `fair: <the kernel's refusal>`; several wires' classes
+    /// joined by `; `); empty where the link does not say (kernel netem, older records).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scheduling: String,
 }
 
 /// The link's counters over an interval, per direction (uplink = client to server).

@@ -162,6 +162,7 @@ fn direction_between(b: &DirectionStats, a: &DirectionStats) -> DirectionCounter
         limit: a.limit,
         release_error_us: release,
         overloaded_spells: a.fair_share_spells.saturating_sub(b.fair_share_spells),
+        scheduling: a.scheduling.clone(),
     }
 }
 
@@ -334,5 +335,12 @@ mod tests {
         assert!((49.0..=51.0).contains(&p50), "p50 {p50}");
         assert_eq!(c.downlink.packets, 500);
         assert_eq!(c.downlink.release_error_us.max, 0.0);
+        // The class the wire ends the run in.
+        after.downlink.scheduling = "fair: EPERM".into();
+        let c = between(&before, &after);
+        assert_eq!(
+            (c.uplink.scheduling.as_str(), c.downlink.scheduling.as_str()),
+            ("real-time (SCHED_FIFO 50)", "fair: EPERM")
+        );
     }
 }

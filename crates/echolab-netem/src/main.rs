@@ -191,7 +191,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             let report = echolab_netem::attempts::with_attempts(
                 attempts,
                 || calibrate::calibrate(&p, target, &plan, goodput),
-                || quiet_or_warn("a repeated calibration"),
+                || steady_or_warn("a repeated calibration"),
             )
             .map_err(|e| {
                 failed(format!(
@@ -224,7 +224,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         } => {
             check_probes(probes)?;
             let report = calibrate::rtt_report(target, (probes, rounds), pace, || {
-                quiet_or_warn("a baseline round");
+                steady_or_warn("a baseline round");
             })
             .map_err(|e| {
                 failed(format!(
@@ -327,7 +327,7 @@ fn run_wire(config: WireConfig, stats_interval: Option<Duration>) -> Result<Exit
 /// Waits for a steady machine (`echolab_core::quiet`: idle CPUs, timer wake-ups on time)
 /// before the measurement named `what`,
 /// warning on stderr when the wait ended busy.
-fn quiet_or_warn(what: &str) -> Option<echolab_core::results::Settle> {
+fn steady_or_warn(what: &str) -> Option<echolab_core::results::Settle> {
     let settle =
         echolab_core::quiet::wait_for_quiet_blocking(echolab_core::quiet::Condition::Steady);
     if let Some(w) =

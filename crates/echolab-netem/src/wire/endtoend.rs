@@ -343,6 +343,15 @@ mod tests {
     }
 
     #[test]
+    fn sorted_leaves_out_the_unanswered_and_orders_the_rest() {
+        assert_eq!(
+            sorted(&[Some(30.0), None, Some(10.0), Some(20.0), None]),
+            vec![10.0, 20.0, 30.0]
+        );
+        assert!(sorted(&[None]).is_empty());
+    }
+
+    #[test]
     fn model_in_order_is_the_sorted_models_draws() {
         let spec = LinkSpec {
             delay: Dur(Duration::from_millis(10)),

@@ -140,6 +140,13 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_process_wide_tracker_is_settled_with_nothing_in_flight() {
+        // No lib test creates through it, so nothing is in flight here.
+        assert_eq!(in_flight(), 0);
+        assert!(settled(Duration::from_millis(1)).await);
+    }
+
+    #[tokio::test]
     async fn the_engines_answer_or_error_comes_back_named() {
         let tracker = Tracker::new();
         let ok = tracker.create("create network", "n1", async {

@@ -1,7 +1,9 @@
 //! echo-bench with its default flags against a C reference client (`reference/rr_client.c`,
 //! a single-threaded epoll loop in the shape of neper's tcp_rr / tcp_crr), side by side in one
-//! run, against the same `echo-server --model epoll-et`, for five load shapes: QPS and client
-//! CPU per request, and their ratios (issue 17).
+//! run, against the same `echo-server --model epoll-et`, for five load shapes (and the
+//! short `--linger0` one once more with `--short-sockets fresh`, the C client's socket per
+//! request, so that the effect of reusing sockets shows beside it): QPS and client CPU per
+//! request, and their ratios (issue 17).
 //!
 //!     cargo build --release -p echo-server && cargo bench -p echo-bench --bench reference
 //!
@@ -56,6 +58,18 @@ const SHAPES: &[Shape] = &[
     Shape {
         label: "100 short connections, --linger0 (RST, no TIME_WAIT)",
         echo_bench: &["100", "--mode", "short", "--linger0"],
+        reference: ("100", "crr", "1"),
+    },
+    Shape {
+        label: "100 short connections, --linger0, --short-sockets fresh (a socket per request)",
+        echo_bench: &[
+            "100",
+            "--mode",
+            "short",
+            "--linger0",
+            "--short-sockets",
+            "fresh",
+        ],
         reference: ("100", "crr", "1"),
     },
     Shape {

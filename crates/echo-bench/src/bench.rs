@@ -48,6 +48,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
             request,
             interval: args.duration.map(|_| INTERVAL),
             shard: args.shard,
+            engine: args.load.engine,
         },
         &args.sock,
     )?;

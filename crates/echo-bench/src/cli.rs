@@ -9,6 +9,7 @@ use echolab_core::cmd::ServerCpus;
 use echolab_core::units;
 
 use crate::engine::EngineKind;
+use crate::short_sockets::ShortSockets;
 use crate::sources::SourceChoice;
 
 const ABOUT: &str = "echolab's load generator for TCP echo servers (closed or open loop, \
@@ -241,6 +242,14 @@ pub struct SocketArgs {
     /// Close with SO_LINGER 0: the client sends RST and keeps no TIME_WAIT.
     #[arg(long)]
     pub linger0: bool,
+    /// Short connections' sockets: fresh (socket(2) ... close(2) per request, as neper's
+    /// tcp_crr) or reuse (each connection re-connects its one socket after connect(2) with
+    /// AF_UNSPEC, which sends the RST that close(2) with --linger0 would: the server sees the
+    /// same packets, the client skips a socket's creation and teardown per request). auto:
+    /// reuse with --linger0 on the event engine, else fresh; --json says which in
+    /// short_sockets and short_sockets_reason.
+    #[arg(long, value_enum, default_value_t = ShortSockets::Auto)]
+    pub short_sockets: ShortSockets,
 }
 
 /// What to print and how to exit.

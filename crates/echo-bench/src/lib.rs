@@ -14,6 +14,7 @@ mod recorder;
 mod report;
 mod setup;
 pub mod shard;
+pub mod short_sockets;
 pub mod sources;
 mod storm;
 mod sustain;

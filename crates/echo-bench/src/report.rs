@@ -65,6 +65,8 @@ pub(crate) fn base_report(
         },
         source_addrs: plan.sources.addrs.iter().map(|a| a.to_string()).collect(),
         source_addrs_reason: plan.sources.reason.clone(),
+        short_sockets: plan.socket_reuse.label.into(),
+        short_sockets_reason: plan.socket_reuse.reason.clone(),
         max_rss_kib: max_rss_kib(),
         cpus: allowed_cpus(),
         kernel_counters: echolab_core::netstat::deltas(

@@ -171,14 +171,17 @@ pub(crate) struct PlanInputs {
     pub interval: Option<Duration>,
     /// This process's share of a `--processes` run (`None`: all connections).
     pub shard: Option<crate::shard::Shard>,
+    /// The engine that will run the plan (for `--short-sockets`).
+    pub engine: EngineKind,
 }
 
 /// Assembles a [`Plan`] after checking the descriptor limit, choosing the worker threads
-/// ([`threads`]) and resolving `--source-addrs` ([`crate::sources::resolve`]).
+/// ([`threads`]) and resolving `--source-addrs` ([`crate::sources::resolve`]) and
+/// `--short-sockets` ([`crate::short_sockets::resolve`]).
 ///
 /// # Errors
 /// See [`ensure_fd_limit`]; a `--source-addrs` address that is not local or not of the
-/// target's family (exit code 2).
+/// target's family, or `--short-sockets reuse` where it cannot run (exit code 2).
 pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupError> {
     let total = inputs.conns as usize;
     let ids = match inputs.shard {
@@ -194,6 +197,12 @@ pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupE
         inputs.conns,
     )
     .map_err(SetupError::usage)?;
+    let socket_reuse = crate::short_sockets::resolve(
+        sock.short_sockets,
+        inputs.pattern,
+        sock.linger0,
+        inputs.engine,
+    )?;
     let (threads, threads_reason) = threads(sock, &inputs.addr, inputs.pattern, ids.len() as u64);
     Ok(Plan {
         addr: inputs.addr,
@@ -217,6 +226,7 @@ pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupE
         threads,
         threads_reason,
         sources,
+        socket_reuse,
         interval: inputs.interval,
     })
 }

@@ -40,6 +40,7 @@ pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
             request,
             interval: None,
             shard: None,
+            engine: EngineKind::Event,
         },
         &args.sock,
     )?;

@@ -31,6 +31,7 @@ pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
             expected_reply: protocol::reply_body(args.reply_bytes as usize),
             interval: Some(args.interval),
             shard: None,
+            engine: args.load.engine,
         },
         &args.sock,
     )?;

@@ -31,6 +31,10 @@ pub(crate) enum Call {
     Getsockopt,
     /// connect(2).
     Connect,
+    /// connect(2) with an AF_UNSPEC address: the kernel's tcp_disconnect(), RST and back to
+    /// CLOSE, for `--short-sockets reuse` (reported as `disconnect`, not as `connect`, so that
+    /// connect counts stay one per connection).
+    Disconnect,
     /// write(2); on the thread engine's interleaved path, send(2) with MSG_DONTWAIT.
     Write,
     /// read(2); on the thread engine's interleaved path, recv(2) with MSG_DONTWAIT.
@@ -53,12 +57,13 @@ pub(crate) enum Call {
 
 impl Call {
     /// Every call, in report order.
-    pub(crate) const ALL: [Call; 13] = [
+    pub(crate) const ALL: [Call; 14] = [
         Call::Socket,
         Call::Setsockopt,
         Call::Bind,
         Call::Getsockopt,
         Call::Connect,
+        Call::Disconnect,
         Call::Write,
         Call::Read,
         Call::Close,
@@ -77,6 +82,7 @@ impl Call {
             Call::Bind => "bind",
             Call::Getsockopt => "getsockopt",
             Call::Connect => "connect",
+            Call::Disconnect => "disconnect",
             Call::Write => "write",
             Call::Read => "read",
             Call::Close => "close",
@@ -263,6 +269,28 @@ pub(crate) fn connect(c: &mut SyscallCounters, fd: RawFd, addr: &SockAddr) -> io
     // connect(2) only reads it. An invalid fd yields EBADF, not undefined behaviour.
     let ret = c.timed(Call::Connect, || unsafe {
         libc::connect(fd, addr.as_ptr().cast(), addr.len())
+    });
+    cvt(ret).map(drop)
+}
+
+/// Dissolves `fd`'s connection with connect(2) to an `AF_UNSPEC` address: for TCP the
+/// kernel's tcp_disconnect(), which sends RST from an established connection (as close(2)
+/// with SO_LINGER {1, 0} does) and leaves the socket in CLOSE, open and still registered with
+/// epoll, for the next [`connect`]. See [`crate::short_sockets`].
+///
+/// # Errors
+/// What connect(2) returns (EBADF for a closed fd).
+pub(crate) fn disconnect(c: &mut SyscallCounters, fd: RawFd) -> io::Result<()> {
+    // SAFETY: a zeroed sockaddr with only sa_family set is a valid AF_UNSPEC address of its
+    // size; connect(2) only reads it.
+    let ret = c.timed(Call::Disconnect, || unsafe {
+        let mut unspec: libc::sockaddr = std::mem::zeroed();
+        unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+        libc::connect(
+            fd,
+            &unspec,
+            std::mem::size_of::<libc::sockaddr>() as libc::socklen_t,
+        )
     });
     cvt(ret).map(drop)
 }

@@ -55,6 +55,26 @@ fn bad_values_exit_2_with_one_line() {
         &["--timeout", "0s"],
     );
     one_line_error(&["127.0.0.1", "9", "10"], 2, &["ROUNDS"]);
+    // Refused before any connection is made (port 9 has no server: a run would fail later).
+    one_line_error(
+        &[
+            "127.0.0.1",
+            "9",
+            "10",
+            "5",
+            "--mode",
+            "short",
+            "--short-sockets",
+            "reuse",
+        ],
+        2,
+        &["--short-sockets reuse", "--linger0"],
+    );
+    one_line_error(
+        &["127.0.0.1", "9", "10", "5", "--short-sockets", "sometimes"],
+        2,
+        &["--short-sockets", "sometimes"],
+    );
     one_line_error(&["127.0.0.1", "99999", "10", "5"], 2, &["PORT", "99999"]);
     one_line_error(
         &["sustain", "127.0.0.1", "9", "5", "--interval", "soon"],

@@ -235,3 +235,99 @@ fn nagle_can_be_left_on() {
     assert_eq!(calls(&with, "setsockopt"), 0);
     assert_eq!(calls(&without, "setsockopt"), 4);
 }
+
+/// How the connections to [`ending_counter`] ended: reset (RST) and end of stream (FIN).
+static RESETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static FINS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// An echo server connection that counts how its client ended it, from the server's side of
+/// the wire: a read failing with ECONNRESET is an RST, a read of 0 bytes a FIN.
+fn ending_counter(mut s: std::net::TcpStream) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => {
+                FINS.fetch_add(1, SeqCst);
+                return;
+            }
+            Ok(n) if s.write_all(&buf[..n]).is_ok() => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                RESETS.fetch_add(1, SeqCst);
+                return;
+            }
+            _ => return,
+        }
+    }
+}
+
+#[test]
+fn reused_short_sockets_look_like_fresh_ones_to_the_server() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let server = common::FaultyServer::start(ending_counter);
+    let port = server.port.to_string();
+    // (RST, FIN) endings the server has counted, waited for until `want` connections ended:
+    // the server's threads may see the last RSTs after echo-bench has exited.
+    let endings_reach = |want: u64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let seen = (RESETS.load(SeqCst), FINS.load(SeqCst));
+            if seen.0 + seen.1 >= want || std::time::Instant::now() > deadline {
+                return seen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    let fresh = bench(
+        &port,
+        &[
+            "20",
+            "5",
+            "--mode",
+            "short",
+            "--linger0",
+            "--short-sockets",
+            "fresh",
+        ],
+    );
+    assert_eq!(endings_reach(100), (100, 0), "fresh sockets, --linger0");
+    let reused = bench(&port, &["20", "5", "--mode", "short", "--linger0"]);
+    // Every request is a connection of its own that ends in RST, as with fresh sockets.
+    assert_eq!(endings_reach(200), (200, 0), "reused sockets, --linger0");
+    assert_eq!(
+        (
+            fresh.requests_ok,
+            reused.requests_ok,
+            reused.requests_failed
+        ),
+        (100, 100, 0)
+    );
+    assert_eq!(
+        (fresh.short_sockets.as_str(), reused.short_sockets.as_str()),
+        ("fresh", "reuse")
+    );
+    assert!(reused.short_sockets_reason.starts_with("auto:"));
+    // Fresh: a socket, a connect and a close per request. Reused: one socket per connection,
+    // closed at the end, and a connect and a disconnect per request. Each socket is registered
+    // with epoll once, beside each worker's tick timer.
+    let per = |r: &BenchReport| {
+        let epoll_ctl_for_sockets = calls(r, "epoll_ctl") - r.threads;
+        ["socket", "connect", "disconnect", "close"]
+            .map(|name| calls(r, name))
+            .into_iter()
+            .chain([epoll_ctl_for_sockets])
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(per(&fresh), [100, 100, 0, 100, 100]);
+    assert_eq!(per(&reused), [20, 100, 100, 20, 20]);
+    // Without --linger0 the automatic choice keeps fresh sockets, and says why.
+    let graceful = bench(&port, &["20", "5", "--mode", "short"]);
+    assert_eq!(endings_reach(300), (200, 100), "plain close sends FIN");
+    assert_eq!(graceful.short_sockets, "fresh");
+    assert!(graceful.short_sockets_reason.contains("needs --linger0"));
+    assert_eq!(calls(&graceful, "socket"), 100);
+    // Long connections have no short sockets to speak of.
+    let long = bench(&port, &["20", "5", "--mode", "long", "--linger0"]);
+    assert_eq!((long.short_sockets.as_str(), long.requests_ok), ("", 100));
+}

@@ -212,6 +212,15 @@ pub struct BenchReport {
     /// records.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source_addrs_reason: String,
+    /// Short connections only: `"fresh"` (socket(2) ... close(2) per request) or `"reuse"`
+    /// (each connection re-connects one socket after connect(2) with AF_UNSPEC, which sends
+    /// the RST of an SO_LINGER 0 close: the same packets, less client work); absent for the
+    /// other modes and in older records. echo-bench's `--short-sockets`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub short_sockets: String,
+    /// Why `short_sockets` (the flag or its automatic rule); absent with it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub short_sockets_reason: String,
     /// The client's peak resident memory, KiB (getrusage(2) `ru_maxrss`, at the end of the
     /// run); with `--processes`, the sum of the processes' peaks. Absent in older records.
     #[serde(default, skip_serializing_if = "is_zero")]

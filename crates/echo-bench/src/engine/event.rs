@@ -376,21 +376,14 @@ impl<'p> Worker<'p> {
     }
 
     fn begin_connect(&mut self, i: usize) {
-        let opts = SocketOptions {
-            source: self.plan.source_for(self.conns[i].id),
-            ..self.plan.sock
-        };
-        let fd = match sys::open_tcp_socket(&mut self.sys, &self.plan.addr, &opts) {
-            Ok(fd) => fd,
-            Err(e) => return self.fail(i, FailureKind::from_io(&e)),
-        };
-        let c = &mut self.conns[i];
-        c.fd = fd;
-        c.generation = c.generation.wrapping_add(1);
-        let token = (u64::from(c.generation) << 32) | i as u64;
-        if let Err(e) = sys::epoll_add(&mut self.sys, self.epfd, fd, INTEREST, token) {
-            return self.fail(i, FailureKind::from_io(&e));
+        // A socket kept by `--short-sockets reuse` is disconnected, still registered with
+        // epoll under its token, and only needs the connect(2).
+        if self.conns[i].fd < 0 {
+            if let Err(e) = self.open_socket(i) {
+                return self.fail(i, FailureKind::from_io(&e));
+            }
         }
+        let fd = self.conns[i].fd;
         let now = Instant::now();
         let c = &mut self.conns[i];
         c.connect_start = now;
@@ -401,6 +394,21 @@ impl<'p> Worker<'p> {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => self.fail(i, FailureKind::from_io(&e)),
         }
+    }
+
+    /// Opens connection `i`'s socket and registers it under a new generation's token. On an
+    /// error the socket, if made, is left in `conns[i].fd` for [`Self::fail`] to close.
+    fn open_socket(&mut self, i: usize) -> io::Result<()> {
+        let opts = SocketOptions {
+            source: self.plan.source_for(self.conns[i].id),
+            ..self.plan.sock
+        };
+        let fd = sys::open_tcp_socket(&mut self.sys, &self.plan.addr, &opts)?;
+        let c = &mut self.conns[i];
+        c.fd = fd;
+        c.generation = c.generation.wrapping_add(1);
+        let token = (u64::from(c.generation) << 32) | i as u64;
+        sys::epoll_add(&mut self.sys, self.epfd, fd, INTEREST, token)
     }
 
     fn on_connected(&mut self, i: usize) {
@@ -491,11 +499,15 @@ impl<'p> Worker<'p> {
     fn complete(&mut self, i: usize) {
         let c = &mut self.conns[i];
         if self.plan.pattern == Pattern::Short {
-            sys::close(&mut self.sys, c.fd);
-            c.fd = -1;
+            let kept = self.plan.socket_reuse.reuse && sys::disconnect(&mut self.sys, c.fd).is_ok();
+            if !kept {
+                // Also after a failed disconnect: the next request then opens a new socket.
+                sys::close(&mut self.sys, c.fd);
+                c.fd = -1;
+            }
         }
-        // The reply's last read(2) (or the short request's close(2)) just ended: its end is
-        // the request's end, without another clock read.
+        // The reply's last read(2) (or the short request's close(2) or disconnect) just
+        // ended: its end is the request's end, without another clock read.
         let now = self.sys.last_end();
         let latency = now.saturating_duration_since(c.origin).as_nanos() as u64;
         self.clock.recorder.ok(

@@ -71,6 +71,8 @@ pub(crate) struct Plan {
     pub threads_reason: String,
     /// Source addresses, connection i using `sources.addrs[i % len]` (empty: the kernel's).
     pub sources: crate::sources::Sources,
+    /// Whether short connections re-connect their socket ([`crate::short_sockets`]).
+    pub socket_reuse: crate::short_sockets::SocketReuse,
     /// Per-interval records every this long (`None`: none).
     pub interval: Option<Duration>,
 }

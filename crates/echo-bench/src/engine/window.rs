@@ -372,6 +372,7 @@ mod tests {
                 addrs: vec![],
                 reason: String::new(),
             },
+            socket_reuse: Default::default(),
             interval: None,
         }
     }

@@ -20,11 +20,18 @@
 //! beat another by more than 1/share there (at 100 long connections on a 2-core Intel Xeon VM
 //! in session 15, the single-reactor server used 0.91–0.97 of its core under either client).
 //!
+//! With `ECHO_BENCH_NEPER=DIR` (neper's `tcp_rr` and `tcp_crr` built in DIR), neper's client
+//! runs too, with `-T 1` and, for more than one flow, `-T 2`, in the same alternation, and the
+//! table adds its QPS and echo-bench's ratio to the better of the two ([`neper`]).
+//!
 //! Environment: `ECHO_BENCH_REPS` repetitions (default 3), `ECHO_BENCH_SECS` measured seconds
-//! per run (default 5); `ECHO_BENCH_PIN=0` pins nothing; `CC` the C compiler (default `cc`).
+//! per run (default 5); `ECHO_BENCH_PIN=0` pins nothing; `CC` the C compiler (default `cc`);
+//! `ECHO_BENCH_NEPER` as above.
 
 use std::path::{Path, PathBuf};
 mod common;
+#[path = "reference/neper.rs"]
+mod neper;
 
 use std::process::Command;
 
@@ -78,6 +85,15 @@ const SHAPES: &[Shape] = &[
         reference: ("100", "crr", "0"),
     },
 ];
+
+/// Whose turn a run is.
+#[derive(Debug, Clone, Copy)]
+enum Client {
+    EchoBench,
+    Reference,
+    /// neper with the k-th of the shape's thread counts.
+    Neper(usize),
+}
 
 /// Throughput and CPU of one run.
 #[derive(Debug, Clone, Copy)]
@@ -202,27 +218,56 @@ fn main() {
     let reps = env_u64("ECHO_BENCH_REPS", 3).max(1);
     let secs = env_u64("ECHO_BENCH_SECS", 5).max(1);
     let reference = build_reference();
+    let neper = neper::Neper::from_env().map(std::sync::Arc::new);
     let (placement, placed) = Placement::from_env();
     println!(
         "echo-server --model epoll-et; {reps} repetitions x {secs} s per client and shape, \
          alternating; medians; {placed}\n"
     );
-    println!("| load | echo-bench QPS | C reference QPS | QPS ratio | echo-bench CPU µs/request | C CPU µs/request | CPU ratio | client CPU in the kernel (echo-bench/C) | server's share of its core (echo-bench/C) | failures (echo-bench/C) |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let neper_head = if neper.is_some() {
+        " neper QPS (-T 1/-T 2) | echo-bench / better neper | neper CPU µs/request (better) | server's share under neper (better) |"
+    } else {
+        ""
+    };
+    println!("| load | echo-bench QPS | C reference QPS | QPS ratio | echo-bench CPU µs/request | C CPU µs/request | CPU ratio | client CPU in the kernel (echo-bench/C) | server's share of its core (echo-bench/C) | failures (echo-bench/C) |{neper_head}");
+    println!(
+        "|---|---|---|---|---|---|---|---|---|---|{}",
+        if neper.is_some() {
+            "---|---|---|---|"
+        } else {
+            ""
+        }
+    );
     let mut all_isolated = true;
     for shape in SHAPES {
         let (mut eb, mut c) = (Vec::new(), Vec::new());
+        // neper's runs by thread count: -T 1, and -T 2 where there is more than one flow.
+        let neper_threads: &[u32] = match (&neper, shape.reference.0) {
+            (None, _) => &[],
+            (Some(_), "1") => &[1],
+            (Some(_), _) => &[1, 2],
+        };
+        let mut by_neper: Vec<Vec<Run>> = vec![Vec::new(); neper_threads.len()];
         for _ in 0..reps {
-            for reference_turn in [false, true] {
+            let turns = [Client::EchoBench, Client::Reference]
+                .into_iter()
+                .chain((0..neper_threads.len()).map(Client::Neper));
+            for turn in turns {
                 let bin = reference.clone();
+                let neper = neper.clone();
+                let neper_t = match turn {
+                    Client::Neper(k) => neper_threads[k],
+                    _ => 0,
+                };
                 let (run, fresh) = isolated(move || {
                     let server = spawn_placed_server(placement.as_ref());
                     let port = server.addr.port();
                     let (cpu0, t0) = (server.cpu_seconds(), std::time::Instant::now());
-                    let mut run = if reference_turn {
-                        run_reference(&bin, port, shape, secs)
-                    } else {
-                        run_echo_bench(port, shape.echo_bench, secs)
+                    let mut run = match (turn, &neper) {
+                        (Client::Reference, _) => run_reference(&bin, port, shape, secs),
+                        (Client::EchoBench, _) => run_echo_bench(port, shape.echo_bench, secs),
+                        (Client::Neper(_), Some(n)) => n.run(port, shape.reference, neper_t, secs),
+                        (Client::Neper(_), None) => unreachable!("neper turns need neper"),
                     };
                     if let (Some(a), Some(b)) = (cpu0, server.cpu_seconds()) {
                         run.server_busy = (b - a) / t0.elapsed().as_secs_f64();
@@ -230,10 +275,10 @@ fn main() {
                     run
                 });
                 all_isolated &= fresh;
-                if reference_turn {
-                    c.push(run)
-                } else {
-                    eb.push(run)
+                match turn {
+                    Client::Reference => c.push(run),
+                    Client::EchoBench => eb.push(run),
+                    Client::Neper(k) => by_neper[k].push(run),
                 }
             }
         }
@@ -246,8 +291,28 @@ fn main() {
         let (es, cs) = (med(&eb, |r| r.server_busy), med(&c, |r| r.server_busy));
         let (ek, ck) = (med(&eb, |r| r.kernel_share), med(&c, |r| r.kernel_share));
         let fails = |v: &[Run]| v.iter().map(|r| r.failures).sum::<u64>();
+        let neper_cells = if by_neper.is_empty() {
+            String::new()
+        } else {
+            // The better neper is the thread count with the higher median QPS.
+            let qps: Vec<f64> = by_neper.iter().map(|v| med(v, |r| r.qps)).collect();
+            let best = (0..qps.len())
+                .max_by(|&a, &b| qps[a].total_cmp(&qps[b]))
+                .expect("at least one neper run");
+            let all = qps
+                .iter()
+                .map(|q| format!("{q:.0}"))
+                .collect::<Vec<_>>()
+                .join("/");
+            format!(
+                " {all} | {:.2}x | {:.2} | {:.2} |",
+                eq / qps[best],
+                med(&by_neper[best], |r| r.cpu_us_per_request),
+                med(&by_neper[best], |r| r.server_busy),
+            )
+        };
         println!(
-            "| {} | {eq:.0} | {cq:.0} | {:.2}x | {ec:.2} | {cc:.2} | {:.2}x | {ek:.2}/{ck:.2} | {es:.2}/{cs:.2} | {}/{} |",
+            "| {} | {eq:.0} | {cq:.0} | {:.2}x | {ec:.2} | {cc:.2} | {:.2}x | {ek:.2}/{ck:.2} | {es:.2}/{cs:.2} | {}/{} |{neper_cells}",
             shape.label,
             eq / cq,
             ec / cc,

@@ -30,6 +30,12 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
     };
     // Refused before anything is resolved, checked or started.
     setup::engine_runs(args.load.engine, pattern)?;
+    crate::short_sockets::resolve(
+        args.sock.short_sockets,
+        pattern,
+        args.sock.linger0,
+        args.load.engine,
+    )?;
     if args.processes > 1 && args.shard.is_none() {
         // Bad input is refused once, here, rather than by every shard.
         setup::resolve(host, port)?;

@@ -70,6 +70,23 @@ fn bad_values_exit_2_with_one_line() {
         2,
         &["--short-sockets reuse", "--linger0"],
     );
+    // Once, by the parent, not once per process.
+    one_line_error(
+        &[
+            "127.0.0.1",
+            "9",
+            "10",
+            "5",
+            "--mode",
+            "short",
+            "--processes",
+            "2",
+            "--short-sockets",
+            "reuse",
+        ],
+        2,
+        &["--short-sockets reuse", "--linger0"],
+    );
     one_line_error(
         &["127.0.0.1", "9", "10", "5", "--short-sockets", "sometimes"],
         2,

@@ -130,3 +130,24 @@ fn closed_port_is_counted_as_refused() {
         assert_eq!(setup, expected, "{mode}/{engine}: {:?}", r.extra);
     }
 }
+
+#[test]
+fn a_connect_that_fails_at_once_is_counted_by_its_errno() {
+    // In a namespace with only loopback up, connect(2) to TEST-NET-1 (RFC 5737) fails within
+    // the call with ENETUNREACH, not with EINPROGRESS and a later error: the failure is that
+    // errno, not a timeout after --timeout.
+    let r = common::in_fresh_netns(|| {
+        report(&[
+            "192.0.2.1",
+            "9",
+            "2",
+            "1",
+            "--mode",
+            "short",
+            "--timeout",
+            "30s",
+        ])
+    });
+    assert_eq!((r.requests_ok, r.requests_failed), (0, 2));
+    assert_eq!(failures(&r, "enetunreach"), 2, "{:?}", r.failures);
+}

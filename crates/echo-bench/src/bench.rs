@@ -35,6 +35,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
         pattern,
         args.sock.linger0,
         args.load.engine,
+        args.rate.is_some(),
     )?;
     if args.processes > 1 && args.shard.is_none() {
         // Bad input is refused once, here, rather than by every shard.

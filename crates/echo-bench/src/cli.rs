@@ -246,8 +246,8 @@ pub struct SocketArgs {
     /// tcp_crr) or reuse (each connection re-connects its one socket after connect(2) with
     /// AF_UNSPEC, which sends the RST that close(2) with --linger0 would: the server sees the
     /// same packets, the client skips a socket's creation and teardown per request). auto:
-    /// reuse with --linger0 on the event engine, else fresh; --json says which in
-    /// short_sockets and short_sockets_reason.
+    /// reuse with --linger0 on the event engine in closed loop (no --rate), else fresh; --json
+    /// says which in short_sockets and short_sockets_reason. Short connections only.
     #[arg(long, value_enum, default_value_t = ShortSockets::Auto)]
     pub short_sockets: ShortSockets,
 }

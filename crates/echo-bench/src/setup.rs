@@ -202,6 +202,7 @@ pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupE
         inputs.pattern,
         sock.linger0,
         inputs.engine,
+        inputs.rate.is_some(),
     )?;
     let (threads, threads_reason) = threads(sock, &inputs.addr, inputs.pattern, ids.len() as u64);
     Ok(Plan {

@@ -33,7 +33,7 @@ pub(crate) enum Call {
     Connect,
     /// connect(2) with an AF_UNSPEC address: the kernel's tcp_disconnect(), RST and back to
     /// CLOSE, for `--short-sockets reuse` (reported as `disconnect`, not as `connect`, so that
-    /// connect counts stay one per connection).
+    /// connect counts stay one per request).
     Disconnect,
     /// write(2); on the thread engine's interleaved path, send(2) with MSG_DONTWAIT.
     Write,

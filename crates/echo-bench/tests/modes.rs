@@ -327,6 +327,22 @@ fn reused_short_sockets_look_like_fresh_ones_to_the_server() {
     assert_eq!(graceful.short_sockets, "fresh");
     assert!(graceful.short_sockets_reason.contains("needs --linger0"));
     assert_eq!(calls(&graceful, "socket"), 100);
+    // In open loop too, since a socket idle until its slot would take an extra wake-up.
+    let open = bench(
+        &port,
+        &[
+            "4",
+            "--duration",
+            "1s",
+            "--rate",
+            "40",
+            "--mode",
+            "short",
+            "--linger0",
+        ],
+    );
+    assert_eq!(open.short_sockets, "fresh");
+    assert!(open.short_sockets_reason.contains("open loop"));
     // Long connections have no short sockets to speak of.
     let long = bench(&port, &["20", "5", "--mode", "long", "--linger0"]);
     assert_eq!((long.short_sockets.as_str(), long.requests_ok), ("", 100));

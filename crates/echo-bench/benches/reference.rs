@@ -186,12 +186,7 @@ fn run_reference(bin: &Path, port: u16, shape: &Shape, secs: u64) -> Run {
         "rr_client: {text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let field = |name: &str| -> f64 {
-        text.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("rr_client printed no {name}: {text}"))
-    };
+    let field = |name: &str| printed_number(&text, name, "rr_client");
     let n = field("transactions");
     Run {
         qps: n / field("seconds"),
@@ -200,6 +195,18 @@ fn run_reference(bin: &Path, port: u16, shape: &Shape, secs: u64) -> Run {
         failures: field("errors") as u64,
         server_busy: 0.0,
     }
+}
+
+/// The number a client printed as `name=VALUE` (whitespace-separated, as the C client prints
+/// them, or one per line, as neper does).
+///
+/// # Panics
+/// When `text` has no such number, naming `who` printed it.
+fn printed_number(text: &str, name: &str, who: &str) -> f64 {
+    text.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{who} printed no {name}: {text}"))
 }
 
 /// `sys / (sys + user)`, 0 when both are 0.

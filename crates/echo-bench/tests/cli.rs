@@ -55,38 +55,26 @@ fn bad_values_exit_2_with_one_line() {
         &["--timeout", "0s"],
     );
     one_line_error(&["127.0.0.1", "9", "10"], 2, &["ROUNDS"]);
-    // Refused before any connection is made (port 9 has no server: a run would fail later).
-    one_line_error(
-        &[
-            "127.0.0.1",
-            "9",
-            "10",
-            "5",
-            "--mode",
-            "short",
-            "--short-sockets",
-            "reuse",
-        ],
-        2,
-        &["--short-sockets reuse", "--linger0"],
-    );
-    // Once, by the parent, not once per process.
-    one_line_error(
-        &[
-            "127.0.0.1",
-            "9",
-            "10",
-            "5",
-            "--mode",
-            "short",
-            "--processes",
-            "2",
-            "--short-sockets",
-            "reuse",
-        ],
-        2,
-        &["--short-sockets reuse", "--linger0"],
-    );
+    // Refused before any connection is made (port 9 has no server: a run would fail later),
+    // and with --processes once, by the parent, not once per process.
+    for processes in ["1", "2"] {
+        one_line_error(
+            &[
+                "127.0.0.1",
+                "9",
+                "10",
+                "5",
+                "--mode",
+                "short",
+                "--processes",
+                processes,
+                "--short-sockets",
+                "reuse",
+            ],
+            2,
+            &["--short-sockets reuse", "--linger0"],
+        );
+    }
     one_line_error(
         &["127.0.0.1", "9", "10", "5", "--short-sockets", "sometimes"],
         2,

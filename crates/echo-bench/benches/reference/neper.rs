@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{share, Run};
+use crate::{printed_number, share, Run};
 
 /// neper's default control port (its `--control-port`).
 const CONTROL_PORT: u16 = 12866;
@@ -112,12 +112,7 @@ impl Neper {
             "neper {args:?}: {text}{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let field = |name: &str| -> f64 {
-            text.lines()
-                .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix('='))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or_else(|| panic!("neper printed no {name}: {text}"))
-        };
+        let field = |name: &str| printed_number(&text, name, "neper");
         let n = field("num_transactions");
         let user = field("utime_end") - field("utime_start");
         let sys = field("stime_end") - field("stime_start");

@@ -34,9 +34,10 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
         args.sock.short_sockets,
         pattern,
         args.sock.linger0,
-        args.load.engine,
+        args.load.engine == crate::engine::EngineKind::Event,
         args.rate.is_some(),
-    )?;
+    )
+    .map_err(SetupError::usage)?;
     if args.processes > 1 && args.shard.is_none() {
         // Bad input is refused once, here, rather than by every shard.
         setup::resolve(host, port)?;

@@ -201,9 +201,10 @@ pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupE
         sock.short_sockets,
         inputs.pattern,
         sock.linger0,
-        inputs.engine,
+        inputs.engine == EngineKind::Event,
         inputs.rate.is_some(),
-    )?;
+    )
+    .map_err(SetupError::usage)?;
     let (threads, threads_reason) = threads(sock, &inputs.addr, inputs.pattern, ids.len() as u64);
     Ok(Plan {
         addr: inputs.addr,

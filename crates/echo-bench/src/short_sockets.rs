@@ -9,14 +9,15 @@
 //! `__inet_stream_connect` does so too) and leaves the socket in CLOSE with its options, its
 //! bound source address and its epoll registration, ready for the next connect(2) (a new
 //! ephemeral port; `tcp_connect_init` clears the ECONNRESET the disconnect left). The server
-//! sees the same packets (SYN, ACK, request, RST); the client skips socket(2), its
+//! sees the same packets (handshake, request, reply, RST); the client skips socket(2), its
 //! setsockopt(2) and bind(2) calls, epoll_ctl(2) and close(2), and the kernel's allocation and
-//! teardown of a socket, per request; the kernel's TCP counters per request are the same
-//! (one active open, 8 segments each way on loopback, one RST). Where the client is the
-//! bottleneck, as with short connections on loopback, that is throughput: `cargo bench -p
-//! echo-bench --bench reference` on a 2-core Intel Xeon VM (2026-12-04, 100 connections,
-//! 3 x 5 s each) gave 47.2k requests/s reused against 39.4k fresh, and 19.9 against 24.0 us of
-//! client CPU per request.
+//! teardown of a socket, per request. The kernel's TCP counters per request are the same (one
+//! active open, 8 segments each way on loopback, one RST) but for `TcpExtTCPAbortOnData`,
+//! which `tcp_close()` counts for an SO_LINGER-0 close and a disconnect does not. Where the
+//! client is the bottleneck, as with short connections on loopback, that is throughput:
+//! `scripts/readme-reference` on a 2-core Intel Xeon VM (2026-12-04, 100 connections, 3 x 5 s
+//! each, the README's table) gave 54.6k requests/s reused against 42.3k fresh, and 17.2
+//! against 22.4 us of client CPU per request (neper's tcp_crr: 41.4k, 25.5 us).
 //!
 //! Without `--linger0` the client closes first with a FIN and the socket's TIME_WAIT outlives
 //! its descriptor; re-connecting the same socket would have to wait for the server's FIN first,
@@ -30,9 +31,7 @@
 //! the automatic choice keeps fresh sockets there, where the client is not the bottleneck
 //! anyway, and `reuse` asks for it all the same.
 
-use crate::engine::EngineKind;
 use crate::pattern::Pattern;
-use crate::setup::SetupError;
 
 /// `--short-sockets`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -59,19 +58,19 @@ pub(crate) struct SocketReuse {
     pub(crate) reason: String,
 }
 
-/// Resolves `--short-sockets` for a run of `pattern` on `engine`, in open loop (`--rate`) or
-/// not.
+/// Resolves `--short-sockets` for a run of `pattern`, on the event engine or not, in open
+/// loop (`--rate`) or not.
 ///
 /// # Errors
-/// A usage error naming the flag when `reuse` is asked where it cannot run: not
-/// `--mode short`, no `--linger0`, or the thread engine.
+/// A message naming the flag (a usage error) when `reuse` is asked where it cannot run: not
+/// `--mode short`, no `--linger0`, or not the event engine.
 pub(crate) fn resolve(
     choice: ShortSockets,
     pattern: Pattern,
     linger0: bool,
-    engine: EngineKind,
+    event_engine: bool,
     open_loop: bool,
-) -> Result<SocketReuse, SetupError> {
+) -> Result<SocketReuse, String> {
     let why_not = if pattern != Pattern::Short {
         Some(
             "applies to short connections (--mode short) only: long mode, connect-storm and \
@@ -82,16 +81,14 @@ pub(crate) fn resolve(
             "needs --linger0: without it the client closes with a FIN and keeps TIME_WAIT, \
              and its socket cannot be re-connected before the server's FIN",
         )
-    } else if engine != EngineKind::Event {
+    } else if !event_engine {
         Some("runs on --engine event only")
     } else {
         None
     };
     if pattern != Pattern::Short {
         return match (choice, why_not) {
-            (ShortSockets::Reuse, Some(why)) => {
-                Err(SetupError::usage(format!("--short-sockets reuse {why}")))
-            }
+            (ShortSockets::Reuse, Some(why)) => Err(format!("--short-sockets reuse {why}")),
             _ => Ok(SocketReuse::default()),
         };
     }
@@ -102,9 +99,7 @@ pub(crate) fn resolve(
     };
     Ok(match (choice, why_not) {
         (ShortSockets::Fresh, _) => fresh("--short-sockets fresh".into()),
-        (ShortSockets::Reuse, Some(why)) => {
-            return Err(SetupError::usage(format!("--short-sockets reuse {why}")))
-        }
+        (ShortSockets::Reuse, Some(why)) => return Err(format!("--short-sockets reuse {why}")),
         (ShortSockets::Reuse, None) => SocketReuse {
             reuse: true,
             label: "reuse",
@@ -132,61 +127,43 @@ mod tests {
 
     #[test]
     fn auto_reuses_only_abortive_short_connections_on_the_event_engine() {
-        let auto = |pattern, linger0, engine| {
-            resolve(ShortSockets::Auto, pattern, linger0, engine, false).unwrap()
+        let auto = |pattern, linger0, event_engine| {
+            resolve(ShortSockets::Auto, pattern, linger0, event_engine, false).unwrap()
         };
-        let r = auto(Pattern::Short, true, EngineKind::Event);
+        let r = auto(Pattern::Short, true, true);
         assert!(r.reuse);
         assert_eq!(r.label, "reuse");
         assert!(r.reason.starts_with("auto: --linger0"), "{}", r.reason);
-        let r = auto(Pattern::Short, false, EngineKind::Event);
+        let r = auto(Pattern::Short, false, true);
         assert_eq!((r.reuse, r.label), (false, "fresh"));
         assert!(r.reason.contains("needs --linger0"), "{}", r.reason);
-        let r = auto(Pattern::Short, true, EngineKind::Thread);
+        let r = auto(Pattern::Short, true, false);
         assert_eq!((r.reuse, r.label), (false, "fresh"));
         assert!(r.reason.contains("--engine event"), "{}", r.reason);
         for pattern in [Pattern::Long, Pattern::Storm] {
-            assert_eq!(
-                auto(pattern, true, EngineKind::Event),
-                SocketReuse::default()
-            );
+            assert_eq!(auto(pattern, true, true), SocketReuse::default());
         }
     }
 
     #[test]
     fn fresh_is_always_honoured_and_reuse_refused_where_it_cannot_run() {
-        let r = resolve(
-            ShortSockets::Fresh,
-            Pattern::Short,
-            true,
-            EngineKind::Event,
-            false,
-        )
-        .unwrap();
+        let r = resolve(ShortSockets::Fresh, Pattern::Short, true, true, false).unwrap();
         assert_eq!((r.reuse, r.label), (false, "fresh"));
         assert_eq!(r.reason, "--short-sockets fresh");
         for open_loop in [false, true] {
-            let r = resolve(
-                ShortSockets::Reuse,
-                Pattern::Short,
-                true,
-                EngineKind::Event,
-                open_loop,
-            )
-            .unwrap();
+            let r = resolve(ShortSockets::Reuse, Pattern::Short, true, true, open_loop).unwrap();
             assert_eq!((r.reuse, r.label), (true, "reuse"));
         }
-        for (pattern, linger0, engine, says) in [
-            (Pattern::Short, false, EngineKind::Event, "needs --linger0"),
-            (Pattern::Short, true, EngineKind::Thread, "--engine event"),
-            (Pattern::Long, true, EngineKind::Event, "--mode short"),
+        for (pattern, linger0, event_engine, says) in [
+            (Pattern::Short, false, true, "needs --linger0"),
+            (Pattern::Short, true, false, "--engine event"),
+            (Pattern::Long, true, true, "--mode short"),
         ] {
-            let e = resolve(ShortSockets::Reuse, pattern, linger0, engine, false).unwrap_err();
-            assert_eq!(e.exit_code, 2);
+            let e =
+                resolve(ShortSockets::Reuse, pattern, linger0, event_engine, false).unwrap_err();
             assert!(
-                e.message.starts_with("--short-sockets reuse") && e.message.contains(says),
-                "{}",
-                e.message
+                e.starts_with("--short-sockets reuse") && e.contains(says),
+                "{e}"
             );
         }
     }

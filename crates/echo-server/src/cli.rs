@@ -29,7 +29,8 @@ Protocol: echo mode writes back exactly the bytes read. With --reply-bytes N, ev
 ending in '\\n' is answered with N bytes (seed 004's \"activelink\" server, 1 KiB replies).
 
 Output: on stderr, `echo-server listening on IP:PORT model=M workers=N pid=P` once the socket
-accepts connections (launchers wait for this line); on stdout, one ServerStats JSON line every
+accepts connections (for prefork and reuseport, once every worker has registered its
+listener; launchers wait for this line); on stdout, one ServerStats JSON line every
 --stats-interval and a final one (\"final\":true) on SIGTERM or SIGINT, after which it exits 0.
 
 Exit: 0 after SIGTERM/SIGINT; 2 for bad input (one line); any other end prints one line

@@ -124,6 +124,10 @@ impl ErrKind {
 pub(crate) struct WorkerCounters {
     /// Process id of the worker (set by the worker when it starts; 0 if it never did).
     pub pid: Counter,
+    /// 1 once the worker's epoll reactor has registered its listener (not reported): prefork's
+    /// parent waits for every child's before the server announces readiness, so that no
+    /// child is still starting when the first connection comes.
+    pub listening: Counter,
     /// Connections accepted.
     pub accepted: Counter,
     /// Connections closed.

@@ -53,6 +53,40 @@ pub(super) struct ReactorSpec {
     pub exclusive: bool,
 }
 
+/// How long reactors may take to register their listeners before start-up fails.
+pub(super) const STARTUP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits until the reactor of every slot in `slots` has registered its listener (the slot's
+/// `listening`), checking every millisecond, so that the server announces readiness with no
+/// reactor still starting (whose counters would lack the listener's epoll_ctl(2)). Calls
+/// `check(i)` for each reactor still starting on every look, to fail at once when it died.
+///
+/// # Errors
+/// What `check` returns, or `deadline` passed (naming the reactors still starting).
+pub(super) fn wait_listening(
+    slots: &[WorkerCounters],
+    deadline: std::time::Duration,
+    check: impl Fn(usize) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let until = std::time::Instant::now() + deadline;
+    loop {
+        let starting: Vec<usize> = (0..slots.len())
+            .filter(|&i| slots[i].listening.get() == 0)
+            .collect();
+        if starting.is_empty() {
+            return Ok(());
+        }
+        for &i in &starting {
+            check(i)?;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < until,
+            "workers {starting:?} did not register the listener within {deadline:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Starts `epoll-lt` or `epoll-et`: one reactor thread on the single listener.
 ///
 /// # Errors
@@ -130,6 +164,7 @@ impl<'c> Reactor<'c> {
             c,
         };
         me.arm_listener().context("epoll_ctl(ADD listener)")?;
+        me.c.listening.set(1);
         Ok(me)
     }
 

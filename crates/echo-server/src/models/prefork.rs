@@ -65,6 +65,10 @@ pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
             return Err(e);
         }
     }
+    if let Err(e) = pool.wait_listening(epoll::STARTUP_DEADLINE) {
+        pool.stop();
+        return Err(e);
+    }
     Ok(Running {
         children: Some(Box::new(pool)),
     })
@@ -88,6 +92,18 @@ struct Pool {
 }
 
 impl Pool {
+    /// [`epoll::wait_listening`] for the children, each checked with waitpid(2) for an end at
+    /// start-up.
+    fn wait_listening(&self, deadline: Duration) -> anyhow::Result<()> {
+        epoll::wait_listening(self.counters, deadline, |i| {
+            match waitpid(self.pids[i], Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => Ok(()),
+                Ok(status) => anyhow::bail!("prefork worker {i} {} at start-up", ended(status)),
+                Err(e) => anyhow::bail!("waitpid for prefork worker {i}: {e}"),
+            }
+        })
+    }
+
     /// Forks worker `i` (a new one, or the replacement of a dead one).
     fn fork(&mut self, i: usize) -> anyhow::Result<Pid> {
         // The SAFETY argument of fork below, checked rather than assumed.

@@ -22,6 +22,7 @@ pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
         trigger: Trigger::Edge,
         exclusive: false,
     };
+    let reactors = ctx.listeners.len();
     for (i, (listener, counters)) in ctx.listeners.into_iter().zip(ctx.counters).enumerate() {
         counters.pid.add(u64::from(std::process::id()));
         let proto = Protocol::new(ctx.read_buf, ctx.reply_bytes);
@@ -29,5 +30,9 @@ pub(super) fn start(ctx: ServeCtx) -> anyhow::Result<Running> {
             epoll::run(listener, spec, proto, counters)
         })?;
     }
+    // A reactor that fails ends the process (worker::spawn), so there is nothing to check.
+    epoll::wait_listening(&ctx.counters[..reactors], epoll::STARTUP_DEADLINE, |_| {
+        Ok(())
+    })?;
     Ok(Running::default())
 }

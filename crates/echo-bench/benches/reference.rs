@@ -169,22 +169,16 @@ fn run_echo_bench(port: u16, args: &[&str], secs: u64) -> Run {
 
 fn run_reference(bin: &Path, port: u16, shape: &Shape, secs: u64) -> Run {
     let (flows, mode, linger0) = shape.reference;
-    let out = Command::new(bin)
-        .args([
+    let text = stdout_of(
+        Command::new(bin).args([
             "127.0.0.1",
             &port.to_string(),
             flows,
             &secs.to_string(),
             mode,
             linger0,
-        ])
-        .output()
-        .expect("run the reference client");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "rr_client: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
+        ]),
+        "rr_client",
     );
     let field = |name: &str| printed_number(&text, name, "rr_client");
     let n = field("transactions");
@@ -195,6 +189,25 @@ fn run_reference(bin: &Path, port: u16, shape: &Shape, secs: u64) -> Run {
         failures: field("errors") as u64,
         server_busy: 0.0,
     }
+}
+
+/// What `cmd`, an outside client (`who`), printed on stdout.
+///
+/// # Panics
+/// When it cannot start or exits unsuccessfully, with what it printed.
+fn stdout_of(cmd: &mut Command, who: &str) -> String {
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {who}: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{who} {:?}: {text}{}",
+        cmd.get_args().collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }
 
 /// The number a client printed as `name=VALUE` (whitespace-separated, as the C client prints

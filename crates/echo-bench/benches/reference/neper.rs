@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{printed_number, share, Run};
+use crate::{printed_number, share, stdout_of, Run};
 
 /// neper's default control port (its `--control-port`).
 const CONTROL_PORT: u16 = 12866;
@@ -99,19 +99,13 @@ impl Neper {
         if mode == "crr" && linger0 == "0" {
             args.push("--time-wait".into());
         }
-        let out = Command::new(&bin)
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run neper's client");
+        // neper's server goes whether its client succeeded or not (stdout_of panics on a
+        // failure, and a panic would otherwise leave the server running).
+        let client =
+            std::panic::catch_unwind(|| stdout_of(Command::new(&bin).args(&args), "neper"));
         let _ = server.kill();
         let _ = server.wait();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "neper {args:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = client.unwrap_or_else(|p| std::panic::resume_unwind(p));
         let field = |name: &str| printed_number(&text, name, "neper");
         let n = field("num_transactions");
         let user = field("utime_end") - field("utime_start");

@@ -13,8 +13,10 @@
 //!    seed (a new seed each repetition) ([`echolab_netem::wire::endtoend`]): per-exchange
 //!    error at p50, p99 and max, the distribution's median shift, and the baseline's own
 //!    p99 − p50 (host noise, included in every figure). Baselines are paced by
-//!    the model's median added RTT, so the measuring threads sleep alike in both. The measuring threads
-//!    run at real-time priority below the wire's, so their own wake-ups are not charged to it;
+//!    the model's median added RTT, so the measuring threads sleep alike in both. Three ways
+//!    for the endpoints to wait ([`ClientWait`]): the client blocked, the client polling, and
+//!    both client and echo polling; blocked endpoints run at real-time priority below the
+//!    wire's, polling ones fair or at idle priority, so neither delays the wire;
 //! 3. the most packets per second each direction carries (64-byte UDP flood, 2 s, at most 5M
 //!    datagrams), with and without the wire: forwarded out of the link host's egress device,
 //!    and received by the destination socket;
@@ -480,7 +482,9 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
     out!("== added delay seen from outside: error vs the link model (us)");
     let cases = [("lan100", 1000), ("crossnet", 300)]
         .into_iter()
-        .flat_map(|(p, n)| [ClientWait::Block, ClientWait::Spin].map(|w| (p, n, w)));
+        .flat_map(|(p, n)| {
+            [ClientWait::Block, ClientWait::Spin, ClientWait::SpinBoth].map(|w| (p, n, w))
+        });
     for (profile, n, wait) in cases {
         let p = Profile::load(&netem_dir().join(format!("{profile}.yaml"))).expect("profile");
         let (up, down) = (p.uplink.unwrap(), p.downlink.unwrap());
@@ -491,6 +495,7 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
             match wait {
                 ClientWait::Block => "blocked in recv (its wake-up counts)",
                 ClientWait::Spin => "polling (its wake-up left out)",
+                ClientWait::SpinBoth => "and echo both polling at idle priority (no endpoint's wake-up counts)",
             },
             endtoend::quantile(&model, 0.5),
             endtoend::quantile(&model, 0.99)

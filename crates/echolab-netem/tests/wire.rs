@@ -386,6 +386,29 @@ fn lan100_end_to_end_added_delay_median_within_the_floor() {
     panic!("median added-delay error outside +-{FLOOR_US} us in 3 blocks: {seen:?}");
 }
 
+#[test]
+fn every_endpoint_wait_answers_each_exchange_in_order_and_keeps_the_pace() {
+    let tb = Testbed::new().expect("namespaces");
+    for wait in [ClientWait::Block, ClientWait::Spin, ClientWait::SpinBoth] {
+        let t0 = Instant::now();
+        let rtts = endtoend::round_trips(&tb, 50, Duration::from_millis(2), DEADLINE, wait)
+            .unwrap_or_else(|e| panic!("{wait:?}: {e}"));
+        let took = t0.elapsed();
+        assert_eq!(rtts.len(), 50, "{wait:?}");
+        assert!(
+            rtts.iter()
+                .all(|r| r.is_some_and(|us| us > 0.0 && us < 1e6)),
+            "{wait:?}: {rtts:?}"
+        );
+        // 49 pauses of 2 ms before the last exchange, then the echo's 1 s of silence after
+        // it before the echo ends (without pauses: 1.0x s).
+        assert!(
+            took >= Duration::from_millis(49 * 2 + 1000 - 5) && took < Duration::from_secs(10),
+            "{wait:?}: {took:?}"
+        );
+    }
+}
+
 /// Asks the wire for stats (SIGUSR1) and reads them.
 fn wire_stats(wire: &mut ChildGuard) -> WireStats {
     wire.signal(libc::SIGUSR1);

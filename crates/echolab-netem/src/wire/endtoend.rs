@@ -82,6 +82,32 @@ pub enum ClientWait {
     /// exchange, with or without the link, so its own wake-up is in neither figure and the
     /// difference is what the link adds.
     Spin,
+    /// Both the client and the echo socket poll without blocking, at the lowest priority
+    /// there is (SCHED_IDLE): no endpoint sleeps, so no endpoint's wake-up (the client's after
+    /// the link's delay, the echo's after the gap between exchanges) is in either figure, and
+    /// with both CPUs of a 2-core host kept busy neither halts; yet any other runnable thread
+    /// (the wire, the kernel's softirq thread) takes the CPU from a poller at once.
+    SpinBoth,
+}
+
+impl ClientWait {
+    /// Whether the echo socket polls too.
+    fn echo_polls(self) -> bool {
+        self == Self::SpinBoth
+    }
+
+    /// Whether the client polls.
+    fn client_polls(self) -> bool {
+        self != Self::Block
+    }
+}
+
+/// Puts the calling thread in SCHED_IDLE (sched(7)): it runs only when nothing else wants
+/// the CPU. False when refused.
+fn idle_priority() -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
 }
 
 /// [`udp_round_trips`] with the client waiting as `wait` says, in exchange order: element i
@@ -102,20 +128,46 @@ pub fn round_trips(
     echo.set_read_timeout(Some(Duration::from_secs(1)))?;
     let client = tb.in_netns(&tb.cli, || UdpSocket::bind((CLIENT_ADDR, 0)))??;
     client.set_read_timeout(Some(Duration::from_secs(1)))?;
+    if wait.echo_polls() {
+        echo.set_nonblocking(true)?;
+    }
     let echo_thread = std::thread::spawn(move || {
-        measurer_priority();
+        if wait.echo_polls() {
+            idle_priority();
+        } else {
+            measurer_priority();
+        }
         let mut buf = [0u8; 64];
         // Ends when the client stops sending: a 1 s silence.
-        while let Ok((len, from)) = echo.recv_from(&mut buf) {
-            let _ = echo.send_to(&buf[..len], from);
+        let mut last = Instant::now();
+        loop {
+            match echo.recv_from(&mut buf) {
+                Ok((len, from)) => {
+                    let _ = echo.send_to(&buf[..len], from);
+                    last = Instant::now();
+                }
+                Err(e)
+                    if e.kind() == io::ErrorKind::WouldBlock
+                        && last.elapsed() < Duration::from_secs(1) =>
+                {
+                    std::hint::spin_loop()
+                }
+                Err(_) => break,
+            }
         }
     });
-    if wait == ClientWait::Spin {
+    if wait.client_polls() {
         client.set_nonblocking(true)?;
     }
     let client_thread = std::thread::spawn(move || -> io::Result<Vec<Option<f64>>> {
-        if wait == ClientWait::Block {
-            measurer_priority();
+        match wait {
+            ClientWait::Block => {
+                measurer_priority();
+            }
+            ClientWait::Spin => {}
+            ClientWait::SpinBoth => {
+                idle_priority();
+            }
         }
         let end = Instant::now() + limit;
         let mut rtts = Vec::with_capacity(n);
@@ -141,7 +193,13 @@ pub fn round_trips(
                 }
             };
             rtts.push(rtt);
-            if !pace.is_zero() {
+            if wait.echo_polls() {
+                // Paced by polling the clock: a sleep would let this CPU halt.
+                let until = Instant::now() + pace;
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            } else if !pace.is_zero() {
                 // Pacing is the measurement's traffic pattern, not a wait for a condition.
                 std::thread::sleep(pace);
             }

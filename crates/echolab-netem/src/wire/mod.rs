@@ -79,7 +79,8 @@ pub(crate) struct Timing {
 
 impl Default for Timing {
     /// A 400 µs cap on the early wake-up. The margin used below the cap follows the
-    /// wake-ups' 90th percentile from a 50 µs start (see [`pump::Pump::early_wake_ns`]); a
+    /// wake-ups' 90th percentile from a 50 µs start, or is 3% of a long wait where that is
+    /// more (see [`pump::Pump::early_wake_ns`]); a
     /// 50 µs cap, the lateness of a busy host, left crossnet's releases 20–60 µs late at the
     /// median on a 2-core VM, where a thread waking from a 10 ms sleep is 60–110 µs late
     /// (`examples/wire_perf.rs`, issue 15); with 400 µs they are 0.3 µs late. 64 probes

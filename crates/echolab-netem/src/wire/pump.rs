@@ -2,7 +2,7 @@
 //! leaves, write it back.
 //!
 //! One thread per direction, blocked in `epoll_wait` on three descriptors: the TUN (packets
-//! arrive), a `timerfd` armed `early_wake_ns` before the earliest release time (absolute
+//! arrive), a `timerfd` armed a margin ([`WakeMargin`], at most `early_wake_ns`) before the earliest release time (absolute
 //! `CLOCK_MONOTONIC`), and an `eventfd` that asks it to stop. From the timer's expiry to the
 //! release the thread polls (`epoll_wait` with timeout 0, so arrivals are still read at once)
 //! and writes the packet at its release time rather than a wake-up latency after it. With
@@ -104,7 +104,8 @@ pub(crate) struct Pump {
     /// The most a thread wakes before a release to poll until it, ns: a timer wake-up takes
     /// tens of µs on a busy host, so waking ahead and polling the rest (TUN included) makes
     /// the release time exact. The margin actually used tracks the wake-ups' lateness
-    /// ([`WakeMargin`]) below this cap. Polling happens only while a release is that close,
+    /// ([`WakeMargin`]), or a share of a long wait ([`WakeMargin::IDLE_SHARE`]), below this
+    /// cap. Polling happens only while a release is that close,
     /// so an idle wire still sleeps.
     pub early_wake_ns: u64,
     /// The self-probe at startup, whose median becomes the shaper's compensation.
@@ -196,6 +197,31 @@ impl WakeMargin {
         self.estimate_ns.min(self.cap_ns)
     }
 
+    /// The share of a long wait the thread spends polling before the release it waits for.
+    ///
+    /// A wait of milliseconds lets the CPU halt, and a halted virtual CPU wakes far later
+    /// than a busy one: at crossnet (10 ms one way) the wire's own release error had p99
+    /// 160–270 µs with the estimate's margin alone, against 4–12 µs when other work kept
+    /// both CPUs from halting (2-core AMD EPYC VM, `wire_perf --section delay`). The
+    /// estimate cannot learn that tail: a flow held that long gives one wake-up per packet,
+    /// and a p99 needs thousands. Waking this share of the wait ahead (up to the cap) covers
+    /// it for waits of about 10 ms and longer, and costs at most this share of one core per
+    /// direction, only while packets are held that long; a wait shorter than about 1.7 ms
+    /// keeps the estimate's margin.
+    const IDLE_SHARE: f64 = 0.03;
+
+    /// The part of the margin a wait of `wait_ns` (from when its release became the next one
+    /// to that release) asks for by [`Self::IDLE_SHARE`], ns.
+    fn idle_part(wait_ns: u64) -> u64 {
+        (wait_ns as f64 * Self::IDLE_SHARE) as u64
+    }
+
+    /// The margin before a release whose wait asked for `idle_part_ns`: the larger of that
+    /// and the estimate, never above the cap.
+    fn before(&self, idle_part_ns: u64) -> u64 {
+        self.get().max(idle_part_ns).min(self.cap_ns)
+    }
+
     /// Takes one wake-up's lateness: epoll's return minus the time the timer was set for, ns.
     fn observe(&mut self, lateness_ns: u64) {
         let up = (Self::STEP_NS * Self::QUANTILE) as u64;
@@ -205,6 +231,31 @@ impl WakeMargin {
         } else {
             self.estimate_ns.saturating_sub(down)
         };
+    }
+}
+
+/// The idle part of the margin before the next release ([`WakeMargin::idle_part`]), fixed
+/// when that release became the next one: measured again at each wake-up, the wait would
+/// look shorter each time and the thread would re-arm its timer ever closer instead of
+/// polling.
+#[derive(Debug, Default)]
+struct HeadWait {
+    /// The release, ns, and the idle part computed when it became the next one.
+    head: Option<(u64, u64)>,
+}
+
+impl HeadWait {
+    /// The idle part for `next_release` (ns, none when nothing is held) at `now_ns`.
+    fn idle_part(&mut self, next_release: Option<u64>, now_ns: u64) -> u64 {
+        match (next_release, self.head) {
+            (Some(r), Some((h, part))) if r == h => part,
+            (Some(r), _) => {
+                let part = WakeMargin::idle_part(r.saturating_sub(now_ns));
+                self.head = Some((r, part));
+                part
+            }
+            (None, _) => 0,
+        }
     }
 }
 
@@ -350,13 +401,15 @@ impl Pump {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
         let name = self.name;
         let mut margin = WakeMargin::new(self.early_wake_ns);
+        let mut head = HeadWait::default();
         loop {
-            let early = margin.get();
+            let next_release = queue.peek().map(|Reverse(h)| h.release_ns);
+            let now = now_ns();
+            let early = margin.before(head.idle_part(next_release, now));
             // Poll without blocking while the TUN has not been drained or the next release is
             // within the early-wake margin; otherwise sleep until the timer, armed `early`
             // ahead of the release.
-            let next_release = queue.peek().map(|Reverse(h)| h.release_ns);
-            let polling = tun_readable || next_release.is_some_and(|r| r <= now_ns() + early);
+            let polling = tun_readable || next_release.is_some_and(|r| r <= now + early);
             if !polling {
                 if let Some(wake_at) = next_release.map(|r| r - early) {
                     if armed_for != Some(wake_at) {
@@ -609,5 +662,35 @@ mod tests {
         let mut off = WakeMargin::new(0);
         off.observe(30_000);
         assert_eq!(off.get(), 0, "a zero cap turns early wake-up off");
+        assert_eq!(off.before(WakeMargin::idle_part(20_000_000)), 0);
+    }
+
+    #[test]
+    fn a_long_wait_wakes_a_share_of_it_ahead_within_the_cap() {
+        let m = WakeMargin::new(400_000);
+        // 10 ms: 3% is 300 us, above the 50 us estimate.
+        assert_eq!(m.before(WakeMargin::idle_part(10_000_000)), 300_000);
+        // 1 ms: 30 us, below the estimate, which rules.
+        assert_eq!(m.before(WakeMargin::idle_part(1_000_000)), 50_000);
+        // 100 ms: 3 ms, held to the cap.
+        assert_eq!(m.before(WakeMargin::idle_part(100_000_000)), 400_000);
+        assert_eq!(m.before(0), 50_000);
+    }
+
+    #[test]
+    fn the_idle_part_is_fixed_when_a_release_becomes_the_next_one() {
+        let mut h = HeadWait::default();
+        assert_eq!(h.idle_part(None, 0), 0);
+        // Held 10 ms from t = 1 s: 300 us, and still 300 us when woken 9.7 ms later.
+        assert_eq!(h.idle_part(Some(1_010_000_000), 1_000_000_000), 300_000);
+        assert_eq!(h.idle_part(Some(1_010_000_000), 1_009_700_000), 300_000);
+        // An earlier release arrives: its own wait counts, 2 ms -> 60 us.
+        assert_eq!(h.idle_part(Some(1_009_800_000), 1_007_800_000), 60_000);
+        // The queue empties and a packet comes later.
+        assert_eq!(h.idle_part(None, 1_020_000_000), 0);
+        assert_eq!(h.idle_part(Some(1_030_000_000), 1_020_000_000), 300_000);
+        // A release already due waits nothing.
+        let mut late = HeadWait::default();
+        assert_eq!(late.idle_part(Some(5), 10), 0);
     }
 }

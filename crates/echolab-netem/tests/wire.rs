@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use echolab_netem::testbed::{
-    ChildGuard, Testbed, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
+    ChildGuard, Testbed, CLIENT_ADDR, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
 };
 use echolab_netem::wire::counters::WireStats;
 use echolab_netem::wire::endtoend::{self, AddedDelayError, ClientWait, PROBE_IP_BYTES};
@@ -396,8 +396,9 @@ fn every_endpoint_wait_answers_each_exchange_in_order_and_keeps_the_pace() {
         let took = t0.elapsed();
         assert_eq!(rtts.len(), 50, "{wait:?}");
         assert!(
+            // A round trip through two namespaces takes microseconds, never under one.
             rtts.iter()
-                .all(|r| r.is_some_and(|us| us > 0.0 && us < 1e6)),
+                .all(|r| r.is_some_and(|us| (1.0..1e6).contains(&us))),
             "{wait:?}: {rtts:?}"
         );
         // 49 pauses of 2 ms before the last exchange, then the echo's 1 s of silence after
@@ -406,6 +407,108 @@ fn every_endpoint_wait_answers_each_exchange_in_order_and_keeps_the_pace() {
             took >= Duration::from_millis(49 * 2 + 1000 - 5) && took < Duration::from_secs(10),
             "{wait:?}: {took:?}"
         );
+    }
+}
+
+/// The scheduling policy (proc(5) `stat` field 41: 0 SCHED_OTHER, 1 SCHED_FIFO, 5 SCHED_IDLE)
+/// of this process's thread named `name`, if there is one.
+fn policy_of_thread(name: &str) -> Option<u32> {
+    std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .flatten()
+        .find_map(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            if comm.trim() != name {
+                return None;
+            }
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            // Fields after the parenthesised command name, which may hold spaces.
+            let after = &stat[stat.rfind(')')? + 2..];
+            after.split_whitespace().nth(41 - 3)?.parse().ok()
+        })
+}
+
+/// Whether this process's UDP socket bound to `addr` is non-blocking (O_NONBLOCK), if there
+/// is one.
+fn udp_socket_polls(addr: std::net::Ipv4Addr) -> Option<bool> {
+    std::fs::read_dir("/proc/self/fd")
+        .ok()?
+        .flatten()
+        .find_map(|e| {
+            let fd: libc::c_int = e.file_name().to_str()?.parse().ok()?;
+            // SAFETY: getsockopt/getsockname/fcntl on a descriptor number only read its state;
+            // one that is not a socket (or closed meanwhile) fails and is skipped. The buffers
+            // are live and sized as passed.
+            unsafe {
+                let mut kind: libc::c_int = 0;
+                let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+                let typed = libc::getsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_TYPE,
+                    (&mut kind as *mut libc::c_int).cast(),
+                    &mut len,
+                );
+                if typed != 0 || kind != libc::SOCK_DGRAM {
+                    return None;
+                }
+                let mut sa: libc::sockaddr_in = std::mem::zeroed();
+                let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+                if libc::getsockname(fd, (&mut sa as *mut libc::sockaddr_in).cast(), &mut len) != 0
+                    || sa.sin_family != libc::AF_INET as libc::sa_family_t
+                    || u32::from_be(sa.sin_addr.s_addr) != u32::from(addr)
+                {
+                    return None;
+                }
+                Some(libc::fcntl(fd, libc::F_GETFL) & libc::O_NONBLOCK != 0)
+            }
+        })
+}
+
+#[test]
+fn each_endpoint_wait_gives_the_endpoints_their_scheduling() {
+    let tb = std::sync::Arc::new(Testbed::new().expect("namespaces"));
+    // (echo, client) policies: blocked endpoints real-time, a polling client fair, both
+    // polling idle; and which of their sockets poll.
+    for (wait, expected, polls) in [
+        (ClientWait::Block, (1, 1), (false, false)),
+        (ClientWait::Spin, (1, 0), (false, true)),
+        (ClientWait::SpinBoth, (5, 5), (true, true)),
+    ] {
+        let run = {
+            let tb = tb.clone();
+            std::thread::spawn(move || {
+                endtoend::round_trips(&tb, 400, Duration::from_millis(2), DEADLINE, wait)
+            })
+        };
+        // Readiness: both threads named and past their first exchange (then their policy is
+        // set), read within the run's 0.8 s of exchanges.
+        let seen = loop {
+            let both = (
+                policy_of_thread(endtoend::ECHO_THREAD),
+                policy_of_thread(endtoend::CLIENT_THREAD),
+            );
+            if both == (Some(expected.0), Some(expected.1)) || run.is_finished() {
+                break (
+                    both,
+                    udp_socket_polls(SERVER_ADDR),
+                    udp_socket_polls(CLIENT_ADDR),
+                );
+            }
+            // The poll interval of this check; the polling endpoints need the CPUs.
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let rtts = run.join().unwrap().unwrap();
+        assert_eq!(
+            seen,
+            (
+                (Some(expected.0), Some(expected.1)),
+                Some(polls.0),
+                Some(polls.1)
+            ),
+            "{wait:?}: ((echo policy, client policy), echo polls, client polls)"
+        );
+        assert_eq!(rtts.iter().flatten().count(), 400, "{wait:?}");
     }
 }
 

@@ -70,6 +70,11 @@ pub fn sorted(in_order: &[Option<f64>]) -> Vec<f64> {
     rtts
 }
 
+/// The names of [`round_trips`]' echo and client threads (as `top -H` and /proc show them).
+pub const ECHO_THREAD: &str = "rtt-echo";
+/// See [`ECHO_THREAD`].
+pub const CLIENT_THREAD: &str = "rtt-client";
+
 /// How the client waits for each answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientWait {
@@ -103,11 +108,11 @@ impl ClientWait {
 }
 
 /// Puts the calling thread in SCHED_IDLE (sched(7)): it runs only when nothing else wants
-/// the CPU. False when refused.
-fn idle_priority() -> bool {
+/// the CPU. Any user may lower its own priority, so this is not refused.
+fn idle_priority() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
 }
 
 /// [`udp_round_trips`] with the client waiting as `wait` says, in exchange order: element i
@@ -131,81 +136,88 @@ pub fn round_trips(
     if wait.echo_polls() {
         echo.set_nonblocking(true)?;
     }
-    let echo_thread = std::thread::spawn(move || {
-        if wait.echo_polls() {
-            idle_priority();
-        } else {
-            measurer_priority();
-        }
-        let mut buf = [0u8; 64];
-        // Ends when the client stops sending: a 1 s silence.
-        let mut last = Instant::now();
-        loop {
-            match echo.recv_from(&mut buf) {
-                Ok((len, from)) => {
-                    let _ = echo.send_to(&buf[..len], from);
-                    last = Instant::now();
-                }
-                Err(e)
-                    if e.kind() == io::ErrorKind::WouldBlock
-                        && last.elapsed() < Duration::from_secs(1) =>
-                {
-                    std::hint::spin_loop()
-                }
-                Err(_) => break,
+    let echo_thread = std::thread::Builder::new()
+        .name(ECHO_THREAD.into())
+        .spawn(move || {
+            if wait.echo_polls() {
+                idle_priority();
+            } else {
+                measurer_priority();
             }
-        }
-    });
+            let mut buf = [0u8; 64];
+            // Ends when the client stops sending: a 1 s silence.
+            let mut last = Instant::now();
+            loop {
+                match echo.recv_from(&mut buf) {
+                    Ok((len, from)) => {
+                        let _ = echo.send_to(&buf[..len], from);
+                        last = Instant::now();
+                    }
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock
+                            && last.elapsed() < Duration::from_secs(1) =>
+                    {
+                        std::hint::spin_loop()
+                    }
+                    Err(_) => break,
+                }
+            }
+        })?;
     if wait.client_polls() {
         client.set_nonblocking(true)?;
     }
-    let client_thread = std::thread::spawn(move || -> io::Result<Vec<Option<f64>>> {
-        match wait {
-            ClientWait::Block => {
-                measurer_priority();
-            }
-            ClientWait::Spin => {}
-            ClientWait::SpinBoth => {
-                idle_priority();
-            }
-        }
-        let end = Instant::now() + limit;
-        let mut rtts = Vec::with_capacity(n);
-        let mut buf = [0u8; 64];
-        for i in 0..n as u64 {
-            if Instant::now() >= end {
-                break;
-            }
-            let t0 = Instant::now();
-            client.send_to(&i.to_le_bytes(), (SERVER_ADDR, port))?;
-            // A late answer to an earlier exchange is skipped, not timed as this one.
-            let give_up = t0 + Duration::from_secs(1);
-            let rtt = loop {
-                match client.recv(&mut buf) {
-                    Ok(len) if len == 8 && buf[..8] == i.to_le_bytes() => {
-                        break Some(t0.elapsed().as_secs_f64() * 1e6);
-                    }
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < give_up => {
-                        std::hint::spin_loop()
-                    }
-                    Err(_) => break None,
+    let client_thread = std::thread::Builder::new()
+        .name(CLIENT_THREAD.into())
+        .spawn(move || -> io::Result<Vec<Option<f64>>> {
+            match wait {
+                ClientWait::Block => {
+                    measurer_priority();
                 }
-            };
-            rtts.push(rtt);
-            if wait.echo_polls() {
-                // Paced by polling the clock: a sleep would let this CPU halt.
-                let until = Instant::now() + pace;
-                while Instant::now() < until {
-                    std::hint::spin_loop();
+                ClientWait::Spin => {}
+                ClientWait::SpinBoth => {
+                    idle_priority();
                 }
-            } else if !pace.is_zero() {
-                // Pacing is the measurement's traffic pattern, not a wait for a condition.
-                std::thread::sleep(pace);
             }
-        }
-        Ok(rtts)
-    });
+            let end = Instant::now() + limit;
+            let mut rtts = Vec::with_capacity(n);
+            let mut buf = [0u8; 64];
+            for i in 0..n as u64 {
+                if Instant::now() >= end {
+                    break;
+                }
+                let t0 = Instant::now();
+                client.send_to(&i.to_le_bytes(), (SERVER_ADDR, port))?;
+                // A late answer to an earlier exchange is skipped, not timed as this one.
+                let give_up = t0 + Duration::from_secs(1);
+                let rtt = loop {
+                    match client.recv(&mut buf) {
+                        Ok(len) if len == 8 && buf[..8] == i.to_le_bytes() => {
+                            break Some(t0.elapsed().as_secs_f64() * 1e6);
+                        }
+                        Ok(_) => {}
+                        Err(e)
+                            if e.kind() == io::ErrorKind::WouldBlock
+                                && Instant::now() < give_up =>
+                        {
+                            std::hint::spin_loop()
+                        }
+                        Err(_) => break None,
+                    }
+                };
+                rtts.push(rtt);
+                if wait.echo_polls() {
+                    // Paced by polling the clock: a sleep would let this CPU halt.
+                    let until = Instant::now() + pace;
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                } else if !pace.is_zero() {
+                    // Pacing is the measurement's traffic pattern, not a wait for a condition.
+                    std::thread::sleep(pace);
+                }
+            }
+            Ok(rtts)
+        })?;
     let rtts = client_thread
         .join()
         .map_err(|_| io::Error::other("round-trip client panicked"));

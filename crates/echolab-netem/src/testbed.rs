@@ -58,9 +58,15 @@ impl Testbed {
     /// routes via the link, and `ip_forward` on in the link namespace (as the launcher sets it
     /// when it creates the link container). The wire sets rp_filter itself.
     ///
+    /// First deletes the namespaces of testbeds whose process is gone
+    /// ([`orphaned_namespaces`]), so a killed test leaks them only until the next testbed.
+    ///
     /// # Errors
     /// Any `ip` command failed (not root, no iproute2); what was created is deleted.
     pub fn new() -> io::Result<Self> {
+        for ns in orphaned_namespaces(std::path::Path::new("/run/netns")) {
+            delete_namespace(&ns);
+        }
         let tag = format!(
             "elab-{}-{}",
             std::process::id(),
@@ -240,19 +246,52 @@ impl Testbed {
 impl Drop for Testbed {
     fn drop(&mut self) {
         for ns in &self.created {
-            if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
-                for pid in String::from_utf8_lossy(&out.stdout)
-                    .split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok())
-                {
-                    // SAFETY: kill(2) on a process inside a namespace this testbed created; only
-                    // its own test's processes live there.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
-            }
-            let _ = run(&["netns", "del", ns]);
+            delete_namespace(ns);
         }
     }
+}
+
+/// Kills what runs in testbed namespace `ns` and deletes it; errors are ignored (it may be
+/// gone already).
+fn delete_namespace(ns: &str) {
+    if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
+        for pid in String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            // SAFETY: kill(2) on a process inside a testbed namespace; only the processes of
+            // the test or measurement that made it live there.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let _ = run(&["netns", "del", ns]);
+}
+
+/// The testbed namespaces (`elab-<pid>-<n>-<role>`, named in /run/netns) whose creating
+/// process is gone: left behind when a test was killed (SIGKILL, a harness timeout) before
+/// its `Drop` ran. A pid that is in use again keeps its namespaces, on the safe side.
+fn orphaned_namespaces(netns_dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(netns_dir) else {
+        return Vec::new();
+    };
+    let mut orphans: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| {
+            let mut parts = name.splitn(4, '-');
+            let (Some("elab"), Some(pid), Some(n), Some(_role)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return false;
+            };
+            let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), n.parse::<u32>()) else {
+                return false;
+            };
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .collect();
+    orphans.sort();
+    orphans
 }
 
 /// Reads `r` line by line on a thread, into a channel.
@@ -392,5 +431,43 @@ impl Drop for ChildGuard {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pid no process has: that of a child that has exited and been reaped.
+    fn dead_pid() -> u32 {
+        let mut child = Command::new("true").spawn().expect("spawn true");
+        let pid = child.id();
+        child.wait().expect("wait");
+        pid
+    }
+
+    #[test]
+    fn only_testbed_namespaces_of_gone_processes_are_orphans() {
+        let dir = std::env::temp_dir().join(format!("elab-orphans-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (dead, alive) = (dead_pid(), std::process::id());
+        let names = [
+            format!("elab-{dead}-0-cli"),
+            format!("elab-{dead}-12-srv"),
+            format!("elab-{alive}-3-lnk"),
+            format!("elab-{dead}-0"),
+            format!("elab-x{dead}-0-cli"),
+            format!("other-{dead}-0-cli"),
+        ];
+        for n in &names {
+            std::fs::write(dir.join(n), "").unwrap();
+        }
+        let found = orphaned_namespaces(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(found, vec![names[0].clone(), names[1].clone()]);
+        assert!(
+            orphaned_namespaces(&dir).is_empty(),
+            "no directory, no orphans"
+        );
     }
 }

@@ -387,6 +387,32 @@ fn lan100_end_to_end_added_delay_median_within_the_floor() {
 }
 
 #[test]
+fn a_new_testbed_deletes_the_namespaces_a_killed_test_left() {
+    // A process that made a namespace in the testbed's naming and was killed before its Drop.
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let orphan = format!("elab-{dead}-0-lnk");
+    let out = Command::new("ip")
+        .args(["netns", "add", &orphan])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let listed = || {
+        let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(orphan.as_str()))
+    };
+    // (Another test's testbed, starting meanwhile, may sweep it first: the end state is the
+    // same.)
+    let tb = Testbed::new().expect("namespaces");
+    assert!(!listed(), "{orphan} still there");
+    // Its own namespaces are kept while it lives.
+    assert!(Path::new("/run/netns").join(&tb.lnk).exists());
+}
+
+#[test]
 fn every_endpoint_wait_answers_each_exchange_in_order_and_keeps_the_pace() {
     let tb = Testbed::new().expect("namespaces");
     for wait in [ClientWait::Block, ClientWait::Spin, ClientWait::SpinBoth] {

@@ -2,10 +2,11 @@
 //! leaves, write it back.
 //!
 //! One thread per direction, blocked in `epoll_wait` on three descriptors: the TUN (packets
-//! arrive), a `timerfd` armed a margin ([`WakeMargin`], at most `early_wake_ns`) before the earliest release time (absolute
-//! `CLOCK_MONOTONIC`), and an `eventfd` that asks it to stop. From the timer's expiry to the
-//! release the thread polls (`epoll_wait` with timeout 0, so arrivals are still read at once)
-//! and writes the packet at its release time rather than a wake-up latency after it. With
+//! arrive), a `timerfd` armed a margin ([`WakeMargin`], at most `early_wake_ns`) before the
+//! earliest release time (absolute `CLOCK_MONOTONIC`), and an `eventfd` that asks it to stop.
+//! From the timer's expiry to the release the thread polls (`epoll_wait` with timeout 0, so
+//! arrivals are still read at once) and writes the packet at its release time rather than a
+//! wake-up latency after it. With
 //! nothing queued the timer is disarmed, so an idle wire sleeps. The thread's timer slack is
 //! set to 1 ns (prctl(2) `PR_SET_TIMERSLACK`), since the default 50 µs would be added to every
 //! wake-up. Each packet's delay counts from when it entered the TUN, by the kernel's stamp
@@ -201,7 +202,7 @@ impl WakeMargin {
     ///
     /// A wait of milliseconds lets the CPU halt, and a halted virtual CPU wakes far later
     /// than a busy one: at crossnet (10 ms one way) the wire's own release error had p99
-    /// 160–270 µs with the estimate's margin alone, against 4–12 µs when other work kept
+    /// 158–317 µs with the estimate's margin alone, against 4–12 µs when other work kept
     /// both CPUs from halting (2-core AMD EPYC VM, `wire_perf --section delay`). The
     /// estimate cannot learn that tail: a flow held that long gives one wake-up per packet,
     /// and a p99 needs thousands. Waking this share of the wait ahead (up to the cap) covers

@@ -115,6 +115,17 @@ fn idle_priority() {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
 }
 
+/// The calling endpoint thread's scheduling, one rule for both endpoints: blocked, real-time
+/// below the wire ([`measurer_priority`]); polling, fair, or idle when both endpoints poll
+/// (a real-time poller would be throttled and stall its CPU).
+fn endpoint_priority(polls: bool, wait: ClientWait) {
+    if !polls {
+        measurer_priority();
+    } else if wait == ClientWait::SpinBoth {
+        idle_priority();
+    }
+}
+
 /// [`udp_round_trips`] with the client waiting as `wait` says, in exchange order: element i
 /// is exchange i's RTT, µs, `None` when it had no answer within 1 s; shorter than `n` when
 /// `limit` ended the run.
@@ -133,17 +144,12 @@ pub fn round_trips(
     echo.set_read_timeout(Some(Duration::from_secs(1)))?;
     let client = tb.in_netns(&tb.cli, || UdpSocket::bind((CLIENT_ADDR, 0)))??;
     client.set_read_timeout(Some(Duration::from_secs(1)))?;
-    if wait.echo_polls() {
-        echo.set_nonblocking(true)?;
-    }
+    echo.set_nonblocking(wait.echo_polls())?;
+    client.set_nonblocking(wait.client_polls())?;
     let echo_thread = std::thread::Builder::new()
         .name(ECHO_THREAD.into())
         .spawn(move || {
-            if wait.echo_polls() {
-                idle_priority();
-            } else {
-                measurer_priority();
-            }
+            endpoint_priority(wait.echo_polls(), wait);
             let mut buf = [0u8; 64];
             // Ends when the client stops sending: a 1 s silence.
             let mut last = Instant::now();
@@ -163,21 +169,10 @@ pub fn round_trips(
                 }
             }
         })?;
-    if wait.client_polls() {
-        client.set_nonblocking(true)?;
-    }
     let client_thread = std::thread::Builder::new()
         .name(CLIENT_THREAD.into())
         .spawn(move || -> io::Result<Vec<Option<f64>>> {
-            match wait {
-                ClientWait::Block => {
-                    measurer_priority();
-                }
-                ClientWait::Spin => {}
-                ClientWait::SpinBoth => {
-                    idle_priority();
-                }
-            }
+            endpoint_priority(wait.client_polls(), wait);
             let end = Instant::now() + limit;
             let mut rtts = Vec::with_capacity(n);
             let mut buf = [0u8; 64];

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::cmd::Check;
-use crate::profile::{Profile, Topology};
+use crate::profile::{LinkSpec, Profile, Topology, MTU_BYTES};
 use crate::units::{format_duration, RATE_UNITS};
 
 /// How many times a calibration is measured at most before its miss is the verdict: a miss
@@ -40,6 +40,41 @@ pub fn deciding_reason(
 /// (`echolab-netem calibrate`'s echo mode). The `added_rtt` check expects a link to serialize
 /// this much each way.
 pub const PROBE_IP_BYTES: usize = 20 + 32 + 16;
+
+/// Payload of one full-size TCP segment, bytes: an [`MTU_BYTES`] IP packet less the IPv4 (20)
+/// and TCP (20) headers and the 12-byte timestamps option Linux sends by default.
+pub const FULL_SEGMENT_PAYLOAD: u64 = MTU_BYTES - 20 - 20 - 12;
+
+/// The congestion control of a calibration's bulk senders (`TCP_CONGESTION`, tcp(7)): Reno
+/// (RFC 5681) is built into every Linux kernel and any process may choose it, so the
+/// transfer does not depend on the host's default (cubic, bbr, ...), and its slow start simply
+/// grows until the window bound of [`bulk_window_bytes`] stops it.
+pub const BULK_CONGESTION_CONTROL: &str = "reno";
+
+/// The most payload a calibration's bulk transfer keeps unacknowledged, bytes, when its data
+/// crosses `forward` and its ACKs come back over `back`: the round trip's pipe at `forward`'s
+/// rate (both directions' delay plus four jitter widths, in [`MTU_BYTES`] packets, rounded
+/// up) plus half the room that `forward`'s queue limit leaves beyond its own pipe
+/// ([`LinkSpec::bdp_packets`]), in [`FULL_SEGMENT_PAYLOAD`]s; at least two segments. `None`
+/// when `forward` has no rate: nothing to fill, nothing to overflow.
+///
+/// Why a bound: a sender so bounded keeps the link busy (its window covers the round trip,
+/// and the queue room absorbs half the limit's worth of host delay), while in steady state the
+/// forward direction holds at most its pipe and half its room, never the limit, so the link
+/// drops nothing and the goodput is the link's rate, not the sender's loss recovery. Unbounded,
+/// a sender grows its window until the queue overflows (through crossnet's 500-packet limit:
+/// cubic filled it in 2 of 4 calibrations, reno in 6 of 6, on the 2-core AMD VM of
+/// 2026-12-05, `wire_perf --section release`), and what it carries after that depends on how
+/// its recovery meets the host's timing: a CI run measured 37-44 Mbit/s against at least 44.25
+/// in three attempts at crossnet.
+pub fn bulk_window_bytes(forward: &LinkSpec, back: Option<&LinkSpec>) -> Option<u64> {
+    let rate = forward.rate?.0 as f64;
+    let round_trip =
+        forward.max_added_delay() + back.map_or(Duration::ZERO, LinkSpec::max_added_delay);
+    let pipe = (rate * round_trip.as_secs_f64() / (8.0 * MTU_BYTES as f64)).ceil() as u64;
+    let room = u64::from(forward.effective_limit()).saturating_sub(forward.bdp_packets());
+    Some((pipe + room / 2).max(2) * FULL_SEGMENT_PAYLOAD)
+}
 
 /// How long the baseline's prober pauses after each round trip (`echolab-netem rtt --pace`):
 /// the RTT `profile` is expected to add to one probe, µs resolution.
@@ -275,6 +310,39 @@ mod tests {
              downlink: {{ delay: 10ms, rate: 50mbit }}\nexpected:\n  rtt: {{ value: 20.1ms, minus: 1ms, plus: 2ms }}\n{extra}"
         );
         Profile::from_yaml(&text, "t.yaml").unwrap()
+    }
+
+    fn spec(yaml: &str) -> LinkSpec {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn the_bulk_window_is_the_round_trip_pipe_plus_half_the_queue_room() {
+        // crossnet, by hand: 50 Mbit/s x (10 + 4 x 1 ms) x 2 = 1.4 Mbit = 116.7 -> 117 packets
+        // of 1500 bytes; the forward pipe 50 Mbit/s x 14 ms = 58.3 -> 59, room 500 - 59 = 441,
+        // half 220; 337 segments of 1448 bytes.
+        let crossnet = spec("{ delay: 10ms, jitter: 1ms, rate: 50mbit, overhead: 38, limit: 500 }");
+        assert_eq!(
+            bulk_window_bytes(&crossnet, Some(&crossnet)),
+            Some(337 * 1448)
+        );
+        // lan100: 100 Mbit/s x 200 us = 1.67 -> 2 packets; pipe 0.83 -> 1, room 99, half 49.
+        let lan100 = spec("{ delay: 100us, rate: 100mbit, overhead: 38, limit: 100 }");
+        assert_eq!(bulk_window_bytes(&lan100, Some(&lan100)), Some(51 * 1448));
+        // No way back given: the forward delay alone, 58.3 -> 59 + 220.
+        assert_eq!(bulk_window_bytes(&crossnet, None), Some(279 * 1448));
+        // The back direction's delay counts, not its rate: a slow back link changes nothing.
+        let slow_back = spec("{ delay: 10ms, jitter: 1ms, rate: 1mbit, limit: 500 }");
+        assert_eq!(
+            bulk_window_bytes(&crossnet, Some(&slow_back)),
+            Some(337 * 1448)
+        );
+        // Without a rate there is no window to set.
+        let delay_only = spec("{ delay: 10ms }");
+        assert_eq!(bulk_window_bytes(&delay_only, Some(&crossnet)), None);
+        // A limit equal to a tiny pipe still leaves the sender two segments.
+        let tiny = spec("{ delay: 1us, rate: 1mbit, limit: 1 }");
+        assert_eq!(bulk_window_bytes(&tiny, None), Some(2 * 1448));
     }
 
     #[test]

@@ -133,6 +133,10 @@ pub struct CalibrationRecord {
     /// decided.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missed_attempts: Vec<MissedAttempt>,
+    /// How the goodput transfers ran: the senders' congestion control and the most each
+    /// receiver offered. Absent where no goodput was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bulk_transfer: Option<crate::cmd::BulkTransfer>,
 }
 
 /// The link as it was really installed.

@@ -32,6 +32,7 @@ use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use echolab_core::cmd::CalibrationReport;
 use echolab_core::profile::Profile;
 use echolab_netem::testbed::{
     ChildGuard, Testbed, CLIENT_ADDR, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
@@ -154,11 +155,10 @@ fn show(v: &[f64], digits: usize) -> String {
     format!("{:.digits$} [{}]", median(v), reps.join(" "))
 }
 
-/// Runs `calibrate` for `profile` through the wire `bin`; returns whether it passed and the
-/// wire's final stats.
-/// Also returns the wire's CPU over the calibration, % of one core (what its early wake-up's
-/// polling costs under traffic).
-fn calibrated(tb: &Testbed, bin: &Path, profile: &str) -> (bool, String, WireStats, f64) {
+/// One calibration through a fresh wire `bin` at `profile`: its report (`calibrate --json`),
+/// the wire's final stats, and the wire's CPU over the calibration in % of one core (what its
+/// early wake-up's polling costs under traffic).
+fn calibrated(tb: &Testbed, bin: &Path, profile: &str) -> (CalibrationReport, WireStats, f64) {
     let mut server = tb.command(&tb.srv, bin);
     server.args(["calib-server", "--port", "7070"]);
     let mut server = ChildGuard::spawn(server).unwrap();
@@ -173,12 +173,28 @@ fn calibrated(tb: &Testbed, bin: &Path, profile: &str) -> (bool, String, WireSta
         profile,
         "--target",
         &format!("{SERVER_ADDR}:7070"),
+        "--json",
     ]);
     let out = Testbed::output_within(cal, DEADLINE).unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let verdict = text.lines().last().unwrap_or("").to_string();
+    let report: CalibrationReport = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "calibrate --json: {e}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     let cpu = (cpu_seconds(pid) - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
-    (out.status.success(), verdict, stop_wire(wire), cpu)
+    (report, stop_wire(wire), cpu)
+}
+
+/// Every attempt's goodput in `report`, the missed ones first, as (uplink, downlink) Mbit/s.
+fn attempt_goodputs(report: &CalibrationReport) -> Vec<(Option<f64>, Option<f64>)> {
+    let missed = report
+        .missed_attempts
+        .iter()
+        .map(|m| (m.goodput_uplink_mbit, m.goodput_downlink_mbit));
+    missed
+        .chain([(report.goodput_uplink_mbit, report.goodput_downlink_mbit)])
+        .collect()
 }
 
 fn udp_rtts(tb: &Testbed, n: usize, pace: Duration, wait: ClientWait) -> Vec<Option<f64>> {
@@ -443,34 +459,48 @@ fn release_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize
     for profile in ["crossnet", "lan100"] {
         for (bin, name) in bins.iter().zip(names) {
             let mut passes = 0;
-            let mut cols: [Vec<f64>; 8] = Default::default();
+            let mut cols: [Vec<f64>; 12] = Default::default();
             let mut verdicts = Vec::new();
             let mut wire_cpu = Vec::new();
+            let mut goodput: [Vec<f64>; 2] = Default::default();
             for _ in 0..reps {
-                let (pass, verdict, s, cpu) = calibrated(tb, bin, profile);
+                let (report, s, cpu) = calibrated(tb, bin, profile);
                 wire_cpu.push(cpu);
-                passes += pass as usize;
-                if !pass {
-                    verdicts.push(verdict);
+                passes += report.pass as usize;
+                if !report.pass {
+                    verdicts.push(report.reason.clone());
+                }
+                for (up, down) in attempt_goodputs(&report) {
+                    goodput[0].extend(up);
+                    goodput[1].extend(down);
                 }
                 for (i, d) in [&s.uplink, &s.downlink].into_iter().enumerate() {
-                    cols[i * 4].push(d.release_error_us.p50);
-                    cols[i * 4 + 1].push(d.release_error_us.p99);
-                    cols[i * 4 + 2].push(d.release_error_us.max);
-                    cols[i * 4 + 3].push(d.compensation_us);
+                    cols[i * 6].push(d.release_error_us.p50);
+                    cols[i * 6 + 1].push(d.release_error_us.p99);
+                    cols[i * 6 + 2].push(d.release_error_us.max);
+                    cols[i * 6 + 3].push(d.compensation_us);
+                    cols[i * 6 + 4].push(d.peak_queue as f64);
+                    cols[i * 6 + 5].push(d.drops_queue as f64);
                 }
             }
             out!(
                 "  {profile} {name}: calibration passed {passes} of {reps} {verdicts:?}; wire CPU during it {} % of one core",
                 show(&wire_cpu, 1)
             );
+            out!(
+                "    goodput, every attempt (Mbit/s): uplink {}  downlink {}",
+                show(&goodput[0], 1),
+                show(&goodput[1], 1)
+            );
             for (i, dir) in ["uplink", "downlink"].into_iter().enumerate() {
                 out!(
-                    "    {dir}: p50 {}  p99 {}  max {}  compensation {}",
-                    show(&cols[i * 4], 1),
-                    show(&cols[i * 4 + 1], 1),
-                    show(&cols[i * 4 + 2], 0),
-                    show(&cols[i * 4 + 3], 1)
+                    "    {dir}: p50 {}  p99 {}  max {}  compensation {}; queue peak {} packets, dropped at the limit {}",
+                    show(&cols[i * 6], 1),
+                    show(&cols[i * 6 + 1], 1),
+                    show(&cols[i * 6 + 2], 0),
+                    show(&cols[i * 6 + 3], 1),
+                    show(&cols[i * 6 + 4], 0),
+                    show(&cols[i * 6 + 5], 0)
                 );
             }
         }

@@ -76,6 +76,7 @@ mod tests {
             added_rtt_us: None,
             goodput_uplink_mbit: Some(93.0),
             goodput_downlink_mbit: None,
+            bulk_transfer: None,
             checks: vec![],
             pass,
             reason: if pass {

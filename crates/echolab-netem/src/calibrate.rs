@@ -5,24 +5,32 @@
 //! measurement; the client's first byte picks the mode:
 //! - `E`: echo. The client sends [`PROBE_BYTES`]-byte probes one at a time (TCP_NODELAY) and
 //!   times each round trip.
-//! - `U`: upload. The client streams for the warm-up plus the measured time, then shuts down
-//!   its write side; the server answers with the goodput it measured as receiver (16 bytes:
-//!   bytes and nanoseconds after the warm-up, little-endian `u64`s).
+//! - `U`: upload. The client sends the warm-up (`u64` ms) and the receiver's window (`u64`
+//!   bytes, 0 for none), little-endian, streams for the warm-up plus the measured time, then
+//!   shuts down its write side; the server answers with the goodput it measured as receiver
+//!   (16 bytes: bytes and nanoseconds after the warm-up, little-endian `u64`s).
 //! - `D`: download. The client sends the duration (`u64` ms, little-endian); the server streams
 //!   that long and closes; the client measures as receiver.
 //!
 //! Goodput is measured by the receiver, from the end of a warm-up (TCP slow start) to the last
-//! byte, so it is the rate the link delivers, not what the sender's buffers absorbed. The
-//! verdicts are `echolab_core::calibration`'s, shared with the launcher's RTT probe.
+//! byte, so it is the rate the link delivers, not what the sender's buffers absorbed. Senders
+//! use Reno, and receivers offer at most the window `echolab_core::calibration::bulk_window_bytes`
+//! gives for the profile, so the transfer fills the link without overflowing its queue and the
+//! goodput depends neither on the host's congestion control nor on loss recovery. The verdicts
+//! are `echolab_core::calibration`'s, shared with the launcher's RTT probe.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use echolab_core::calibration::{added_rtt_check, goodput_check, rtt_check, sum_rtt_check};
+use echolab_core::calibration::{
+    added_rtt_check, bulk_window_bytes, goodput_check, rtt_check, sum_rtt_check,
+    BULK_CONGESTION_CONTROL,
+};
 // What `echolab-netem calibrate --json` prints lives in core, so that the launcher reads it
 // back with the same type.
-use echolab_core::cmd::{CalibrationReport, RttReport};
+use echolab_core::cmd::{BulkTransfer, CalibrationReport, RttReport};
 use echolab_core::profile::{Profile, Topology};
 
 /// Size of one RTT probe, bytes: small, so serialization barely adds to the RTT.
@@ -126,6 +134,61 @@ fn receive_and_measure(stream: &mut TcpStream, warmup: Duration) -> io::Result<R
     })
 }
 
+/// Makes `s` a calibration bulk sender: congestion control [`BULK_CONGESTION_CONTROL`].
+///
+/// # Errors
+/// The kernel refused the option (the message names it).
+fn bulk_sender(s: &TcpStream) -> io::Result<()> {
+    socket2::SockRef::from(s)
+        .set_tcp_congestion(BULK_CONGESTION_CONTROL.as_bytes())
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("TCP_CONGESTION {BULK_CONGESTION_CONTROL}: {e}"),
+            )
+        })
+}
+
+/// Makes `s` a calibration bulk receiver that never offers the sender more than `window`
+/// bytes; without a window, nothing changes. The receive window is at most the buffer's free
+/// space times the kernel's payload-to-memory ratio (below 1), and the buffer is fixed at
+/// `window` (SO_RCVBUF of half of it, which Linux doubles, socket(7); fixing it also stops
+/// autotuning). `TCP_WINDOW_CLAMP` (tcp(7)) says the same once more, but alone it does not
+/// hold: autotuning and a changed payload ratio reset the clamp from the buffer's size
+/// (tcp_rcv_space_adjust, tcp_measure_rcv_mss), which let a 6.18 kernel offer 395 packets
+/// against a 337-packet clamp. The window offered then lies between `window` and the ratio
+/// times it (0.59 seen through the wire, so 199 packets at crossnet against its 86-packet
+/// pipe). The kernel caps SO_RCVBUF at `net.core.rmem_max` (212,992 by default).
+///
+/// # Errors
+/// The kernel refused an option (the message names it).
+fn bulk_receiver(s: &TcpStream, window: Option<u64>) -> io::Result<()> {
+    let Some(w) = window else { return Ok(()) };
+    let w = libc::c_int::try_from(w).unwrap_or(libc::c_int::MAX);
+    let half = (w / 2) as usize;
+    socket2::SockRef::from(s)
+        .set_recv_buffer_size(half)
+        .map_err(|e| io::Error::new(e.kind(), format!("SO_RCVBUF {half}: {e}")))?;
+    // SAFETY: `s` is a live socket and `w` an int that outlives the call.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_WINDOW_CLAMP,
+            (&w as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("TCP_WINDOW_CLAMP {w}: {e}"),
+        ));
+    }
+    Ok(())
+}
+
 fn send_for(stream: &mut TcpStream, total: Duration) -> io::Result<()> {
     let chunk = vec![0x5au8; CHUNK];
     let end = Instant::now() + total;
@@ -133,6 +196,13 @@ fn send_for(stream: &mut TcpStream, total: Duration) -> io::Result<()> {
         stream.write_all(&chunk)?;
     }
     stream.shutdown(std::net::Shutdown::Write)
+}
+
+/// Reads two little-endian `u64`s.
+fn read_u64s(s: &mut TcpStream) -> io::Result<[u64; 2]> {
+    let mut b = [0u8; 16];
+    s.read_exact(&mut b)?;
+    Ok([&b[..8], &b[8..]].map(|h| u64::from_le_bytes(h.try_into().expect("8 bytes"))))
 }
 
 fn handle(mut stream: TcpStream) -> io::Result<()> {
@@ -153,10 +223,9 @@ fn handle(mut stream: TcpStream) -> io::Result<()> {
             }
         }
         b'U' => {
-            let mut warm = [0u8; 8];
-            stream.read_exact(&mut warm)?;
-            let r =
-                receive_and_measure(&mut stream, Duration::from_millis(u64::from_le_bytes(warm)))?;
+            let [warm, window] = read_u64s(&mut stream)?;
+            bulk_receiver(&stream, (window > 0).then_some(window))?;
+            let r = receive_and_measure(&mut stream, Duration::from_millis(warm))?;
             let mut reply = r.bytes.to_le_bytes().to_vec();
             reply.extend_from_slice(&(r.elapsed.as_nanos() as u64).to_le_bytes());
             stream.write_all(&reply)
@@ -165,6 +234,7 @@ fn handle(mut stream: TcpStream) -> io::Result<()> {
             let mut ms = [0u8; 8];
             stream.read_exact(&mut ms)?;
             let total = Duration::from_millis(u64::from_le_bytes(ms).min(60_000));
+            bulk_sender(&stream)?;
             send_for(&mut stream, total)
         }
         other => Err(io::Error::new(
@@ -259,13 +329,22 @@ pub(crate) fn measure_rtts(
     Ok(rtts)
 }
 
-/// Bulk upload (client to server); the server measures.
+/// Bulk upload (client to server), the server offering at most `window` bytes
+/// ([`bulk_sender`], [`bulk_receiver`]); the server measures.
 ///
 /// # Errors
-/// The connection failed or the server's answer was short.
-pub(crate) fn measure_upload(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
+/// The connection failed, the kernel refused the sender's options, or the server's answer was
+/// short.
+pub(crate) fn measure_upload(
+    target: SocketAddr,
+    plan: &CalibrationPlan,
+    window: Option<u64>,
+) -> io::Result<Received> {
     let mut s = connect(target, b'U')?;
-    s.write_all(&(plan.warmup.as_millis() as u64).to_le_bytes())?;
+    bulk_sender(&s)?;
+    let mut header = (plan.warmup.as_millis() as u64).to_le_bytes().to_vec();
+    header.extend_from_slice(&window.unwrap_or(0).to_le_bytes());
+    s.write_all(&header)?;
     send_for(&mut s, plan.warmup + plan.measure)?;
     let mut reply = [0u8; 16];
     s.read_exact(&mut reply)?;
@@ -277,12 +356,18 @@ pub(crate) fn measure_upload(target: SocketAddr, plan: &CalibrationPlan) -> io::
     })
 }
 
-/// Bulk download (server to client); the client measures.
+/// Bulk download (server to client), the client offering at most `window` bytes
+/// ([`bulk_sender`], [`bulk_receiver`]); the client measures.
 ///
 /// # Errors
-/// The connection failed.
-pub(crate) fn measure_download(target: SocketAddr, plan: &CalibrationPlan) -> io::Result<Received> {
+/// The connection failed or the kernel refused the receiver's options.
+pub(crate) fn measure_download(
+    target: SocketAddr,
+    plan: &CalibrationPlan,
+    window: Option<u64>,
+) -> io::Result<Received> {
     let mut s = connect(target, b'D')?;
+    bulk_receiver(&s, window)?;
     s.write_all(&((plan.warmup + plan.measure).as_millis() as u64).to_le_bytes())?;
     receive_and_measure(&mut s, plan.warmup)
 }
@@ -364,11 +449,15 @@ pub fn calibrate(
         checks.push(added_rtt_check(profile, b, med, PROBE_IP_BYTES));
     }
     let (mut up_mbit, mut down_mbit) = (None, None);
+    let (mut up_window, mut down_window) = (None, None);
     // A native path has no expected rate, but what it carries is what the run stood on.
     if profile.expected.goodput.is_some() || always_goodput || profile.topology == Topology::Native
     {
-        let up = measure_upload(target, plan)?.bits_per_s();
-        let down = measure_download(target, plan)?.bits_per_s();
+        let (up_link, down_link) = (profile.uplink.as_ref(), profile.downlink.as_ref());
+        up_window = up_link.and_then(|l| bulk_window_bytes(l, down_link));
+        down_window = down_link.and_then(|l| bulk_window_bytes(l, up_link));
+        let up = measure_upload(target, plan, up_window)?.bits_per_s();
+        let down = measure_download(target, plan, down_window)?.bits_per_s();
         up_mbit = Some(up / 1e6);
         down_mbit = Some(down / 1e6);
         checks.extend(goodput_check(profile, "uplink", up));
@@ -400,6 +489,11 @@ pub fn calibrate(
         added_rtt_us: baseline.map(|b| (med.as_secs_f64() - b.as_secs_f64()) * 1e6),
         goodput_uplink_mbit: up_mbit,
         goodput_downlink_mbit: down_mbit,
+        bulk_transfer: up_mbit.map(|_| BulkTransfer {
+            congestion_control: BULK_CONGESTION_CONTROL.to_string(),
+            window_uplink_bytes: up_window,
+            window_downlink_bytes: down_window,
+        }),
         checks,
         pass,
         reason,
@@ -519,8 +613,8 @@ mod tests {
             baseline_rtt: None,
             across_machines: false,
         };
-        let up = measure_upload(addr, &plan).unwrap();
-        let down = measure_download(addr, &plan).unwrap();
+        let up = measure_upload(addr, &plan, Some(200_000)).unwrap();
+        let down = measure_download(addr, &plan, None).unwrap();
         // The measured window is what follows the warm-up: never longer than `measure` plus
         // the last read's lateness. The exact byte counting is checked below with a scripted peer.
         for r in [&up, &down] {
@@ -529,6 +623,75 @@ mod tests {
                 "{up:?} {down:?}"
             );
         }
+    }
+
+    /// `s`'s congestion control.
+    fn congestion_control(s: &TcpStream) -> String {
+        let cc = socket2::SockRef::from(s).tcp_congestion().unwrap();
+        String::from_utf8_lossy(&cc)
+            .trim_end_matches('\0')
+            .to_string()
+    }
+
+    /// `s`'s SO_RCVBUF and TCP_WINDOW_CLAMP as the kernel reports them.
+    fn receiver_options(s: &TcpStream) -> (usize, libc::c_int) {
+        let mut clamp: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: a live socket; `clamp` and `len` outlive the call and `len` is its size.
+        let r = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_WINDOW_CLAMP,
+                (&mut clamp as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        let rcvbuf = socket2::SockRef::from(s).recv_buffer_size().unwrap();
+        (rcvbuf, clamp)
+    }
+
+    #[test]
+    fn a_bulk_sender_uses_reno_and_a_receiver_offers_at_most_its_window() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        bulk_sender(&client).unwrap();
+        assert_eq!(congestion_control(&client), "reno");
+        // socket(7): the kernel doubles SO_RCVBUF, so half the window was asked for and the
+        // buffer is the window; the clamp is the window.
+        let (server, _) = listener.accept().unwrap();
+        bulk_receiver(&server, Some(100_000)).unwrap();
+        assert_eq!(receiver_options(&server), (100_000, 100_000));
+        // Without a window nothing changes.
+        let before = receiver_options(&client);
+        bulk_receiver(&client, None).unwrap();
+        assert_eq!(receiver_options(&client), before);
+    }
+
+    #[test]
+    fn the_server_receives_an_upload_with_the_window_the_client_asks_for() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let served = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            // A second handle on the same socket, to read its options while `handle` runs.
+            let view = s.try_clone().unwrap();
+            (view, std::thread::spawn(move || handle(s)))
+        });
+        let mut c = connect(addr, b'U').unwrap();
+        let mut header = 0u64.to_le_bytes().to_vec();
+        header.extend_from_slice(&60_000u64.to_le_bytes());
+        c.write_all(&header).unwrap();
+        c.write_all(&[7u8; 1000]).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        // The server answers after it read everything, so its options are set by then.
+        let mut reply = [0u8; 16];
+        c.read_exact(&mut reply).unwrap();
+        assert_eq!(u64::from_le_bytes(reply[..8].try_into().unwrap()), 1000);
+        let (view, serving) = served.join().unwrap();
+        assert_eq!(receiver_options(&view), (60_000, 60_000));
+        serving.join().unwrap().unwrap();
     }
 
     #[test]
@@ -543,6 +706,8 @@ mod tests {
             let mut request = [0u8; 9];
             s.read_exact(&mut request).unwrap();
             assert_eq!(request[0], b'D');
+            // The duration, warm-up plus measured, ms, little-endian.
+            assert_eq!(request[1..], 300u64.to_le_bytes());
             s.write_all(&[1u8; 1000]).unwrap();
             // The pause is the traffic pattern under test, not a wait for a condition.
             std::thread::sleep(WARMUP * 3);
@@ -555,7 +720,7 @@ mod tests {
             baseline_rtt: None,
             across_machines: false,
         };
-        let down = measure_download(addr, &plan).unwrap();
+        let down = measure_download(addr, &plan, Some(73_848)).unwrap();
         peer.join().unwrap();
         assert_eq!(down.bytes, 300_000, "{down:?}");
         // The window runs from the end of the warm-up to the last byte, which came after the

@@ -22,8 +22,8 @@ pub use bench::{
     StormCmd, SustainCmd,
 };
 pub use netem::{
-    json_from_stdout, CalibServerReady, CalibrationReport, Check, Ipv4Net, Masquerade,
-    MissedAttempt, NetemCmd, ProbeResult, RttReport, WIRE_READY_PREFIX,
+    json_from_stdout, BulkTransfer, CalibServerReady, CalibrationReport, Check, Ipv4Net,
+    Masquerade, MissedAttempt, NetemCmd, ProbeResult, RttReport, WIRE_READY_PREFIX,
 };
 pub use server::{final_stats, Fatal, Ready, ServerCmd, ServerModel, UnknownModel};
 

@@ -257,6 +257,9 @@ pub struct CalibrationReport {
     pub goodput_uplink_mbit: Option<f64>,
     /// Download goodput after warm-up, Mbit/s (null when not measured).
     pub goodput_downlink_mbit: Option<f64>,
+    /// How the goodput transfers ran (absent when goodput was not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bulk_transfer: Option<BulkTransfer>,
     /// Each comparison.
     pub checks: Vec<Check>,
     /// True only when every check passed.
@@ -270,6 +273,20 @@ pub struct CalibrationReport {
     /// The wait for a quiet machine before this attempt (none for a first attempt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle: Option<Settle>,
+}
+
+/// How a calibration's goodput transfers ran (`echolab-netem calibrate`): the senders'
+/// congestion control and the most each receiver offered
+/// (`echolab_core::calibration::bulk_window_bytes`), so that the transfer fills the link
+/// without overflowing its queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BulkTransfer {
+    /// The senders' congestion control (`TCP_CONGESTION`), whatever the host's default.
+    pub congestion_control: String,
+    /// The most the upload's receiver offered, bytes of payload; null without an uplink rate.
+    pub window_uplink_bytes: Option<u64>,
+    /// The same for the download.
+    pub window_downlink_bytes: Option<u64>,
 }
 
 /// A calibration attempt that missed and was repeated (`echolab-netem calibrate

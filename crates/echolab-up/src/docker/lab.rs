@@ -512,6 +512,7 @@ mod tests {
                 pass: passed,
             }],
             link_counters: None,
+            bulk_transfer: None,
             missed_attempts: vec![echolab_core::results::MissedAttempt {
                 rtt_median_us: rtt_us * 10.0,
                 reason: "FAIL: busy host".into(),

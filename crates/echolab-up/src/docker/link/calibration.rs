@@ -65,6 +65,7 @@ pub(super) fn record_of(report: &CalibrationReport) -> CalibrationRecord {
             .map(|s| BTreeMap::from([("calibration_repeat".to_string(), s)]))
             .unwrap_or_default(),
         missed_attempts: report.missed_attempts.clone(),
+        bulk_transfer: report.bulk_transfer.clone(),
         ..Default::default()
     }
 }
@@ -267,11 +268,20 @@ mod tests {
             "rtt_min_us": 19800.0, "rtt_median_us": 20900.0,
             "goodput_uplink_mbit": 46.5, "goodput_downlink_mbit": 47.0,
             "checks": [{"name": "rtt_median", "measured": 20900.0, "low": 18600.0, "high": 22100.0, "unit": "us", "pass": true, "reason": "ok"}],
-            "pass": true, "reason": "all checks passed"
+            "pass": true, "reason": "all checks passed",
+            "bulk_transfer": {"congestion_control": "reno", "window_uplink_bytes": 487976, "window_downlink_bytes": 487976}
         }))
         .unwrap();
         let r = record_of(&report);
         assert!(r.passed);
+        let bulk = r
+            .bulk_transfer
+            .as_ref()
+            .expect("the goodput transfers' settings kept");
+        assert_eq!(
+            (bulk.congestion_control.as_str(), bulk.window_uplink_bytes),
+            ("reno", Some(487_976))
+        );
         assert_eq!(r.measured["rtt_median_us"], 20900.0);
         assert_eq!((r.checks[0].low, r.checks[0].high), (18600.0, 22100.0));
         assert_eq!(r.checks[0].name, "rtt_median");

@@ -62,10 +62,10 @@ pub const BULK_CONGESTION_CONTROL: &str = "reno";
 /// and the queue room absorbs half the limit's worth of host delay), while in steady state the
 /// forward direction holds at most its pipe and half its room, never the limit, so the link
 /// drops nothing and the goodput is the link's rate, not the sender's loss recovery. Unbounded,
-/// a sender grows its window until the queue overflows (through crossnet's 500-packet limit:
-/// cubic filled it in 2 of 4 calibrations, reno in 6 of 6, on the 2-core AMD VM of
-/// 2026-12-05, `wire_perf --section release`), and what it carries after that depends on how
-/// its recovery meets the host's timing: a CI run measured 37-44 Mbit/s against at least 44.25
+/// a sender grows its window until the queue overflows (crossnet's 500 packets, per transfer
+/// and direction: Reno in 18 of 18, cubic in 10 of 20, bbr in 0 of 12, on the 2-core AMD VM of
+/// 2026-12-05, `wire_perf --section release` under each host default), and what it carries
+/// after that depends on how its recovery meets the host's timing: a CI run measured 37-44 Mbit/s against at least 44.25
 /// in three attempts at crossnet.
 pub fn bulk_window_bytes(forward: &LinkSpec, back: Option<&LinkSpec>) -> Option<u64> {
     let rate = forward.rate?.0 as f64;

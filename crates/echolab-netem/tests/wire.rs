@@ -114,10 +114,10 @@ fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
 }
 
 /// Crossnet's RTT and goodput pass, and the goodput transfers fill the link without ever
-/// filling its 500-packet queue: before calibration bounded the receivers' window, a sender
-/// using Reno (or cubic) overflowed it in every transfer (drops at the limit 24-1111 per
-/// direction, `wire_perf --section release` with those host defaults), and what it carried
-/// then depended on its loss recovery.
+/// filling its 500-packet queue: before calibration bounded the receivers' window, a Reno
+/// sender overflowed it in every transfer (cubic in half of them; `wire_perf --section
+/// release` with those host defaults), and what it carried then depended on its loss
+/// recovery. Calibration's senders use Reno, so without the bound this test fails.
 #[test]
 fn crossnet_calibration_passes_and_its_transfers_never_fill_the_queue() {
     let tb = Testbed::new().expect("namespaces");

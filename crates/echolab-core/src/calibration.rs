@@ -65,8 +65,8 @@ pub const BULK_CONGESTION_CONTROL: &str = "reno";
 /// a sender grows its window until the queue overflows (crossnet's 500 packets, per transfer
 /// and direction: Reno in 18 of 18, cubic in 10 of 20, bbr in 0 of 20, on the 2-core AMD VM of
 /// 2026-12-05, `wire_perf --section release` under each host default), and what it carries
-/// after that depends on how its recovery meets the host's timing: a CI run measured 37-44 Mbit/s against at least 44.25
-/// in three attempts at crossnet.
+/// after that depends on how its recovery meets the host's timing (a CI run, whose drops were
+/// not recorded, measured 37-44 Mbit/s against at least 44.25 in three attempts at crossnet).
 pub fn bulk_window_bytes(forward: &LinkSpec, back: Option<&LinkSpec>) -> Option<u64> {
     let rate = forward.rate?.0 as f64;
     let round_trip =

@@ -68,6 +68,13 @@ pub struct Environment {
     pub git_rev: String,
     /// echolab-up's version.
     pub echolab_version: String,
+    /// The host's default TCP congestion control (`net.ipv4.tcp_congestion_control`), which
+    /// every network namespace made on it inherits, so the hosts' connections use it unless a
+    /// program picks its own (calibration's transfers use Reno); empty when unreadable or
+    /// recorded before it existed. Hosts' defaults differ (bbr on this project's 2-core VM of
+    /// 2026-12-05, cubic in Linux's own default configuration).
+    #[serde(default)]
+    pub tcp_congestion_control: String,
 }
 
 /// The image the hosts ran.

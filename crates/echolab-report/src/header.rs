@@ -185,6 +185,10 @@ pub fn render(manifest: &Manifest, counts: &Counts) -> String {
         ),
     ]);
     t.row([
+        format!("TCP congestion control{launcher}"),
+        or_unknown(&env.tcp_congestion_control).to_string(),
+    ]);
+    t.row([
         "Docker".to_string(),
         or_unknown(&env.docker_version).to_string(),
     ]);

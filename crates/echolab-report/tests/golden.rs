@@ -29,6 +29,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         "0123abcd-dirty",
         "Test CPU @ 2.40GHz",
         "27.0.3",
+        "| TCP congestion control | cubic |",
         "2026-11-30T01:57:37.000000Z",
         "| Link backend | none (loopback topology) |",
     ] {

@@ -14,6 +14,14 @@ pub(crate) fn kernel_release() -> String {
         .unwrap_or_default()
 }
 
+/// This namespace's default TCP congestion control, from
+/// /proc/sys/net/ipv4/tcp_congestion_control; empty when unreadable.
+pub(crate) fn tcp_congestion_control() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// The first "model name" of /proc/cpuinfo.
 pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
@@ -59,5 +67,6 @@ pub(crate) fn capture(root: &Path) -> Environment {
         docker_version: String::new(),
         git_rev: git_rev(root),
         echolab_version: env!("CARGO_PKG_VERSION").to_string(),
+        tcp_congestion_control: tcp_congestion_control(),
     }
 }

@@ -284,6 +284,7 @@ pub(crate) fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64
             docker_version: "27.0.3".into(),
             git_rev: "0123abcd-dirty".into(),
             echolab_version: "0.1.0".into(),
+            tcp_congestion_control: "cubic".into(),
         },
         image: ImageInfo {
             reference: "echolab:feedface".into(),

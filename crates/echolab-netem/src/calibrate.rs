@@ -33,6 +33,8 @@ use echolab_core::calibration::{
 use echolab_core::cmd::{BulkTransfer, CalibrationReport, RttReport};
 use echolab_core::profile::{Profile, Topology};
 
+use crate::wire::syscall::cvt;
+
 /// Size of one RTT probe, bytes: small, so serialization barely adds to the RTT.
 pub(crate) const PROBE_BYTES: usize = 16;
 /// One RTT probe as an IP packet (core's contract, which the `added_rtt` check uses).
@@ -179,14 +181,7 @@ fn bulk_receiver(s: &TcpStream, window: Option<u64>) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("TCP_WINDOW_CLAMP {w}: {e}"),
-        ));
-    }
-    Ok(())
+    cvt(r, &format!("TCP_WINDOW_CLAMP {w}")).map(drop)
 }
 
 fn send_for(stream: &mut TcpStream, total: Duration) -> io::Result<()> {

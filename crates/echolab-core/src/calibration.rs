@@ -52,9 +52,10 @@ pub const FULL_SEGMENT_PAYLOAD: u64 = MTU_BYTES - 20 - 20 - 12;
 pub const BULK_CONGESTION_CONTROL: &str = "reno";
 
 /// The most payload a calibration's bulk transfer keeps unacknowledged, bytes, when its data
-/// crosses `forward` and its ACKs come back over `back`: the round trip's pipe at `forward`'s
-/// rate (both directions' delay plus four jitter widths, in [`MTU_BYTES`] packets, rounded
-/// up) plus half the room that `forward`'s queue limit leaves beyond its own pipe
+/// crosses `forward` and its ACKs come back over `back`, on a path whose RTT without the link
+/// is `base_rtt` (the baseline, zero when unmeasured): the round trip's pipe at `forward`'s
+/// rate (`base_rtt` plus both directions' delay plus four jitter widths, in [`MTU_BYTES`]
+/// packets, rounded up) plus half the room that `forward`'s queue limit leaves beyond its own pipe
 /// ([`LinkSpec::bdp_packets`]), in [`FULL_SEGMENT_PAYLOAD`]s; at least two segments. `None`
 /// when `forward` has no rate: nothing to fill, nothing to overflow.
 ///
@@ -67,10 +68,15 @@ pub const BULK_CONGESTION_CONTROL: &str = "reno";
 /// 2026-12-05, `wire_perf --section release` under each host default), and what it carries
 /// after that depends on how its recovery meets the host's timing (a CI run, whose drops were
 /// not recorded, measured 37-44 Mbit/s against at least 44.25 in three attempts at crossnet).
-pub fn bulk_window_bytes(forward: &LinkSpec, back: Option<&LinkSpec>) -> Option<u64> {
+pub fn bulk_window_bytes(
+    forward: &LinkSpec,
+    back: Option<&LinkSpec>,
+    base_rtt: Duration,
+) -> Option<u64> {
     let rate = forward.rate?.0 as f64;
-    let round_trip =
-        forward.max_added_delay() + back.map_or(Duration::ZERO, LinkSpec::max_added_delay);
+    let round_trip = base_rtt
+        + forward.max_added_delay()
+        + back.map_or(Duration::ZERO, LinkSpec::max_added_delay);
     let pipe = (rate * round_trip.as_secs_f64() / (8.0 * MTU_BYTES as f64)).ceil() as u64;
     let room = u64::from(forward.effective_limit()).saturating_sub(forward.bdp_packets());
     Some((pipe + room / 2).max(2) * FULL_SEGMENT_PAYLOAD)
@@ -323,26 +329,44 @@ mod tests {
         // half 220; 337 segments of 1448 bytes.
         let crossnet = spec("{ delay: 10ms, jitter: 1ms, rate: 50mbit, overhead: 38, limit: 500 }");
         assert_eq!(
-            bulk_window_bytes(&crossnet, Some(&crossnet)),
+            bulk_window_bytes(&crossnet, Some(&crossnet), Duration::ZERO),
             Some(337 * 1448)
         );
         // lan100: 100 Mbit/s x 200 us = 1.67 -> 2 packets; pipe 0.83 -> 1, room 99, half 49.
         let lan100 = spec("{ delay: 100us, rate: 100mbit, overhead: 38, limit: 100 }");
-        assert_eq!(bulk_window_bytes(&lan100, Some(&lan100)), Some(51 * 1448));
+        assert_eq!(
+            bulk_window_bytes(&lan100, Some(&lan100), Duration::ZERO),
+            Some(51 * 1448)
+        );
+        // A real path under the link (across machines) lengthens the round trip: 10 ms more
+        // at 50 Mbit/s is 41.7 packets, so 38 ms in all is 158.3 -> 159, plus the same 220.
+        assert_eq!(
+            bulk_window_bytes(&crossnet, Some(&crossnet), Duration::from_millis(10)),
+            Some(379 * 1448)
+        );
         // No way back given: the forward delay alone, 58.3 -> 59 + 220.
-        assert_eq!(bulk_window_bytes(&crossnet, None), Some(279 * 1448));
+        assert_eq!(
+            bulk_window_bytes(&crossnet, None, Duration::ZERO),
+            Some(279 * 1448)
+        );
         // The back direction's delay counts, not its rate: a slow back link changes nothing.
         let slow_back = spec("{ delay: 10ms, jitter: 1ms, rate: 1mbit, limit: 500 }");
         assert_eq!(
-            bulk_window_bytes(&crossnet, Some(&slow_back)),
+            bulk_window_bytes(&crossnet, Some(&slow_back), Duration::ZERO),
             Some(337 * 1448)
         );
         // Without a rate there is no window to set.
         let delay_only = spec("{ delay: 10ms }");
-        assert_eq!(bulk_window_bytes(&delay_only, Some(&crossnet)), None);
+        assert_eq!(
+            bulk_window_bytes(&delay_only, Some(&crossnet), Duration::ZERO),
+            None
+        );
         // A limit equal to a tiny pipe still leaves the sender two segments.
         let tiny = spec("{ delay: 1us, rate: 1mbit, limit: 1 }");
-        assert_eq!(bulk_window_bytes(&tiny, None), Some(2 * 1448));
+        assert_eq!(
+            bulk_window_bytes(&tiny, None, Duration::ZERO),
+            Some(2 * 1448)
+        );
     }
 
     #[test]

@@ -343,8 +343,9 @@ pub fn calibrate(
     if profile.expected.goodput.is_some() || always_goodput || profile.topology == Topology::Native
     {
         let (up_link, down_link) = (profile.uplink.as_ref(), profile.downlink.as_ref());
-        up_window = up_link.and_then(|l| bulk_window_bytes(l, down_link));
-        down_window = down_link.and_then(|l| bulk_window_bytes(l, up_link));
+        let base = baseline.unwrap_or_default();
+        up_window = up_link.and_then(|l| bulk_window_bytes(l, down_link, base));
+        down_window = down_link.and_then(|l| bulk_window_bytes(l, up_link, base));
         let up = measure_upload(target, plan, up_window)?.bits_per_s();
         let down = measure_download(target, plan, down_window)?.bits_per_s();
         up_mbit = Some(up / 1e6);

@@ -6,7 +6,8 @@
 //!
 //! 1. release error (write time minus scheduled release, from the wire's own histogram) under
 //!    calibration traffic at crossnet and lan100, per direction, with the calibration verdict,
-//!    the self-probe compensation and the early-wake cap the wire reports;
+//!    every attempt's goodput, the self-probe compensation, and the most packets the wire held
+//!    and how many it dropped at the queue limit;
 //! 2. added delay seen from outside, at lan100 and crossnet: 8-byte UDP round trips through
 //!    the wire minus the median round trip without it (measured just before and after),
 //!    each against the link model's added RTT for that exchange, drawn with the wire's own

@@ -402,9 +402,10 @@ impl Socket {
     }
 }
 
-/// setsockopt(2) with the option value `value` (a plain C struct or integer).
+/// setsockopt(2) on `fd` (any socket: a netlink one, a packet socket, a TCP stream) with the
+/// option value `value` (a plain C struct or integer).
 pub(crate) fn set_option<T>(
-    fd: &OwnedFd,
+    fd: &impl AsRawFd,
     level: libc::c_int,
     name: libc::c_int,
     value: &T,

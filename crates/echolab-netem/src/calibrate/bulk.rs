@@ -4,12 +4,9 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use echolab_core::calibration::BULK_CONGESTION_CONTROL;
-
-use crate::wire::syscall::cvt;
 
 /// Bytes per write in a bulk transfer.
 const CHUNK: usize = 64 * 1024;
@@ -100,17 +97,8 @@ pub(super) fn bulk_receiver(s: &TcpStream, window: Option<u64>) -> io::Result<()
     socket2::SockRef::from(s)
         .set_recv_buffer_size(half)
         .map_err(|e| io::Error::new(e.kind(), format!("SO_RCVBUF {half}: {e}")))?;
-    // SAFETY: `s` is a live socket and `w` an int that outlives the call.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_WINDOW_CLAMP,
-            (&w as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    cvt(r, &format!("TCP_WINDOW_CLAMP {w}")).map(drop)
+    crate::nl::set_option(s, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, &w)
+        .map_err(|e| io::Error::new(e.kind(), format!("TCP_WINDOW_CLAMP {w}: {e}")))
 }
 
 /// Writes [`CHUNK`]s to `stream` for `total`, then shuts its write side (the receiver's end of
@@ -141,7 +129,7 @@ pub(super) fn receiver_options(s: &TcpStream) -> (usize, libc::c_int) {
     // SAFETY: a live socket; `clamp` and `len` outlive the call and `len` is its size.
     let r = unsafe {
         libc::getsockopt(
-            s.as_raw_fd(),
+            std::os::fd::AsRawFd::as_raw_fd(s),
             libc::IPPROTO_TCP,
             libc::TCP_WINDOW_CLAMP,
             (&mut clamp as *mut libc::c_int).cast(),

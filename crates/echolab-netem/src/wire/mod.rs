@@ -17,7 +17,7 @@ pub(crate) mod probe;
 pub(crate) mod pump;
 pub(crate) mod rng;
 pub(crate) mod shaper;
-pub(crate) mod syscall;
+mod syscall;
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;

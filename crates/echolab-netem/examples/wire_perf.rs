@@ -15,9 +15,11 @@
 //!    error at p50, p99 and max, the distribution's median shift, and the baseline's own
 //!    p99 − p50 (host noise, included in every figure). Baselines are paced by
 //!    the model's median added RTT, so the measuring threads sleep alike in both. Three ways
-//!    for the endpoints to wait ([`ClientWait`]): the client blocked, the client polling, and
-//!    both client and echo polling; blocked endpoints run at real-time priority below the
-//!    wire's, polling ones fair or at idle priority, so neither delays the wire;
+//!    to take a round trip ([`ClientWait`]): the client blocked (its wake-up counts), the
+//!    client polling (it does not), and both blocked with the RTT taken from the kernel's
+//!    receive stamps less the echo's turnaround (RFC 5357's two-way method: no endpoint's
+//!    scheduling counts, the figure the link is judged by); blocked endpoints run at
+//!    real-time priority below the wire's, a polling one fair, so neither delays the wire;
 //! 3. the most packets per second each direction carries (64-byte UDP flood, 2 s, at most 5M
 //!    datagrams), with and without the wire: forwarded out of the link host's egress device,
 //!    and received by the destination socket;
@@ -514,7 +516,7 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
     let cases = [("lan100", 1000), ("crossnet", 300)]
         .into_iter()
         .flat_map(|(p, n)| {
-            [ClientWait::Block, ClientWait::Spin, ClientWait::SpinBoth].map(|w| (p, n, w))
+            [ClientWait::Block, ClientWait::Spin, ClientWait::Stamped].map(|w| (p, n, w))
         });
     for (profile, n, wait) in cases {
         let p = Profile::load(&netem_dir().join(format!("{profile}.yaml"))).expect("profile");
@@ -526,7 +528,7 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
             match wait {
                 ClientWait::Block => "blocked in recv (its wake-up counts)",
                 ClientWait::Spin => "polling (its wake-up left out)",
-                ClientWait::SpinBoth => "and echo both polling at idle priority (no endpoint's wake-up counts)",
+                ClientWait::Stamped => "and echo blocked, RTT from the kernel's receive stamps less the echo's turnaround (RFC 5357: no endpoint's scheduling counts)",
             },
             endtoend::quantile(&model, 0.5),
             endtoend::quantile(&model, 0.99)

@@ -15,9 +15,14 @@
 //! is kept as [`AddedDelayError::median_shift`]. For a profile without jitter every draw is
 //! one number (2 × (delay + serialization)) and the two ways agree.
 
+use std::collections::HashMap;
 use std::io;
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
+
+use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, SockaddrIn};
+use nix::sys::time::TimeSpec;
 
 use echolab_core::profile::LinkSpec;
 
@@ -75,7 +80,7 @@ pub const ECHO_THREAD: &str = "rtt-echo";
 /// See [`ECHO_THREAD`].
 pub const CLIENT_THREAD: &str = "rtt-client";
 
-/// How the client waits for each answer.
+/// How each round trip is waited for and timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientWait {
     /// Blocked in `recv` at real-time priority, as an application waits: a wait as long as
@@ -87,42 +92,38 @@ pub enum ClientWait {
     /// exchange, with or without the link, so its own wake-up is in neither figure and the
     /// difference is what the link adds.
     Spin,
-    /// Both the client and the echo socket poll without blocking, at the lowest priority
-    /// there is (SCHED_IDLE): no endpoint sleeps, so no endpoint's wake-up (the client's after
-    /// the link's delay, the echo's after the gap between exchanges) is in either figure, and
-    /// with both CPUs of a 2-core host kept busy neither halts; yet any other runnable thread
-    /// (the wire, the kernel's softirq thread) takes the CPU from a poller at once.
-    SpinBoth,
+    /// Both endpoints blocked as in [`ClientWait::Block`], but each RTT is taken from the
+    /// kernel's receive stamps (SO_TIMESTAMPNS, socket(7)) less the echo's turnaround, the
+    /// two-way method of RFC 5357 (TWAMP, §4.2.1): (T4 − T1) − (T3 − T2), T1 the client's
+    /// clock just before it sends, T2 the kernel's stamp of the request's arrival at the echo
+    /// socket, T3 the echo's clock just before it answers, T4 the stamp of the answer's
+    /// arrival at the client's socket. No endpoint's wake-up or wait for a CPU is in it, only
+    /// the way between the sockets: the figure a link is judged by. Polling endpoints leave
+    /// their wake-up out but not the CPU another thread takes from them: on the 2-core VMs
+    /// (2026-12-05, sched_switch traced) DAMON's kernel thread `kdamond`, which runs every
+    /// 512 ms for 0.4 to 1.7 ms, held an idle-priority echo poller up to 2.1 ms with the
+    /// answer waiting in its socket, the whole of that measurement's millisecond tail.
+    Stamped,
 }
 
 impl ClientWait {
-    /// Whether the echo socket polls too.
-    fn echo_polls(self) -> bool {
-        self == Self::SpinBoth
-    }
-
     /// Whether the client polls.
     fn client_polls(self) -> bool {
-        self != Self::Block
+        self == Self::Spin
+    }
+
+    /// Whether RTTs come from the kernel's receive stamps less the echo's turnaround.
+    fn stamped(self) -> bool {
+        self == Self::Stamped
     }
 }
 
-/// Puts the calling thread in SCHED_IDLE (sched(7)): it runs only when nothing else wants
-/// the CPU. Any user may lower its own priority, so this is not refused.
-fn idle_priority() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
-}
-
-/// The calling endpoint thread's scheduling, one rule for both endpoints: blocked, real-time
-/// below the wire ([`measurer_priority`]); polling, fair, or idle when both endpoints poll
-/// (a real-time poller would be throttled and stall its CPU).
-fn endpoint_priority(polls: bool, wait: ClientWait) {
+/// The calling endpoint thread's scheduling: blocked, real-time below the wire
+/// ([`measurer_priority`]); polling, fair (a real-time poller would be throttled and stall
+/// its CPU).
+fn endpoint_priority(polls: bool) {
     if !polls {
         measurer_priority();
-    } else if wait == ClientWait::SpinBoth {
-        idle_priority();
     }
 }
 
@@ -144,50 +145,40 @@ pub fn round_trips(
     echo.set_read_timeout(Some(Duration::from_secs(1)))?;
     let client = tb.in_netns(&tb.cli, || UdpSocket::bind((CLIENT_ADDR, 0)))??;
     client.set_read_timeout(Some(Duration::from_secs(1)))?;
-    echo.set_nonblocking(wait.echo_polls())?;
     client.set_nonblocking(wait.client_polls())?;
-    let echo_thread = std::thread::Builder::new()
-        .name(ECHO_THREAD.into())
-        .spawn(move || {
-            endpoint_priority(wait.echo_polls(), wait);
-            let mut buf = [0u8; 64];
-            // Ends when the client stops sending: a 1 s silence.
-            let mut last = Instant::now();
-            loop {
-                match echo.recv_from(&mut buf) {
-                    Ok((len, from)) => {
-                        let _ = echo.send_to(&buf[..len], from);
-                        last = Instant::now();
-                    }
-                    Err(e)
-                        if e.kind() == io::ErrorKind::WouldBlock
-                            && last.elapsed() < Duration::from_secs(1) =>
-                    {
-                        std::hint::spin_loop()
-                    }
-                    Err(_) => break,
-                }
-            }
-        })?;
+    for socket in [&echo, &client] {
+        setsockopt(socket, sockopt::ReceiveTimestampns, &wait.stamped())
+            .map_err(io::Error::from)?;
+    }
+    let echo_thread = std::thread::Builder::new().name(ECHO_THREAD.into()).spawn(
+        move || -> HashMap<u64, i64> {
+            endpoint_priority(false);
+            echo_until_silent(&echo)
+        },
+    )?;
     let client_thread = std::thread::Builder::new()
         .name(CLIENT_THREAD.into())
-        .spawn(move || -> io::Result<Vec<Option<f64>>> {
-            endpoint_priority(wait.client_polls(), wait);
+        .spawn(move || -> io::Result<Vec<Option<Exchange>>> {
+            endpoint_priority(wait.client_polls());
             let end = Instant::now() + limit;
-            let mut rtts = Vec::with_capacity(n);
+            let mut exchanges = Vec::with_capacity(n);
             let mut buf = [0u8; 64];
             for i in 0..n as u64 {
                 if Instant::now() >= end {
                     break;
                 }
                 let t0 = Instant::now();
+                let t1 = realtime_ns();
                 client.send_to(&i.to_le_bytes(), (SERVER_ADDR, port))?;
                 // A late answer to an earlier exchange is skipped, not timed as this one.
                 let give_up = t0 + Duration::from_secs(1);
-                let rtt = loop {
-                    match client.recv(&mut buf) {
-                        Ok(len) if len == 8 && buf[..8] == i.to_le_bytes() => {
-                            break Some(t0.elapsed().as_secs_f64() * 1e6);
+                let exchange = loop {
+                    match recv_stamped(&client, &mut buf) {
+                        Ok((len, _, t4)) if len == 8 && buf[..8] == i.to_le_bytes() => {
+                            break Some(Exchange {
+                                rtt_us: t0.elapsed().as_secs_f64() * 1e6,
+                                stamped_ns: t4.map(|t4| t4 - t1),
+                            });
                         }
                         Ok(_) => {}
                         Err(e)
@@ -199,25 +190,114 @@ pub fn round_trips(
                         Err(_) => break None,
                     }
                 };
-                rtts.push(rtt);
-                if wait.echo_polls() {
-                    // Paced by polling the clock: a sleep would let this CPU halt.
-                    let until = Instant::now() + pace;
-                    while Instant::now() < until {
-                        std::hint::spin_loop();
-                    }
-                } else if !pace.is_zero() {
+                exchanges.push(exchange);
+                if !pace.is_zero() {
                     // Pacing is the measurement's traffic pattern, not a wait for a condition.
                     std::thread::sleep(pace);
                 }
             }
-            Ok(rtts)
+            Ok(exchanges)
         })?;
-    let rtts = client_thread
+    let exchanges = client_thread
         .join()
-        .map_err(|_| io::Error::other("round-trip client panicked"));
-    let _ = echo_thread.join();
-    rtts?
+        .map_err(|_| io::Error::other("round-trip client panicked"))??;
+    let turnarounds = echo_thread
+        .join()
+        .map_err(|_| io::Error::other("round-trip echo panicked"))?;
+    if wait.stamped() {
+        two_way_rtts(exchanges, &turnarounds)
+    } else {
+        Ok(exchanges.into_iter().map(|e| e.map(|e| e.rtt_us)).collect())
+    }
+}
+
+/// Answers each datagram on `echo` with its own bytes until a read fails (the socket's read
+/// timeout: the client has gone quiet). Returns, per 8-byte request that carried a receive
+/// stamp, its exchange number → the echo's turnaround T3 − T2, ns: from the kernel's stamp of
+/// its arrival (T2) to the clock just before the answer (T3), so time the request spent
+/// waiting in the socket for the echo to wake counts in it (and, subtracted, not in the RTT).
+fn echo_until_silent(echo: &UdpSocket) -> HashMap<u64, i64> {
+    let mut buf = [0u8; 64];
+    let mut turnarounds = HashMap::new();
+    while let Ok((len, from, stamp)) = recv_stamped(echo, &mut buf) {
+        if let (Some(t2), Ok(seq)) = (stamp, <[u8; 8]>::try_from(&buf[..len])) {
+            turnarounds.insert(u64::from_le_bytes(seq), realtime_ns() - t2);
+        }
+        let _ = echo.send_to(&buf[..len], from);
+    }
+    turnarounds
+}
+
+/// RFC 5357's two-way RTT of each answered exchange (element i is exchange i), µs:
+/// (T4 − T1) − (T3 − T2), with the echo's turnaround T3 − T2 looked up by exchange number in
+/// `turnarounds` (ns).
+///
+/// # Errors
+/// An answered exchange without a receive stamp at the client or at the echo.
+fn two_way_rtts(
+    exchanges: Vec<Option<Exchange>>,
+    turnarounds: &HashMap<u64, i64>,
+) -> io::Result<Vec<Option<f64>>> {
+    exchanges
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let Some(e) = e else { return Ok(None) };
+            let missing = |at: &str| {
+                io::Error::other(format!(
+                    "exchange {i}: the kernel gave no receive stamp (SO_TIMESTAMPNS) at {at}"
+                ))
+            };
+            let t4_t1 = e.stamped_ns.ok_or_else(|| missing("the client"))?;
+            let t3_t2 = turnarounds
+                .get(&(i as u64))
+                .ok_or_else(|| missing("the echo"))?;
+            Ok(Some((t4_t1 - t3_t2) as f64 / 1e3))
+        })
+        .collect()
+}
+
+/// One answered exchange as the client saw it.
+struct Exchange {
+    /// Its own clock from before the send to the answer's read, µs.
+    rtt_us: f64,
+    /// The answer's kernel receive stamp less the client's clock before the send (T4 − T1),
+    /// ns; `None` without receive stamps.
+    stamped_ns: Option<i64>,
+}
+
+/// CLOCK_REALTIME, ns: the clock of SO_TIMESTAMPNS stamps (socket(7)).
+fn realtime_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// One datagram from `socket` (blocking or not, as the socket is): its length, its sender, and
+/// the kernel's receive stamp, ns of CLOCK_REALTIME, where SO_TIMESTAMPNS is on. A timeout or
+/// an empty non-blocking socket is an error of kind `WouldBlock`.
+fn recv_stamped(
+    socket: &UdpSocket,
+    buf: &mut [u8],
+) -> io::Result<(usize, SocketAddr, Option<i64>)> {
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let mut space = nix::cmsg_space!(TimeSpec);
+    let msg = recvmsg::<SockaddrIn>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .map_err(io::Error::from)?;
+    let stamp = msg.cmsgs().map_err(io::Error::from)?.find_map(|c| match c {
+        ControlMessageOwned::ScmTimestampns(t) => Some(t.tv_sec() * 1_000_000_000 + t.tv_nsec()),
+        _ => None,
+    });
+    let from = msg
+        .address
+        .map(|a| SocketAddr::V4(a.into()))
+        .ok_or_else(|| io::Error::other("a datagram without a sender address"))?;
+    Ok((msg.bytes, from, stamp))
 }
 
 /// The q-quantile (0..=1) of sorted `values`, nearest rank; NaN when empty.
@@ -456,5 +536,63 @@ mod tests {
             "{}",
             quantile(&m, 0.99)
         );
+    }
+
+    #[test]
+    fn two_way_rtt_is_the_client_span_less_the_echo_turnaround() {
+        let answered = |t4_t1_ns| {
+            Some(Exchange {
+                rtt_us: 1000.0,
+                stamped_ns: Some(t4_t1_ns),
+            })
+        };
+        // Exchange 0: 250 µs from send to the answer's arrival, 40 µs held by the echo;
+        // exchange 1 unanswered; exchange 2: 100 µs, 100 ns held.
+        let turnarounds = HashMap::from([(0, 40_000), (2, 100)]);
+        let rtts = two_way_rtts(
+            vec![answered(250_000), None, answered(100_000)],
+            &turnarounds,
+        );
+        assert_eq!(rtts.unwrap(), vec![Some(210.0), None, Some(99.9)]);
+        // A missing stamp is an error that says where, not a figure.
+        let no_client_stamp = Some(Exchange {
+            rtt_us: 1000.0,
+            stamped_ns: None,
+        });
+        let e = two_way_rtts(vec![no_client_stamp], &turnarounds).unwrap_err();
+        assert!(
+            e.to_string().contains("exchange 0") && e.to_string().contains("the client"),
+            "{e}"
+        );
+        let e = two_way_rtts(vec![None, answered(5)], &turnarounds).unwrap_err();
+        assert!(
+            e.to_string().contains("exchange 1") && e.to_string().contains("the echo"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_echo_turnaround_counts_from_the_requests_arrival_not_its_read() {
+        let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
+        echo.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        setsockopt(&echo, sockopt::ReceiveTimestampns, &true).unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        client
+            .send_to(&7u64.to_le_bytes(), echo.local_addr().unwrap())
+            .unwrap();
+        // The hold under test: the request waits 50 ms in the echo's socket before it is read,
+        // as it does while an echo wakes; the turnaround must hold those 50 ms.
+        std::thread::sleep(Duration::from_millis(50));
+        let turnarounds = echo_until_silent(&echo);
+        assert_eq!(turnarounds.len(), 1, "{turnarounds:?}");
+        let held = turnarounds[&7];
+        assert!((50_000_000..1_000_000_000).contains(&held), "{held} ns");
+        let mut buf = [0u8; 16];
+        let n = client.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], &7u64.to_le_bytes(), "the answer is the request");
     }
 }

@@ -93,15 +93,7 @@ fn outgoing_only() -> [libc::sock_filter; 4] {
 /// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC` now, ns, from a monotonic reading on each side of
 /// the realtime one (retried while the two are more than 2 µs apart, i.e. preempted between).
 fn realtime_offset_ns() -> i128 {
-    let read = |clock| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes into the live timespec passed.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
-    };
+    let read = |clock| i128::from(super::clock::read_ns(clock));
     let mut best = None;
     for _ in 0..4 {
         let m0 = read(libc::CLOCK_MONOTONIC);

@@ -4,11 +4,17 @@
 
 /// `CLOCK_MONOTONIC` now, ns.
 pub(super) fn now_ns() -> u64 {
+    read_ns(libc::CLOCK_MONOTONIC) as u64
+}
+
+/// `clock` (clock_gettime(2): `CLOCK_MONOTONIC`, `CLOCK_REALTIME`, ...) now, ns since its
+/// epoch; the one place the wire and its measurements read a clock.
+pub(super) fn read_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes into the live timespec passed.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }

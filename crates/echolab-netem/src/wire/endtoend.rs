@@ -268,9 +268,7 @@ struct Exchange {
 
 /// CLOCK_REALTIME, ns: the clock of SO_TIMESTAMPNS stamps (socket(7)).
 fn realtime_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
+    super::clock::read_ns(libc::CLOCK_REALTIME)
 }
 
 /// One datagram from `socket` (blocking or not, as the socket is): its length, its sender, and

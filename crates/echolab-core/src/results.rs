@@ -402,6 +402,16 @@ pub struct ResourceSample {
     pub mem_bytes: u64,
     /// Memory as percent of the host's total (seed 004 reports mem%).
     pub mem_pct: f64,
+    /// The user-mode part of `cpu_pct` (cgroup v2 `cpu.stat` `user_usec`, v1
+    /// `cpuacct.usage_user`; /proc/PID/stat `utime` locally), percent of one core; absent
+    /// where the source does not split user from kernel time (the engine's stats API) and in
+    /// records older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_pct: Option<f64>,
+    /// The kernel-mode part of `cpu_pct` (`system_usec`, `cpuacct.usage_sys`, `stime`), as
+    /// `cpu_user_pct`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_sys_pct: Option<f64>,
 }
 
 /// What one direction of the link did over an interval (a run, or calibration).

@@ -90,7 +90,8 @@ pub struct ClaimCheck {
 
 impl ClaimCheck {
     /// `name: seed 2.15×, here 2.03× (95% CI 1.80–2.30×); band 1.83–2.47× (magnitude ±15%):
-    /// **reproduced**: <why>. Setting: <differences>`.
+    /// **reproduced**: <why>.` The setting is stated once per report, in the table under the
+    /// verdicts ([`crate::setting::table`]), not per claim.
     pub fn line(&self) -> String {
         let here = self
             .ours
@@ -110,13 +111,8 @@ impl ClaimCheck {
             Some(b) => format!("; band {b} ({})", kind_text(&self.claim)),
             None => String::new(),
         };
-        let setting = if self.setting.is_empty() {
-            String::new()
-        } else {
-            format!(" Setting: {}.", self.setting)
-        };
         format!(
-            "{}: {seed}here {here}{band}: **{}**: {}.{setting}",
+            "{}: {seed}here {here}{band}: **{}**: {}.",
             self.claim.name,
             self.verdict.word(),
             self.why
@@ -335,6 +331,50 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
     out.verdict = verdict;
     out.why = why;
     out
+}
+
+/// The claims of `results` whose interval straddles an edge of their band (inconclusive
+/// with an interval): another repetition of their cells may settle them. The launcher keeps
+/// repeating those cells, up to the experiment's maximum, so that a verdict settles instead
+/// of flipping between runs.
+pub fn straddling(results: &echolab_core::results::ResultsDir) -> Vec<ClaimCheck> {
+    let ds = Dataset::new(results);
+    results
+        .manifest
+        .experiment
+        .reference
+        .claims
+        .iter()
+        .map(|c| check(&ds, &results.manifest, c))
+        .filter(|c| {
+            c.verdict == Verdict::Inconclusive && c.ours.as_ref().is_some_and(|r| r.ci95.is_some())
+        })
+        .collect()
+}
+
+/// How far a claim that ended inconclusive sits from the band edge its interval straddles:
+/// `at its edge: 4.67× is 6.6% below the upper edge 5×`; `None` for any other verdict.
+pub fn edge_distance(check: &ClaimCheck) -> Option<String> {
+    let (band, ours) = (check.band?, check.ours.as_ref()?);
+    let ci = ours.ci95?;
+    if check.verdict != Verdict::Inconclusive {
+        return None;
+    }
+    let (name, edge) = if ci.low <= band.low && band.low > 0.0 {
+        ("lower", band.low)
+    } else if band.high.is_finite() {
+        ("upper", band.high)
+    } else {
+        ("lower", band.low)
+    };
+    let off = ours.value / edge - 1.0;
+    Some(format!(
+        "it sits at its {name} edge: {} is {} {} the edge {}",
+        format::times(ours.value),
+        format::pct(off.abs()),
+        if off < 0.0 { "below" } else { "above" },
+        format::times(edge)
+    ))
 }
 
 #[cfg(test)]

@@ -23,7 +23,10 @@
 //! A partial directory (run cut short, failed runs) is reported with the holes marked; a
 //! directory without a manifest is an [`Error::NotResults`].
 
+pub mod attribution;
+pub mod bounds;
 pub mod claims;
+pub mod costs;
 pub mod counters;
 pub mod dataset;
 pub mod differ;
@@ -32,6 +35,7 @@ pub mod header;
 pub mod html;
 pub mod inference;
 pub mod littles_law;
+pub mod mechanisms;
 pub mod metrics;
 pub mod plots;
 pub mod readme;
@@ -40,6 +44,7 @@ pub mod repetitions;
 pub mod setting;
 pub mod summary_csv;
 pub mod tables;
+pub mod verdicts;
 
 use std::path::{Path, PathBuf};
 
@@ -114,6 +119,8 @@ pub struct ReportSummary {
     pub counts: Counts,
     /// Each claim of the seed with its verdict.
     pub claims: Vec<(String, Verdict)>,
+    /// The verdict table, one row per claim ([`verdicts`]).
+    pub verdicts: Vec<verdicts::VerdictRow>,
     /// Cells with a noisy figure, e.g. `epoll-lt_long_c100_r10 (qps CV 23.4%)`.
     pub noisy: Vec<String>,
     /// Closed-loop cells that disagree with Little's law by more than 10%.
@@ -194,6 +201,8 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
         .collect();
     notes.extend(plot_notes);
 
+    let mechanism_checks = mechanisms::all(&ds, manifest);
+    let verdict_rows = verdicts::rows(&ds, manifest, &placed.checks, &mechanism_checks);
     let mut md = header::render(manifest, &counts);
     if let Some(busy) = differ::busy_machine(&ds) {
         md.push_str(&format!("{busy}\n\n"));
@@ -211,6 +220,7 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
         }
         md.push('\n');
     }
+    md.push_str(&verdicts::section(&verdict_rows, manifest));
     for (section, beside) in sections.iter().zip(&placed.beside) {
         md.push_str(&format!(
             "## {}\n\n{}\n\n{}\n",
@@ -241,6 +251,9 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
         .filter(|c| littles_law::check_cell(c).is_some_and(|runs| runs.iter().any(|r| r.flagged())))
         .map(|c| c.id.clone())
         .collect();
+    md.push_str(&bounds::section(&ds, manifest));
+    md.push_str(&mechanisms::section(&mechanism_checks));
+    md.push_str(&attribution::section(dir));
     md.push_str(&repetitions::section(&ds, manifest));
     md.push_str(&counters::section(&ds));
     md.push_str(&differ::section(
@@ -286,6 +299,7 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
             .iter()
             .map(|c| (c.claim.name.clone(), c.verdict))
             .collect(),
+        verdicts: verdict_rows,
         noisy,
         littles_law_flagged,
         notes,

@@ -70,9 +70,7 @@ fn main() -> ExitCode {
                     c.failed,
                     c.missing
                 );
-                for (name, verdict) in &s.claims {
-                    eprintln!("  claim {name}: {}", verdict.word());
-                }
+                eprint!("{}", echolab_report::verdicts::text(&s.verdicts));
                 if !s.littles_law_flagged.is_empty() {
                     eprintln!("  Little's law flags: {}", s.littles_law_flagged.join(", "));
                 }

@@ -14,6 +14,7 @@
 //! | `syscall.<name>.count` | calls | `bench.syscalls[name].count` (client) |
 //! | `syscall.<name>.total_s` | s | `bench.syscalls[name].total_ns / 1e9` (client) |
 //! | `strace.<name>.count`, `strace.<name>.total_s` | calls, s | the `calls` and `seconds` columns of the client's `strace -f -c` summary (`strace` field; seed 002's cross-check) |
+//! | `server_cpu_us_per_req`, `client_syscalls_per_req`, … | µs, calls per request | each side's costs per request and CPU over the window ([`crate::costs`], which tabulates them) |
 //!
 //! A metric is absent (`None`) for a run that failed (`error` set), has no bench report, or
 //! lacks the input (e.g. no resource samples).
@@ -76,6 +77,9 @@ pub fn syscall_total_s(name: &str) -> String {
 
 /// Unit of `metric`, for table headers and axis labels ("" for counts).
 pub fn unit(metric: &str) -> &'static str {
+    if let Some(u) = crate::costs::unit(metric) {
+        return u;
+    }
     match metric {
         QPS => "req/s",
         P50_US | P90_US | P99_US | MEAN_US => "µs",
@@ -102,7 +106,8 @@ pub fn is_known(metric: &str) -> bool {
             | CPU_PCT
             | MEM_PCT
             | MEM_MIB
-    ) || parse_syscall(metric).is_some()
+    ) || crate::costs::ALL.contains(&metric)
+        || parse_syscall(metric).is_some()
 }
 
 /// `strace.<name>.count`.
@@ -203,6 +208,7 @@ pub fn value(run: &RunRecord, metric: &str) -> Option<f64> {
         CPU_PCT => return mean_of(|s| s.cpu_pct),
         MEM_PCT => return mean_of(|s| s.mem_pct),
         MEM_MIB => return mean_of(|s| s.mem_bytes as f64 / (1u64 << 20) as f64),
+        m if crate::costs::ALL.contains(&m) => return crate::costs::value(run, m),
         _ => {}
     }
     let bench = run.bench.as_ref()?;
@@ -285,12 +291,14 @@ mod tests {
                     cpu_pct: 20.0,
                     mem_bytes: 3 << 20,
                     mem_pct: 0.3,
+                    ..Default::default()
                 },
                 ResourceSample {
                     t_s: 2.0,
                     cpu_pct: 30.0,
                     mem_bytes: 4 << 20,
                     mem_pct: 0.5,
+                    ..Default::default()
                 },
             ],
             settle: None,

@@ -65,7 +65,11 @@ fn render(
                  whether the seed's figures hold.\n\n",
                 c.sentence()
             )),
-            Some(c) => out.push_str(&format!("Setting: this run {}.\n\n", c.sentence())),
+            Some(c) if c.differences.is_empty() => out.push_str(&format!("Setting: this run {}.\n\n", c.sentence())),
+            Some(c) => out.push_str(&format!(
+                "Setting: this run differs from the seed in {} setting(s), listed once under the verdicts (\"Setting: seed vs here\").\n\n",
+                c.differences.len()
+            )),
             None => out.push_str(&format!(
                 "Setting: the experiment does not state the seed's setup in fields; the seed says: {}.\n\n",
                 if manifest.experiment.reference.environment.is_empty() {

@@ -137,6 +137,190 @@ pub fn compare(
     })
 }
 
+/// A setting in which a run can differ from the seed's, as the table "Setting: seed vs
+/// here" lists them and `echolab-up --explain` varies them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// Where client and server run: one machine's loopback, or two hosts across a link.
+    Topology,
+    /// Logical CPUs of the machine.
+    Cores,
+    /// Whether server and client are pinned to CPUs of their own.
+    CpuPlan,
+    /// The client: echo-bench's event engine or one blocking thread per connection.
+    Client,
+    /// What a cell measures: a timed window, or CONNS × ROUNDS requests.
+    Measure,
+    /// Fresh client and server hosts for every cell, or the same ones for consecutive runs.
+    Hosts,
+    /// The kernel release.
+    Kernel,
+}
+
+impl Setting {
+    /// Every setting, in table order.
+    pub const ALL: [Setting; 7] = [
+        Setting::Topology,
+        Setting::Cores,
+        Setting::CpuPlan,
+        Setting::Client,
+        Setting::Measure,
+        Setting::Hosts,
+        Setting::Kernel,
+    ];
+
+    /// The name the table and `--explain` print.
+    pub fn name(self) -> &'static str {
+        match self {
+            Setting::Topology => "topology",
+            Setting::Cores => "logical CPUs",
+            Setting::CpuPlan => "CPU plan",
+            Setting::Client => "client",
+            Setting::Measure => "cell measures",
+            Setting::Hosts => "hosts",
+            Setting::Kernel => "kernel",
+        }
+    }
+
+    /// How `echolab-up` runs this setting as the seed had it, or why it cannot on this
+    /// machine: a setting of the machine itself (its kernel, its CPUs, one machine's
+    /// loopback) is not a flag.
+    pub fn as_seed(self) -> Result<&'static str, &'static str> {
+        match self {
+            Setting::CpuPlan => Ok("--cpu-plan shared"),
+            Setting::Client => Ok("bench.engine: thread"),
+            Setting::Measure => Ok("--as-published"),
+            Setting::Hosts => Ok("--reuse-hosts"),
+            Setting::Cores => Err("a machine with the seed's CPU count"),
+            Setting::Kernel => Err("a machine booted with the seed's kernel"),
+            Setting::Topology => Err("the seed's profile (--profile)"),
+        }
+    }
+}
+
+/// One row of the table "Setting: seed vs here".
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingRow {
+    /// Which setting.
+    pub setting: Setting,
+    /// As the seed had it.
+    pub seed: String,
+    /// As this run had it.
+    pub here: String,
+    /// Whether they differ.
+    pub differs: bool,
+}
+
+/// This run's settings against the seed's, one row per [`Setting`]; empty when the
+/// experiment states no seed setup.
+pub fn rows(manifest: &Manifest) -> Vec<SettingRow> {
+    let Some(seed) = manifest.experiment.reference.setup.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut row = |setting, seed: String, here: String| {
+        let differs = seed != here;
+        out.push(SettingRow {
+            setting,
+            seed,
+            here,
+            differs,
+        });
+    };
+    row(
+        Setting::Topology,
+        seed.topology.clone(),
+        profile_field(manifest, "topology").to_string(),
+    );
+    row(
+        Setting::Cores,
+        seed.cores.to_string(),
+        manifest.environment.cpus.to_string(),
+    );
+    let plan = manifest.cpu_plan.as_ref().filter(|p| p.server.is_some());
+    row(
+        Setting::CpuPlan,
+        "unpinned".into(),
+        plan.map_or("unpinned".into(), |p| {
+            format!(
+                "server on {}, client on {}",
+                p.server.as_deref().unwrap_or("?"),
+                p.client.as_deref().unwrap_or("all CPUs")
+            )
+        }),
+    );
+    let engine = |e: Option<echolab_core::cmd::BenchEngine>| match e {
+        Some(echolab_core::cmd::BenchEngine::Thread) => "one thread per connection".to_string(),
+        _ => "event engine (epoll workers)".to_string(),
+    };
+    if let Some(client) = seed.client {
+        row(
+            Setting::Client,
+            engine(Some(client)),
+            engine(manifest.experiment.bench.engine),
+        );
+    }
+    row(
+        Setting::Measure,
+        "CONNS × ROUNDS requests".into(),
+        manifest
+            .experiment
+            .window
+            .map_or("CONNS × ROUNDS requests".into(), |w| {
+                format!("a {w} window")
+            }),
+    );
+    let fresh = manifest
+        .order
+        .as_ref()
+        .is_some_and(|o| o.fresh_hosts_per_cell);
+    row(
+        Setting::Hosts,
+        "one machine, runs back to back".into(),
+        if fresh {
+            "fresh hosts for every cell".into()
+        } else {
+            "one machine, runs back to back".into()
+        },
+    );
+    row(
+        Setting::Kernel,
+        seed.kernel.clone(),
+        major_minor(&manifest.environment.kernel),
+    );
+    out
+}
+
+/// The table "Setting: seed vs here", once per report, with what `--explain` can vary.
+pub fn table(manifest: &Manifest) -> String {
+    let rows = rows(manifest);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut t =
+        crate::format::Table::new(["Setting", "Seed", "Here", "Differs", "Run as the seed's"]);
+    for r in &rows {
+        t.row([
+            r.setting.name().to_string(),
+            r.seed.clone(),
+            r.here.clone(),
+            if r.differs { "yes" } else { "no" }.to_string(),
+            match r.setting.as_seed() {
+                _ if !r.differs => "—".to_string(),
+                Ok(how) => format!("`{how}` (`echolab-up --explain`)"),
+                Err(needs) => format!("not on this machine: needs {needs}"),
+            },
+        ]);
+    }
+    format!(
+        "### Setting: seed vs here
+
+{}
+",
+        t.to_markdown()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -178,6 +178,19 @@ async fn shutdown_signal() -> &'static str {
 
 /// Runs the whole call; returns the process exit code.
 pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
+    if args.explain {
+        return crate::explain::run(args, argv).await;
+    }
+    run_once(args, argv, &mut None).await
+}
+
+/// One run, start to end; `made` gets its results directory once it exists (`--explain`
+/// reads it afterwards).
+pub(crate) async fn run_once(
+    args: Args,
+    argv: Vec<String>,
+    made: &mut Option<PathBuf>,
+) -> ExitCode {
     if args.down {
         return crate::down_cmd::down(&args).await;
     }
@@ -381,6 +394,7 @@ pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    *made = Some(out.dir.clone());
     let e = &inputs.experiment;
     let planned = if e.max_repetitions() > e.repetitions {
         format!(
@@ -564,7 +578,15 @@ async fn calibrate_and_run<H: Hosts>(
     // round for the cells whose headline interval is still wider than the target.
     for round in exp.repetitions + 1..=exp.max_repetitions() {
         let Ok(failed_so_far) = result else { break };
-        let pending = repetitions::cells_short_of_target(exp, out.runs());
+        // Another round for the cells whose interval is still wider than the target, and for
+        // the cells of claims whose interval straddles their band's edge (a verdict that has
+        // not settled).
+        let mut pending = repetitions::cells_short_of_target(exp, out.runs());
+        for cell in repetitions::cells_of_unsettled_claims(&out.manifest, out.runs()) {
+            if !pending.contains(&cell) {
+                pending.push(cell);
+            }
+        }
         if pending.is_empty() {
             break;
         }

@@ -114,6 +114,14 @@ pub struct Args {
     /// few milliseconds) instead of for the experiment's `window`.
     #[arg(long)]
     pub(crate) as_published: bool,
+    /// After the run, explain the gap to the seed: rerun the cells of every refuted or
+    /// inconclusive claim as here, under each of the seed's settings this machine can run
+    /// (CPU plan shared, the thread-per-connection client, CONNS × ROUNDS as published,
+    /// hosts reused), one at a time and all together, and report each claim's ratio under
+    /// each setting with which ones move it toward the seed's figure (report.md,
+    /// "Attribution"). About five times the run's own time.
+    #[arg(long, conflicts_with_all = ["down", "build_image", "lab", "keep"])]
+    pub(crate) explain: bool,
 }
 
 /// `--order`.

@@ -4,7 +4,8 @@
 //! "Data flow").
 //!
 //! - [`cli`], [`app`]: the command line and one call from start to end; [`down_cmd`]:
-//!   `--down`; [`lab`]: the lab file of a multi-machine run (`--lab`).
+//!   `--down`; [`lab`]: the lab file of a multi-machine run (`--lab`); [`explain`]:
+//!   `--explain`, the reruns under the seed's settings.
 //! - [`catalog`], [`plan`]: inputs (profiles, experiments) and the runs they expand to, in
 //!   shuffled rounds; [`cpuplan`]: which CPUs each host gets.
 //! - [`image_archive`]: the lab image as a deterministic archive; [`docker`]: the Docker
@@ -25,6 +26,7 @@ pub(crate) mod cpuplan;
 pub mod docker;
 pub(crate) mod down_cmd;
 pub(crate) mod environment;
+pub(crate) mod explain;
 pub mod hold;
 pub(crate) mod hosts;
 pub mod image_archive;

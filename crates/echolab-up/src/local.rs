@@ -203,6 +203,10 @@ impl Hosts for LocalHosts {
                             cpu_pct: cpu_percent(cpu - cpu0, (now - t0).as_secs_f64()),
                             mem_bytes: rss,
                             mem_pct: mem_percent(rss, total),
+                            // /proc/PID/stat's utime and stime are in clock ticks (10 ms
+                            // at USER_HZ 100): too coarse to split a 1 s window.
+                            cpu_user_pct: None,
+                            cpu_sys_pct: None,
                         });
                     }
                     last = Some((cpu, now));

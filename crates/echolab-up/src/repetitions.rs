@@ -33,6 +33,33 @@ pub(crate) fn cells_short_of_target(exp: &Experiment, runs: &[RunRecord]) -> Vec
         .collect()
 }
 
+/// The cells of the claims whose interval still straddles an edge of their band
+/// ([`echolab_report::claims::straddling`]) and that may still repeat: another round may settle
+/// the verdict. Judged on the records in `dir` as written so far.
+pub(crate) fn cells_of_unsettled_claims(
+    manifest: &echolab_core::results::Manifest,
+    runs: &[RunRecord],
+) -> Vec<Cell> {
+    let exp = &manifest.experiment;
+    let results = echolab_core::results::ResultsDir {
+        path: std::path::PathBuf::new(),
+        manifest: manifest.clone(),
+        runs: runs.to_vec(),
+        unreadable: Vec::new(),
+    };
+    let unsettled = echolab_report::claims::straddling(&results);
+    exp.cells()
+        .into_iter()
+        .filter(|cell| {
+            let attempts = runs.iter().filter(|r| r.cell == *cell).count() as u64;
+            attempts < exp.max_repetitions()
+                && unsettled
+                    .iter()
+                    .any(|c| c.claim.numerator.matches(cell) || c.claim.denominator.matches(cell))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

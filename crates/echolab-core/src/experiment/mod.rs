@@ -17,8 +17,10 @@ use serde::{Deserialize, Serialize};
 use crate::cmd::{BenchEngine, ServerModel, UnknownModel};
 use crate::units::{ByteSize, Dur, Percent};
 
+mod mechanism;
 mod reference;
 
+pub use mechanism::{Mechanism, MechanismKind, DEFAULT_AGREEMENT};
 pub use reference::{
     Bound, CellSelector, ClaimBand, ClaimKind, Direction, Reference, ReferenceClaim,
     ReferenceFigure, SeedSetup, TimingMethod, Tolerance, LEGACY_TOLERANCE,
@@ -401,6 +403,24 @@ impl Experiment {
                         "reference.claims[{i}].{side}: {sel} matches {} cells ({}); name conns, mode or the other coordinates that tell them apart",
                         matched.len(),
                         matched.join(", ")
+                    ));
+                }
+            }
+        }
+        let claim_names: Vec<&str> = self
+            .reference
+            .claims
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        for (i, m) in self.reference.mechanisms.iter().enumerate() {
+            m.validate(&claim_names)
+                .map_err(|e| format!("reference.mechanisms[{i}].{e}"))?;
+            for (side, sel) in [("numerator", &m.numerator), ("denominator", &m.denominator)] {
+                let matched = cells.iter().filter(|c| sel.matches(c)).count();
+                if matched != 1 {
+                    return Err(format!(
+                        "reference.mechanisms[{i}].{side}: {sel} matches {matched} cells of the matrix; it must name one"
                     ));
                 }
             }

@@ -431,6 +431,10 @@ pub struct SeedSetup {
     pub kernel: String,
     /// How the seed timed its figures.
     pub timing: TimingMethod,
+    /// The seed's client, as the echo-bench engine closest to it (seed 000's echo-kp-bench:
+    /// one blocking thread per connection, `thread`); absent where the seed does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<crate::cmd::BenchEngine>,
 }
 
 /// The seed's published results that an experiment reproduces.
@@ -453,4 +457,8 @@ pub struct Reference {
     /// and manifests have only `environment`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<SeedSetup>,
+    /// The mechanisms the seed gives for its claims, each checked from this run's own costs
+    /// ([`super::Mechanism`]); empty where the experiment states none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mechanisms: Vec<super::Mechanism>,
 }

@@ -222,6 +222,7 @@ pub(crate) fn record(cell: &Cell, rep: u64) -> RunRecord {
                     cpu_pct: cpu + i as f64,
                     mem_bytes: 1 << 20,
                     mem_pct: 0.3,
+                    ..Default::default()
                 })
                 .collect();
         }

@@ -47,6 +47,10 @@ pub(crate) struct Reading {
     pub online: u32,
     /// Memory in use, bytes, without inactive file pages.
     pub mem_bytes: u64,
+    /// The user-mode and kernel-mode parts of `cpu_ns`, ns, where the source splits them
+    /// (cgroup files); None from the engine's stats, whose split is in scheduler ticks of
+    /// another clock.
+    pub user_sys_ns: Option<(u64, u64)>,
 }
 
 /// The figures of one stats response, or None when it lacks CPU counters.
@@ -71,6 +75,7 @@ pub(crate) fn reading_of(s: &ContainerStatsResponse) -> Option<Reading> {
         at: Instant::now(),
         online,
         mem_bytes: usage.saturating_sub(inactive),
+        user_sys_ns: None,
     })
 }
 
@@ -125,22 +130,27 @@ fn read_u64(path: &Path) -> Option<u64> {
 impl CgroupFiles {
     /// Reads the counters now.
     pub(crate) fn read(&self) -> Option<Reading> {
-        let (cpu_ns, usage, stat, inactive_key) = match self {
+        let (cpu_ns, user_sys_ns, usage, stat, inactive_key) = match self {
             CgroupFiles::V1 { cpuacct, memory } => (
                 read_u64(&cpuacct.join("cpuacct.usage"))?,
+                read_u64(&cpuacct.join("cpuacct.usage_user"))
+                    .zip(read_u64(&cpuacct.join("cpuacct.usage_sys"))),
                 read_u64(&memory.join("memory.usage_in_bytes"))?,
                 std::fs::read_to_string(memory.join("memory.stat")).ok()?,
                 "total_inactive_file",
             ),
-            CgroupFiles::V2 { dir } => (
-                stat_value(
-                    &std::fs::read_to_string(dir.join("cpu.stat")).ok()?,
-                    "usage_usec",
-                )? * 1000,
-                read_u64(&dir.join("memory.current"))?,
-                std::fs::read_to_string(dir.join("memory.stat")).ok()?,
-                "inactive_file",
-            ),
+            CgroupFiles::V2 { dir } => {
+                let cpu = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
+                (
+                    stat_value(&cpu, "usage_usec")? * 1000,
+                    stat_value(&cpu, "user_usec")
+                        .zip(stat_value(&cpu, "system_usec"))
+                        .map(|(u, s)| (u * 1000, s * 1000)),
+                    read_u64(&dir.join("memory.current"))?,
+                    std::fs::read_to_string(dir.join("memory.stat")).ok()?,
+                    "inactive_file",
+                )
+            }
         };
         let inactive = stat_value(&stat, inactive_key).unwrap_or(0);
         Some(Reading {
@@ -149,6 +159,7 @@ impl CgroupFiles {
             at: Instant::now(),
             online: 1,
             mem_bytes: usage.saturating_sub(inactive),
+            user_sys_ns,
         })
     }
 
@@ -185,12 +196,22 @@ pub(crate) fn sample_between(
             after.at.saturating_duration_since(before.at).as_nanos() as f64,
         ),
     };
-    let cpu_pct = if den > 0.0 { 100.0 * num / den } else { 0.0 };
+    let pct = |ns: f64| if den > 0.0 { 100.0 * ns / den } else { 0.0 };
+    let cpu_pct = pct(num);
+    // The split comes only from cgroup readings, whose percent is over wall time (den).
+    let split = before.user_sys_ns.zip(after.user_sys_ns).map(|(b, a)| {
+        (
+            pct(a.0.saturating_sub(b.0) as f64),
+            pct(a.1.saturating_sub(b.1) as f64),
+        )
+    });
     ResourceSample {
         t_s,
         cpu_pct,
         mem_bytes: after.mem_bytes,
         mem_pct: mem_percent(after.mem_bytes, host_total),
+        cpu_user_pct: split.map(|s| s.0),
+        cpu_sys_pct: split.map(|s| s.1),
     }
 }
 
@@ -332,6 +353,7 @@ mod tests {
             at: t0,
             online: 1,
             mem_bytes: 1,
+            user_sys_ns: Some((0, 0)),
         };
         let b = Reading {
             cpu_ns: 250_000_000,
@@ -339,9 +361,19 @@ mod tests {
             at: t0 + std::time::Duration::from_millis(500),
             online: 1,
             mem_bytes: 2,
+            user_sys_ns: Some((50_000_000, 200_000_000)),
         };
         let s = sample_between(&a, &b, 0.5, 100);
         assert!((s.cpu_pct - 50.0).abs() < 1e-9, "{s:?}");
         assert_eq!(s.mem_bytes, 2);
+        // 50 ms user and 200 ms kernel over 500 ms of wall: 10% and 40% of a core.
+        assert!((s.cpu_user_pct.unwrap() - 10.0).abs() < 1e-9, "{s:?}");
+        assert!((s.cpu_sys_pct.unwrap() - 40.0).abs() < 1e-9, "{s:?}");
+        // The engine's stats do not split: no user or kernel part.
+        let engine = Reading {
+            user_sys_ns: None,
+            ..b
+        };
+        assert_eq!(sample_between(&a, &engine, 0.5, 100).cpu_sys_pct, None);
     }
 }

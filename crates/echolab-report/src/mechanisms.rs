@@ -1,0 +1,381 @@
+//! The seeds' mechanisms checked from this run's own costs: each mechanism an experiment
+//! states ([`echolab_core::experiment::Mechanism`]) predicts a quantity from what this run
+//! measured, and the report sets the prediction beside the measured effect with a verdict of
+//! its own (docs/methodology.md, "Mechanisms"):
+//!
+//! - **holds here**: the measured effect's 95% interval lies within the mechanism's
+//!   agreement band around the prediction (±25% unless the file says otherwise);
+//! - **does not hold here**: it lies wholly outside;
+//! - **inconclusive**: it straddles an edge, or an input is missing (said which).
+//!
+//! This is the claims' band rule ([`crate::claims::judge`]) with the prediction in the
+//! seed's place, so a mechanism verdict and a claim verdict read the same way.
+
+use echolab_core::experiment::{ClaimBand, Mechanism, MechanismKind, DEFAULT_AGREEMENT};
+use echolab_core::results::Manifest;
+
+use crate::bounds::{self, Bound};
+use crate::claims::{judge, measured_rtt_us, Verdict};
+use crate::costs;
+use crate::dataset::{CellData, Dataset};
+use crate::format;
+use crate::inference::{ratio, Ratio};
+use crate::metrics;
+
+/// A mechanism's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MechanismVerdict {
+    /// See the module doc.
+    Holds,
+    /// See the module doc.
+    DoesNotHold,
+    /// See the module doc.
+    Inconclusive,
+}
+
+impl MechanismVerdict {
+    /// The words the report prints.
+    pub fn word(self) -> &'static str {
+        match self {
+            MechanismVerdict::Holds => "holds here",
+            MechanismVerdict::DoesNotHold => "does not hold here",
+            MechanismVerdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// One mechanism checked.
+#[derive(Debug, Clone)]
+pub struct MechanismCheck {
+    /// The mechanism as the experiment states it.
+    pub mechanism: Mechanism,
+    /// The predicted value of the effect, when every input was there.
+    pub predicted: Option<f64>,
+    /// The measured effect with its interval.
+    pub measured: Option<Ratio>,
+    /// The verdict.
+    pub verdict: MechanismVerdict,
+    /// How the prediction was computed, with its inputs (one or two sentences).
+    pub how: String,
+    /// What the prediction leaves out on this run, when its cells are bound by something the
+    /// mechanism does not count; empty otherwise.
+    pub leaves_out: String,
+}
+
+impl MechanismCheck {
+    /// `predicts 4.3×, measured 4.9× (95% CI …): holds here`.
+    pub fn short(&self) -> String {
+        let predicted = self
+            .predicted
+            .map(format::times)
+            .unwrap_or_else(|| "—".into());
+        let measured = self
+            .measured
+            .as_ref()
+            .map(format::ratio)
+            .unwrap_or_else(|| "—".into());
+        format!(
+            "predicts {predicted}, measured {measured}: {}",
+            self.verdict.word()
+        )
+    }
+}
+
+/// The one cell `selector` names (validated when the experiment was loaded).
+fn one<'d, 'a>(
+    ds: &'d Dataset<'a>,
+    sel: &echolab_core::experiment::CellSelector,
+) -> Option<&'d CellData<'a>> {
+    match ds.select(sel).as_slice() {
+        [one] => Some(*one),
+        _ => None,
+    }
+}
+
+/// The agreement band around `predicted`: `predicted × (1 ± a)`.
+fn band(predicted: f64, a: f64) -> ClaimBand {
+    ClaimBand {
+        low: predicted * (1.0 - a),
+        high: predicted * (1.0 + a),
+        open: false,
+    }
+}
+
+/// The measured ratio of `metric`, numerator over denominator.
+fn measured(num: &CellData<'_>, den: &CellData<'_>, metric: &str) -> Option<Ratio> {
+    ratio(&num.summary(metric)?, &den.summary(metric)?).ok()
+}
+
+/// The median of `metric` in `cell`.
+fn median(cell: &CellData<'_>, metric: &str) -> Option<f64> {
+    cell.summary(metric).map(|s| s.median)
+}
+
+/// Checks `m` on the run's data.
+pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismCheck {
+    let mut out = MechanismCheck {
+        mechanism: m.clone(),
+        predicted: None,
+        measured: None,
+        verdict: MechanismVerdict::Inconclusive,
+        how: String::new(),
+        leaves_out: String::new(),
+    };
+    let (Some(num), Some(den)) = (one(ds, &m.numerator), one(ds, &m.denominator)) else {
+        out.how = "a cell of the mechanism has no data".into();
+        return out;
+    };
+    let a = m.agreement();
+    let (predicted, measured, how) = match m.kind {
+        MechanismKind::CpuPerRequest => cpu_per_request(manifest, num, den, &mut out),
+        MechanismKind::RoundTrips => round_trips(manifest, num, den),
+        MechanismKind::Wakeups => return wakeups(num, den, out),
+        MechanismKind::SyscallTime => syscall_time(m, num, den),
+    };
+    out.how = how;
+    out.measured = measured.clone();
+    out.predicted = predicted;
+    let (Some(p), Some(meas)) = (predicted, measured) else {
+        return out;
+    };
+    let (v, _) = judge(&band(p, a), &meas);
+    out.verdict = match v {
+        Verdict::Reproduced => MechanismVerdict::Holds,
+        Verdict::Refuted => MechanismVerdict::DoesNotHold,
+        _ => MechanismVerdict::Inconclusive,
+    };
+    out
+}
+
+type Prediction = (Option<f64>, Option<Ratio>, String);
+
+/// QPS ratio predicted as the denominator's server CPU per request over the numerator's.
+fn cpu_per_request(
+    manifest: &Manifest,
+    num: &CellData<'_>,
+    den: &CellData<'_>,
+    out: &mut MechanismCheck,
+) -> Prediction {
+    let (Some(cn), Some(cd)) = (
+        num.summary(costs::SERVER_CPU_US),
+        den.summary(costs::SERVER_CPU_US),
+    ) else {
+        return (
+            None,
+            measured(num, den, metrics::QPS),
+            "no server CPU samples in one of the cells".into(),
+        );
+    };
+    let predicted = ratio(&cd, &cn).ok().map(|r| r.value);
+    let split = |c: &CellData<'_>| match (
+        median(c, costs::SERVER_USER_US),
+        median(c, costs::SERVER_SYS_US),
+    ) {
+        (Some(u), Some(s)) => format!(" ({} user + {} kernel)", format::num(u), format::num(s)),
+        _ => String::new(),
+    };
+    let how = format!(
+        "server CPU per request {} µs{} in {} against {} µs{} in {}: QPS at a saturated server goes as 1 / CPU per request",
+        format::num(cd.median),
+        split(den),
+        den.id,
+        format::num(cn.median),
+        split(num),
+        num.id
+    );
+    // The prediction counts the server alone: say so when the cells are bound elsewhere.
+    let labels: Vec<(String, Bound, String)> = [den, num]
+        .iter()
+        .filter_map(|c| {
+            bounds::of_cell(c, manifest).map(|b| (c.id.clone(), b.bound, bounds::figures_text(&b)))
+        })
+        .collect();
+    let elsewhere: Vec<String> = labels
+        .iter()
+        .filter(|(_, b, _)| !b.involves_server())
+        .map(|(id, b, f)| format!("{id} is {} ({f})", b.word()))
+        .collect();
+    if !elsewhere.is_empty() {
+        let client = match (
+            median(den, costs::CLIENT_CPU_US),
+            median(num, costs::CLIENT_CPU_US),
+        ) {
+            (Some(d), Some(n)) if n > 0.0 => format!(
+                "; the client's CPU per request ({} against {} µs) predicts {}",
+                format::num(d),
+                format::num(n),
+                format::times(d / n)
+            ),
+            _ => String::new(),
+        };
+        out.leaves_out = format!(
+            "the server's cost sets QPS only where the server sets the pace: {}{client}",
+            elsewhere.join("; ")
+        );
+    }
+    (predicted, measured(num, den, metrics::QPS), how)
+}
+
+/// P50 ratio predicted from round trips × RTT plus the server's CPU per request.
+fn round_trips(manifest: &Manifest, num: &CellData<'_>, den: &CellData<'_>) -> Prediction {
+    let measured_p50 = measured(num, den, metrics::P50_US);
+    let Some(rtt) = measured_rtt_us(manifest) else {
+        return (
+            None,
+            measured_p50,
+            "no calibrated RTT in the manifest".into(),
+        );
+    };
+    let parts = |c: &CellData<'_>| {
+        Some((
+            bounds::round_trips(c.cell.mode)?,
+            median(c, costs::SERVER_CPU_US).unwrap_or(0.0),
+        ))
+    };
+    let (Some((tn, sn)), Some((td, sd))) = (parts(num), parts(den)) else {
+        return (
+            None,
+            measured_p50,
+            "round trips are counted for short and long connections only".into(),
+        );
+    };
+    let (pn, pd) = (tn * rtt + sn, td * rtt + sd);
+    let mut how = format!(
+        "{} × RTT {} µs + server {} µs = {} µs for {}, {} × {} µs + {} µs = {} µs for {}",
+        tn,
+        format::num(rtt),
+        format::num(sn),
+        format::num(pn),
+        num.id,
+        td,
+        format::num(rtt),
+        format::num(sd),
+        format::num(pd),
+        den.id
+    );
+    // Little's law for a closed loop with the same connection count on both sides: latency
+    // = connections / QPS, so the latency ratio is the inverse QPS ratio.
+    if num.is_closed_loop() && den.is_closed_loop() && num.cell.conns == den.cell.conns {
+        if let Some(q) = measured(den, num, metrics::QPS) {
+            let queueing = measured_p50
+                .as_ref()
+                .map(|m| judge(&band(q.value, DEFAULT_AGREEMENT), m).0);
+            how.push_str(&format!(
+                "; queueing instead (Little's law, {} connections in a closed loop: latency = connections / QPS) predicts {}{}",
+                num.cell.conns,
+                format::times(q.value),
+                match queueing {
+                    Some(Verdict::Reproduced) => ", which holds here",
+                    Some(Verdict::Refuted) => ", which does not hold here either",
+                    _ => "",
+                }
+            ));
+        }
+    }
+    (Some(pn / pd), measured_p50, how)
+}
+
+/// Wake-ups per request, numerator over denominator; the mechanism holds where the
+/// numerator wakes more per request.
+fn wakeups(num: &CellData<'_>, den: &CellData<'_>, mut out: MechanismCheck) -> MechanismCheck {
+    let events = measured(num, den, costs::SERVER_EVENTS);
+    let waits = measured(num, den, costs::SERVER_WAITS);
+    let (Some(e), Some(w)) = (events.clone(), waits) else {
+        out.how = "no server counters in one of the cells".into();
+        return out;
+    };
+    let more = ClaimBand {
+        low: 1.0,
+        high: f64::INFINITY,
+        open: true,
+    };
+    let (ve, _) = judge(&more, &e);
+    let (vw, _) = judge(&more, &w);
+    out.verdict = match (ve, vw) {
+        (Verdict::Reproduced, _) | (_, Verdict::Reproduced) => MechanismVerdict::Holds,
+        (Verdict::Refuted, Verdict::Refuted) => MechanismVerdict::DoesNotHold,
+        _ => MechanismVerdict::Inconclusive,
+    };
+    let per = |c: &CellData<'_>| {
+        format!(
+            "{}: {} events and {} wait calls per request",
+            c.id,
+            median(c, costs::SERVER_EVENTS).map_or("—".into(), format::num),
+            median(c, costs::SERVER_WAITS).map_or("—".into(), format::num)
+        )
+    };
+    out.how = format!(
+        "{}; {}; events {}, wait calls {}; beside QPS {} and P99 {}",
+        per(num),
+        per(den),
+        format::ratio(&e),
+        format::ratio(&w),
+        measured(num, den, metrics::QPS).map_or("—".into(), |r| format::ratio(&r)),
+        measured(num, den, metrics::P99_US).map_or("—".into(), |r| format::ratio(&r)),
+    );
+    out.predicted = Some(1.0);
+    out.measured = events;
+    out
+}
+
+/// Total time in `syscall` predicted to follow its count (a constant cost per call).
+fn syscall_time(m: &Mechanism, num: &CellData<'_>, den: &CellData<'_>) -> Prediction {
+    let name = m.syscall.as_deref().unwrap_or_default();
+    let (count, total) = (metrics::syscall_count(name), metrics::syscall_total_s(name));
+    let counts = measured(num, den, &count);
+    let totals = measured(num, den, &total);
+    let per_call = |c: &CellData<'_>| Some(median(c, &total)? / median(c, &count)?.max(1.0) * 1e6);
+    let how = match (per_call(num), per_call(den)) {
+        (Some(pn), Some(pd)) => format!(
+            "{name}() takes {} µs per call in {} and {} µs in {} (the client's own timing of each call): a constant cost per call makes the time ratio the count ratio",
+            format::num(pn),
+            num.id,
+            format::num(pd),
+            den.id
+        ),
+        _ => format!("no timed {name}() calls in one of the cells (echo-bench --syscalls)"),
+    };
+    (counts.map(|c| c.value), totals, how)
+}
+
+/// The mechanisms of the experiment, checked.
+pub fn all(ds: &Dataset<'_>, manifest: &Manifest) -> Vec<MechanismCheck> {
+    manifest
+        .experiment
+        .reference
+        .mechanisms
+        .iter()
+        .map(|m| check(ds, manifest, m))
+        .collect()
+}
+
+/// The section "The seeds' mechanisms, checked from this run's costs".
+pub fn section(checks: &[MechanismCheck]) -> String {
+    if checks.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "## Mechanisms, checked from this run's costs\n\nEach mechanism the experiment states predicts a quantity from what \
+         this run measured; the prediction holds when the measured effect's 95% interval lies within the mechanism's \
+         agreement band around it (±25% unless stated), the claims' rule with the prediction in the seed's place.\n\n",
+    );
+    for c in checks {
+        out.push_str(&format!(
+            "- **{}** ({}; {}): {}. {}.",
+            c.mechanism.name,
+            c.mechanism.kind.name(),
+            c.mechanism.source,
+            c.short(),
+            c.how
+        ));
+        if !c.leaves_out.is_empty() {
+            out.push_str(&format!(
+                " What the prediction leaves out here: {}.",
+                c.leaves_out
+            ));
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}

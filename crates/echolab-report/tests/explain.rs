@@ -1,0 +1,237 @@
+//! Verdicts that explain: the verdict table opens the report, every cell gets its bound label
+//! from its own records, the seed's mechanisms are computed from the run's costs, and the
+//! attribution under `explain/` names the settings that move a claim. Every figure here comes
+//! from repetitions that differ from each other, so a computation that drops, repeats or
+//! double-counts one gives another number than the one worked out by hand.
+
+mod common;
+
+use common::{closed_loop_runs, manifest, rendered, row, section, shipped, write_dir, TempDir};
+use echolab_core::experiment::{BenchMode, Cell};
+use echolab_core::results::{ResourceSample, RunRecord, RunStatus};
+use echolab_core::stats::{CpuTime, ServerStats};
+use echolab_report::attribution::{ExplainIndex, Variant, EXPLAIN_DIR, HERE};
+
+/// QPS per repetition (differing), as in the claims test data: ET gain 2.161×, LT 3.09×.
+fn qps(c: &Cell) -> Vec<f64> {
+    match (c.server.as_str(), c.mode) {
+        ("epoll-et", BenchMode::Short) => vec![24000.0, 25000.0, 26000.0],
+        ("epoll-et", _) => vec![53000.0, 54000.0, 55000.0],
+        ("epoll-lt", BenchMode::Short) => vec![26000.0, 26500.0, 27000.0],
+        _ => vec![80000.0, 82000.0, 84000.0],
+    }
+}
+
+/// (server CPU % of a core, client CPU % of a core) per repetition.
+fn loads(c: &Cell) -> [(f64, f64); 3] {
+    match (c.server.as_str(), c.mode) {
+        // Server-bound: the server at 94–98%, the client at half a core.
+        ("epoll-et", BenchMode::Short) => [(94.0, 50.0), (96.0, 50.0), (98.0, 50.0)],
+        ("epoll-et", _) => [(90.0, 40.0), (92.0, 40.0), (94.0, 40.0)],
+        // Client-bound: the client at 99%, the server at 60%.
+        ("epoll-lt", BenchMode::Short) => [(60.0, 99.0), (61.0, 99.0), (59.0, 99.0)],
+        // Both within 5 points of each other.
+        _ => [(90.0, 92.0), (91.0, 92.0), (90.0, 93.0)],
+    }
+}
+
+/// `run` with one server CPU sample over its 1 s window, the client's CPU time, and server
+/// counters: 3 system calls and 1.5 events per request it read.
+fn with_costs(mut run: RunRecord) -> RunRecord {
+    let (server, client) = loads(&run.cell)[run.repetition as usize - 1];
+    run.samples = vec![ResourceSample {
+        t_s: 1.5,
+        cpu_pct: server,
+        cpu_user_pct: Some(server / 4.0),
+        cpu_sys_pct: Some(server * 3.0 / 4.0),
+        ..Default::default()
+    }];
+    let b = run.bench.as_mut().unwrap();
+    b.client_cpu = CpuTime {
+        user_s: client / 100.0 * 0.1,
+        sys_s: client / 100.0 * 0.9,
+    };
+    b.cpus = "1".into();
+    b.threads = 1;
+    b.engine = "event".into();
+    let read = b.requests_ok * 2;
+    let mut s = ServerStats::default();
+    s.totals.bytes_in = read * run.cell.payload;
+    s.totals.events_returned = read * 3 / 2;
+    for name in ["read", "write", "epoll_wait"] {
+        s.totals.syscalls.insert(
+            name.into(),
+            echolab_core::stats::SyscallStat {
+                count: read,
+                total_ns: None,
+            },
+        );
+    }
+    run.server = Some(s);
+    run
+}
+
+fn exp31_runs() -> (echolab_core::experiment::Experiment, Vec<RunRecord>) {
+    let e = shipped("exp31");
+    let runs = closed_loop_runs(&e, qps, |c, q| c.conns as f64 / q * 1e6)
+        .into_iter()
+        .map(with_costs)
+        .collect();
+    (e, runs)
+}
+
+#[test]
+fn the_report_opens_with_the_verdicts_and_states_the_setting_once() {
+    let (e, runs) = exp31_runs();
+    let (_tmp, summary, md) = rendered("verdicts", &manifest(e, RunStatus::Complete, 12), &runs);
+    let first = md.split("\n## ").nth(1).unwrap();
+    assert!(first.starts_with("Verdicts\n"), "{md}");
+    assert_eq!(summary.verdicts.len(), 5);
+    let et = row(first, "long/short QPS gain, ET server");
+    assert_eq!(et[1], "2.15×");
+    assert_eq!(et[3], "**reproduced**");
+    // The per-claim setting paragraph is gone: the table states it once.
+    assert_eq!(md.matches("### Setting: seed vs here").count(), 1, "{md}");
+    assert_eq!(
+        md.matches("Setting: this run differs from the seed: ")
+            .count(),
+        1,
+        "{md}"
+    );
+    let cores = row(section(&md, "Verdicts"), "logical CPUs");
+    assert_eq!(&cores[1..4], ["4", "2", "yes"]);
+    // The terminal form names each verdict first.
+    let text = echolab_report::verdicts::text(&summary.verdicts);
+    assert!(
+        text.starts_with("  reproduced: long/short QPS gain, ET server (seed 2.15×, here 2.16×"),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_cell_gets_its_bound_from_its_own_records() {
+    let (e, runs) = exp31_runs();
+    let (_tmp, _, md) = rendered("bounds", &manifest(e, RunStatus::Complete, 12), &runs);
+    let s = section(&md, "What bounds each cell");
+    let label = |id: &str| row(s, id)[1].clone();
+    assert_eq!(label("epoll-et_short_c100_d1s"), "**server-bound**");
+    assert_eq!(label("epoll-et_long_c100_d1s"), "**server-bound**");
+    assert_eq!(label("epoll-lt_short_c100_d1s"), "**client-bound**");
+    assert_eq!(
+        label("epoll-lt_long_c100_d1s"),
+        "**server- and client-bound**"
+    );
+    let et_short = row(s, "epoll-et_short_c100_d1s");
+    // Median server load 96%; CPU per request: 94e4/24000, 96e4/25000, 98e4/26000 µs, median
+    // 38.4 (user a quarter, 9.60; kernel 28.8); client 50% over 25000 req/s median: 20.0 µs
+    // (2.00 + 18.0); 3 calls per request read by the server; the client made none here.
+    assert_eq!(et_short[2], "96.0% of 1");
+    assert_eq!(et_short[5], "38.4 (9.60 + 28.8)");
+    assert_eq!(et_short[6], "20.0 (2.00 + 18.0)");
+    assert_eq!(et_short[7], "3.00");
+    // Path share: 2 round trips × RTT 45 µs over a median mean latency of 100/25000 s =
+    // 4000 µs, 2.25%, as the histogram's mean reads it.
+    assert_eq!(et_short[4], "2.3%");
+}
+
+#[test]
+fn the_gain_is_predicted_from_the_servers_cpu_per_request() {
+    let (e, runs) = exp31_runs();
+    let (_tmp, _, md) = rendered("mechanisms", &manifest(e, RunStatus::Complete, 12), &runs);
+    let s = section(&md, "Mechanisms, checked from this run's costs");
+    // ET: geometric means of the per-repetition costs, 38.415 µs short and 17.036 µs long:
+    // 2.25× predicted against 2.16× measured (interval 1.94–2.41×, inside ±25% of 2.25×).
+    let et = s
+        .lines()
+        .find(|l| l.contains("the gain is the server's CPU per request (ET)"))
+        .unwrap();
+    assert!(
+        et.contains("predicts 2.25×, measured 2.16× (95% CI 1.94–2.41×): holds here"),
+        "{et}"
+    );
+    // LT short is client-bound: the prediction says what it leaves out.
+    let lt = s
+        .lines()
+        .find(|l| l.contains("the gain is the server's CPU per request (LT)"))
+        .unwrap();
+    assert!(lt.contains("What the prediction leaves out here"), "{lt}");
+    assert!(
+        lt.contains("epoll-lt_short_c100_d1s is client-bound"),
+        "{lt}"
+    );
+    // P50: round trips predict (45 + 17.0) / (90 + 38.4) = 0.483 on ET; queueing predicts the
+    // inverse QPS ratio, 0.463, which the data (Little's law latencies) follow exactly.
+    let p50 = s
+        .lines()
+        .find(|l| l.contains("P50 follows round trips (ET)"))
+        .unwrap();
+    assert!(p50.contains("predicts 0.483×, measured 0.463×"), "{p50}");
+    assert!(p50.contains("predicts 0.463×, which holds here"), "{p50}");
+}
+
+/// A results directory under `explain/<name>/` whose long cells run at `long_factor` of the
+/// main run's QPS.
+fn variant(root: &std::path::Path, name: &str, settings: &[&str], long_factor: f64) -> Variant {
+    let e = shipped("exp31");
+    let runs: Vec<RunRecord> = closed_loop_runs(
+        &e,
+        |c| {
+            let f = if c.mode == BenchMode::Long {
+                long_factor
+            } else {
+                1.0
+            };
+            qps(c).into_iter().map(|q| q * f).collect()
+        },
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    let rel = format!("{name}/20261205T000000Z-exp31-loopback");
+    write_dir(
+        &root.join(EXPLAIN_DIR).join(&rel),
+        &manifest(e, RunStatus::Complete, 12),
+        &runs,
+    );
+    Variant {
+        name: name.into(),
+        settings: settings.iter().map(|s| s.to_string()).collect(),
+        args: vec![],
+        dir: Some(rel),
+        outcome: "complete".into(),
+    }
+}
+
+#[test]
+fn the_attribution_names_the_setting_that_moves_a_claim_and_not_the_one_that_does_not() {
+    let tmp = TempDir::new("attribution");
+    let (e, runs) = exp31_runs();
+    write_dir(&tmp.0, &manifest(e, RunStatus::Complete, 12), &runs);
+    let index = ExplainIndex {
+        claims: vec!["long/short QPS gain, LT server".into()],
+        variants: vec![
+            variant(&tmp.0, HERE, &[], 1.0),
+            // Long cells at 60%: LT's gain 3.09× → 1.86×, toward the seed's 1.48×.
+            variant(&tmp.0, "cpu-plan", &["CPU plan"], 0.6),
+            variant(&tmp.0, "hosts", &["hosts"], 1.0),
+        ],
+        cannot_vary: vec!["kernel: 3.10 in the seed, 6.1 here".into()],
+    };
+    index.save(&tmp.0).unwrap();
+    let summary = echolab_report::render(&tmp.0).unwrap();
+    assert!(summary.complete);
+    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let s = section(&md, "Attribution: the gap to the seed, setting by setting");
+    assert!(
+        s.contains("Settings that move it toward the seed: CPU plan."),
+        "{s}"
+    );
+    assert!(
+        row(s, "hosts (`hosts`)")[3].starts_with("does not move it"),
+        "{s}"
+    );
+    assert!(s.contains("Left unexplained"), "{s}");
+    let lines = echolab_report::attribution::text(&tmp.0);
+    assert_eq!(
+        lines,
+        "  long/short QPS gain, LT server: toward the seed under CPU plan\n"
+    );
+}

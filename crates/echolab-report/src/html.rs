@@ -1,7 +1,7 @@
 //! `report.html`: report.md as one self-contained page, tables and plots (the SVG documents
 //! inlined) in one file that opens anywhere without the `plots/` directory.
 //!
-//! It converts only the Markdown this crate writes: `#`, `##` and `####` headings, pipe
+//! It converts only the Markdown this crate writes: `#` to `####` headings, pipe
 //! tables, `- ` lists, `---` rules, plot images `![title](plots/file.svg)`, paragraphs, and
 //! `**bold**` and `` `code` `` inside them.
 
@@ -131,7 +131,7 @@ pub fn render(title: &str, markdown: &str, plots: &[Plot]) -> String {
         if t.is_empty() {
             continue;
         }
-        if let Some((level, text)) = [("####", 4), ("##", 2), ("#", 1)]
+        if let Some((level, text)) = [("####", 4), ("###", 3), ("##", 2), ("#", 1)]
             .iter()
             .find_map(|(p, l)| t.strip_prefix(&format!("{p} ")).map(|x| (*l, x)))
         {
@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn the_report_subset_converts() {
-        let md = "# t\n\nA **b** `c` <x>\n\n| a | b\\|c |\n|---|---|\n| 1 | 2 |\n\n- one\n- two\n\n![P](plots/p.svg)\n\n---\n";
+        let md = "# t\n\n### Setting\n\nA **b** `c` <x>\n\n| a | b\\|c |\n|---|---|\n| 1 | 2 |\n\n- one\n- two\n\n![P](plots/p.svg)\n\n---\n";
         let plot = Plot {
             file: "p.svg".into(),
             title: "P".into(),
@@ -181,6 +181,7 @@ mod tests {
         };
         let html = render("T", md, &[plot]);
         assert!(html.contains("<h1>t</h1>"), "{html}");
+        assert!(html.contains("<h3>Setting</h3>"), "{html}");
         assert!(
             html.contains("<p>A <strong>b</strong> <code>c</code> &lt;x&gt;</p>"),
             "{html}"

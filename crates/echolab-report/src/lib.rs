@@ -26,6 +26,7 @@
 pub mod attribution;
 pub mod bounds;
 pub mod claims;
+pub mod compare;
 pub mod costs;
 pub mod counters;
 pub mod dataset;
@@ -45,6 +46,7 @@ pub mod setting;
 pub mod summary_csv;
 pub mod tables;
 pub mod verdicts;
+pub mod walkthrough;
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,4 @@
-//! `echolab-report RESULTS_DIR [--stdout | --readme README]`: (re)writes report.md,
+//! `echolab-report RESULTS_DIR [--stdout | --readme README | --walkthrough CLAIM]`: (re)writes report.md,
 //! report.html, summary.csv and plots/*.svg of a results directory made by `echolab-up`, or splices its
 //! excerpt into the README.
 
@@ -12,7 +12,7 @@ use clap::Parser;
 #[command(
     name = "echolab-report",
     version,
-    after_help = "Example:\n  echolab-report results/20261130T015737Z-exp31-loopback\n  echolab-report --stdout results/20261130T015737Z-exp31-loopback | less\n\nExit status: 0 written, 2 not a (valid) results directory or bad usage, 1 I/O error."
+    after_help = "Example:\n  echolab-report results/20261130T015737Z-exp31-loopback\n  echolab-report --stdout results/20261130T015737Z-exp31-loopback | less\n  echolab-report compare RUN_A RUN_B    (runs of one experiment side by side; see `echolab-report compare --help`)\n\nExit status: 0 written, 2 not a (valid) results directory or bad usage, 1 I/O error."
 )]
 struct Args {
     /// A results directory (with manifest.yaml and runs/), as written by echolab-up.
@@ -25,13 +25,99 @@ struct Args {
     /// instead of writing files in RESULTS_DIR; what scripts/readme-results runs.
     #[arg(long, value_name = "README")]
     readme: Option<PathBuf>,
+    /// Print one claim walked through, figure → what bounds its cells → the seed's mechanism
+    /// → the attribution of `echolab-up --explain`, as Markdown on standard output; nothing is
+    /// written (what scripts/reading-a-verdict runs).
+    #[arg(long, value_name = "CLAIM", conflicts_with_all = ["readme", "stdout"])]
+    walkthrough: Option<String>,
+}
+
+/// `echolab-report compare`: the output format.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Format {
+    /// Markdown tables.
+    Md,
+    /// One HTML page.
+    Html,
+    /// JSON, for scripts.
+    Json,
+}
+
+/// Compare runs of one experiment: for every cell they share, each headline metric's ratio to
+/// the first run with its 95% CI and an equivalence verdict (same / different / inconclusive
+/// within --margin), beside the differences between their manifests.
+#[derive(Debug, Parser)]
+#[command(
+    name = "echolab-report compare",
+    after_help = "Example:\n  echolab-report compare results/20261205T120147Z-exp31-loopback results/20261205T130000Z-exp31-loopback\n\nExit status: 0 compared, 2 bad usage, not results directories, or different experiments, 1 I/O error."
+)]
+struct CompareArgs {
+    /// Two or more results directories of one experiment; each is compared with the first.
+    #[arg(required = true, num_args = 2..)]
+    dirs: Vec<PathBuf>,
+    /// The equivalence margin: a ratio within 1 ± margin counts as the same.
+    #[arg(long, default_value = "5%", value_parser = parse_margin)]
+    margin: f64,
+    /// Output format, on standard output.
+    #[arg(long, value_enum, default_value = "md")]
+    format: Format,
+}
+
+fn parse_margin(s: &str) -> Result<f64, String> {
+    echolab_core::units::parse_percent(s)
+        .map(|p| p / 100.0)
+        .map_err(|e| e.to_string())
+}
+
+fn compare(argv: impl Iterator<Item = String>) -> ExitCode {
+    let args = match echolab_core::cli::parsed_or_exit(
+        "echolab-report compare",
+        CompareArgs::try_parse_from(argv),
+    ) {
+        Ok(a) => a,
+        Err(code) => return ExitCode::from(code),
+    };
+    match echolab_report::compare::compare(&args.dirs, args.margin) {
+        Ok(c) => {
+            print!(
+                "{}",
+                match args.format {
+                    Format::Md => echolab_report::compare::markdown(&c),
+                    Format::Html => echolab_report::compare::html(&c),
+                    Format::Json => echolab_report::compare::json(&c),
+                }
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("echolab-report compare: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
 }
 
 fn main() -> ExitCode {
+    let mut argv = std::env::args();
+    if std::env::args().nth(1).as_deref() == Some("compare") {
+        let program = argv.next().unwrap_or_default();
+        return compare(std::iter::once(program).chain(argv.skip(1)));
+    }
     let args = match echolab_core::cli::parsed_or_exit("echolab-report", Args::try_parse()) {
         Ok(a) => a,
         Err(code) => return ExitCode::from(code),
     };
+    if let Some(claim) = &args.walkthrough {
+        return match echolab_report::walkthrough::render(&args.results_dir, claim) {
+            Ok(md) => {
+                print!("{md}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("echolab-report: {e}");
+                ExitCode::from(e.exit_code() as u8)
+            }
+        };
+    }
     if let Some(readme) = &args.readme {
         return match echolab_report::update_readme(&args.results_dir, readme) {
             Ok(()) => {

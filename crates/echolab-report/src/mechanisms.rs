@@ -60,6 +60,9 @@ pub struct MechanismCheck {
     /// What the prediction leaves out on this run, when its cells are bound by something the
     /// mechanism does not count; empty otherwise.
     pub leaves_out: String,
+    /// Another mechanism's prediction of the same effect, judged the same way, where one
+    /// applies (round trips: queueing by Little's law); empty otherwise.
+    pub alternative: String,
 }
 
 impl MechanismCheck {
@@ -74,8 +77,13 @@ impl MechanismCheck {
             .as_ref()
             .map(format::ratio)
             .unwrap_or_else(|| "—".into());
+        let alternative = if self.alternative.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", self.alternative)
+        };
         format!(
-            "predicts {predicted}, measured {measured}: {}",
+            "predicts {predicted}, measured {measured}: {}{alternative}",
             self.verdict.word()
         )
     }
@@ -120,6 +128,7 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
         verdict: MechanismVerdict::Inconclusive,
         how: String::new(),
         leaves_out: String::new(),
+        alternative: String::new(),
     };
     let (Some(num), Some(den)) = (one(ds, &m.numerator), one(ds, &m.denominator)) else {
         out.how = "a cell of the mechanism has no data".into();
@@ -128,7 +137,7 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
     let a = m.agreement();
     let (predicted, measured, how) = match m.kind {
         MechanismKind::CpuPerRequest => cpu_per_request(manifest, num, den, &mut out),
-        MechanismKind::RoundTrips => round_trips(manifest, num, den),
+        MechanismKind::RoundTrips => round_trips(manifest, num, den, &mut out),
         MechanismKind::Wakeups => return wakeups(num, den, out),
         MechanismKind::SyscallTime => syscall_time(m, num, den),
     };
@@ -217,7 +226,12 @@ fn cpu_per_request(
 }
 
 /// P50 ratio predicted from round trips × RTT plus the server's CPU per request.
-fn round_trips(manifest: &Manifest, num: &CellData<'_>, den: &CellData<'_>) -> Prediction {
+fn round_trips(
+    manifest: &Manifest,
+    num: &CellData<'_>,
+    den: &CellData<'_>,
+    out: &mut MechanismCheck,
+) -> Prediction {
     let measured_p50 = measured(num, den, metrics::P50_US);
     let Some(rtt) = measured_rtt_us(manifest) else {
         return (
@@ -240,7 +254,7 @@ fn round_trips(manifest: &Manifest, num: &CellData<'_>, den: &CellData<'_>) -> P
         );
     };
     let (pn, pd) = (tn * rtt + sn, td * rtt + sd);
-    let mut how = format!(
+    let how = format!(
         "{} × RTT {} µs + server {} µs = {} µs for {}, {} × {} µs + {} µs = {} µs for {}",
         tn,
         format::num(rtt),
@@ -260,16 +274,16 @@ fn round_trips(manifest: &Manifest, num: &CellData<'_>, den: &CellData<'_>) -> P
             let queueing = measured_p50
                 .as_ref()
                 .map(|m| judge(&band(q.value, DEFAULT_AGREEMENT), m).0);
-            how.push_str(&format!(
-                "; queueing instead (Little's law, {} connections in a closed loop: latency = connections / QPS) predicts {}{}",
+            out.alternative = format!(
+                "queueing instead (Little's law, {} connections in a closed loop: latency = connections / QPS) predicts {}{}",
                 num.cell.conns,
                 format::times(q.value),
                 match queueing {
                     Some(Verdict::Reproduced) => ", which holds here",
                     Some(Verdict::Refuted) => ", which does not hold here either",
-                    _ => "",
+                    _ => ", inconclusive",
                 }
-            ));
+            );
         }
     }
     (Some(pn / pd), measured_p50, how)

@@ -41,6 +41,10 @@ pub(crate) fn client_choices(ds: &Dataset<'_>) -> Option<String> {
     ))
 }
 
+/// A short/long cell measured for less than this (median over repetitions, seconds) is too
+/// short to be stable: start-up and scheduling take a share of it that varies from run to run.
+pub const SHORT_CELL_S: f64 = 0.1;
+
 /// The section's bullets (empty when there is nothing to say).
 pub fn bullets(
     ds: &Dataset<'_>,
@@ -181,6 +185,30 @@ pub fn bullets(
             client_bound.join(", ")
         ));
     }
+    let short: Vec<String> = ds
+        .cells
+        .iter()
+        .filter(|c| c.sends_requests())
+        .filter_map(|c| {
+            let d = crate::inference::Summary::of(
+                &c.ok_runs()
+                    .filter_map(|r| r.bench.as_ref().map(|b| b.duration_s))
+                    .collect::<Vec<_>>(),
+            )?;
+            (d.median < SHORT_CELL_S)
+                .then(|| format!("{} ({} s)", c.id, crate::format::num(d.median)))
+        })
+        .collect();
+    if !short.is_empty() || (!client_bound.is_empty() && manifest.experiment.window.is_none()) {
+        out.push(format!(
+            "⚠ Cells too short to be stable: {}. A cell bounded by CONNS × ROUNDS lasts as long as those requests take              (milliseconds for long connections), which start-up and scheduling dominate; set the experiment's `window:`              (e.g. `window: 1s`, with `warmup: 500ms`) to measure every short/long cell for a fixed time.",
+            if short.is_empty() {
+                format!("{} (client-bound by Little's law)", client_bound.join(", "))
+            } else {
+                short.join(", ")
+            }
+        ));
+    }
     if !noisy.is_empty() {
         out.push(format!(
             "Noisy figures (CV above 10%): {}; their intervals are wide and their verdicts weaker.",
@@ -245,8 +273,13 @@ pub fn section(
     if b.is_empty() {
         return String::new();
     }
+    let title = if manifest.experiment.reference.source.is_empty() {
+        "Why results may differ from another run"
+    } else {
+        "Why results may differ from the seed"
+    };
     format!(
-        "## Why results may differ from the seed\n\nFrom what this run measured:\n\n{}\n\n",
+        "## {title}\n\nFrom what this run measured:\n\n{}\n\n",
         b.iter()
             .map(|l| format!("- {l}"))
             .collect::<Vec<_>>()

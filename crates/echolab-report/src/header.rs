@@ -230,9 +230,14 @@ pub fn render(manifest: &Manifest, counts: &Counts) -> String {
         } else {
             format!("; measured on {}", e.reference.environment)
         };
+        let title = if e.reference.title.is_empty() {
+            String::new()
+        } else {
+            format!("{}: ", e.reference.title)
+        };
         t.row([
             "Seed".to_string(),
-            format!("{}{env_text}", e.reference.source),
+            format!("{title}{}{env_text}", e.reference.source),
         ]);
     }
     out.push_str(&t.to_markdown());

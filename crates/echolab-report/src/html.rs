@@ -158,7 +158,8 @@ pub fn render(title: &str, markdown: &str, plots: &[Plot]) -> String {
     flush(&mut body, &mut para, &mut list, &mut table);
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>\n\
-         body {{ font-family: sans-serif; max-width: 1200px; margin: 2em auto; line-height: 1.4; }}\n\
+         body {{ font-family: system-ui, \"Noto Sans\", \"DejaVu Sans\", \"Noto Sans CJK SC\", \"Source Han Sans SC\", \
+         \"WenQuanYi Micro Hei\", \"PingFang SC\", \"Microsoft YaHei\", sans-serif; max-width: 1200px; margin: 2em auto; line-height: 1.4; }}\n\
          table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}\n\
          th, td {{ border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }}\n\
          th {{ background: #eee; }}\nfigure {{ margin: 1em 0; }}\nfigure svg {{ max-width: 100%; height: auto; }}\n\
@@ -178,6 +179,7 @@ mod tests {
             file: "p.svg".into(),
             title: "P".into(),
             svg: "<svg>drawn</svg>".into(),
+            caption: "What P draws.".into(),
         };
         let html = render("T", md, &[plot]);
         assert!(html.contains("<h1>t</h1>"), "{html}");

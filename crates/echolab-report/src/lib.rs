@@ -145,7 +145,7 @@ const STATISTICS_NOTE: &str = "Figures: median over repetitions [min–max] (95%
 zero, and so is every interval: when all repetitions agree the figure is **exact** (zero-width interval; system-call \
 counts usually are); when all values are positive the interval is that of the geometric mean, exp(mean(ln x) ± t·sd(ln \
 x)/√n) (**log-t**, Student's t with n−1 degrees of freedom, critical values from the NIST/SEMATECH e-Handbook \
-§1.3.6.7.2); when a value is 0, a percentile **bootstrap** of the mean (4000 resamples, fixed seed). Ratios and changes \
+§1.3.6.7.2); when a value is 0, a percentile **bootstrap** of the mean (4000 resamples from a fixed generator state). Ratios and changes \
 between cells: exact when both cells are; otherwise the ratio of geometric means with exp(d ± t·se), Welch's standard \
 error and degrees of freedom (log-t), or a bootstrap of the ratio of means when a value is 0. \"No CI\" appears only with \
 fewer than 2 repetitions or a denominator that is 0 in every repetition, and says which. ⚠ noisy: coefficient of \
@@ -188,7 +188,14 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
                 .keys()
                 .any(|m| m.starts_with("syscall.") || m.starts_with("strace."))
         });
-    let sections = tables::all(&ds, wants_syscalls);
+    let mut sections = tables::all(&ds, wants_syscalls);
+    if experiment.reference.source.is_empty() {
+        // An experiment of the user's own, with no seed: the tables' introductions do not
+        // cite the seed sections their layout comes from.
+        for s in &mut sections {
+            s.intro = without_seed_citation(&s.intro);
+        }
+    }
     let placed = reference::place(&ds, manifest, &sections);
     let (plots, plot_notes) = plots::all(&ds, &experiment.reference);
 
@@ -269,10 +276,11 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
         md.push_str(&format!("## Plots\n\n{}\n\n", plots::CAPTION));
         for p in &plots {
             md.push_str(&format!(
-                "![{}]({}/{})\n\n",
+                "![{}]({}/{})\n\n{}\n\n",
                 p.title,
                 plots::PLOTS_DIR,
-                p.file
+                p.file,
+                p.caption
             ));
         }
     }
@@ -312,6 +320,18 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
         plots,
         summary,
     })
+}
+
+/// `Seed 000 §6.1 / seed 001 §3.1: QPS (req/s) …` → `QPS (req/s) …`; `Seed 004 table 2-1: …`
+/// likewise; an introduction that cites no seed is returned as it is.
+fn without_seed_citation(intro: &str) -> String {
+    match intro.split_once(": ") {
+        Some((cite, rest)) if cite.starts_with("Seed ") => rest.to_string(),
+        _ => match intro.split_once(". ") {
+            Some((cite, rest)) if cite.starts_with("Seed ") => rest.to_string(),
+            _ => intro.to_string(),
+        },
+    }
 }
 
 /// Cells with a noisy figure, e.g. `epoll-lt_long_c100_r10 (qps CV 23.4%)`.

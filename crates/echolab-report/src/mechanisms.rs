@@ -68,6 +68,9 @@ pub struct MechanismCheck {
 impl MechanismCheck {
     /// `predicts 4.3×, measured 4.9× (95% CI …): holds here`.
     pub fn short(&self) -> String {
+        if self.predicted.is_none() {
+            return format!("no prediction ({}): {}", self.how, self.verdict.word());
+        }
         let predicted = self
             .predicted
             .map(format::times)

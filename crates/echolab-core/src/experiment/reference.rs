@@ -444,6 +444,10 @@ pub struct Reference {
     /// The seed study (by number, title and date; docs/architecture.md, "Source studies") and
     /// the section, e.g. `seed 000, "实验 3.1：…" (updated 2026-08-20), section 5`.
     pub source: String,
+    /// The seed's title in English, shown beside `source` (whose title is the seed's own,
+    /// often Chinese, which a machine without CJK fonts draws as boxes); empty where not given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub title: String,
     /// The environment the seed measured on (machine, kernel, network), as the seed states it.
     #[serde(default)]
     pub environment: String,

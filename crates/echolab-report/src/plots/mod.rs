@@ -7,7 +7,11 @@
 //!   HdrHistogram plot), y = latency in µs on a log scale;
 //! - `connect_storm.svg`: time to establish N connections vs N, one line per server (seed 004
 //!   table 2-1);
-//! - `sustain_cpu.svg`: server CPU% vs N, one line per server (seed 004 table 2-2).
+//! - `sustain_cpu.svg`: server CPU% vs N, one line per server (seed 004 table 2-2);
+//! - `qps_per_cell.svg`: every short/long cell's QPS with its 95% interval and the seed's
+//!   figure ([`cells`]);
+//! - `timeline_<cell-id>.svg`: QPS and P99 per interval and the server's CPU per sample, one
+//!   line per repetition, for cells measured over several intervals ([`timeline`]).
 //!
 //! Every axis carries numbers and its unit: log axes are ticked at 1-2-5 values (1, 2, 5, 10,
 //! 20, …; [`log_ticks`]) within a range snapped to such values, so a narrow range (a 20 ms
@@ -22,6 +26,9 @@ use echolab_core::experiment::{BenchMode, Reference};
 use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
+mod cells;
+mod timeline;
+
 use crate::dataset::{CellData, Dataset};
 use crate::inference::Summary;
 use crate::metrics::{CONNECT_S, CPU_PCT, P50_US, P90_US, P99_US, QPS};
@@ -34,10 +41,10 @@ const SIZE: (u32, u32) = (1000, 560);
 const LEGEND_W: u32 = 250;
 const FONT: &str = "sans-serif";
 
-/// What every plot's legend says about its marks, also printed under the plots in report.md.
-pub const CAPTION: &str = "Plots: dots are medians over repetitions, error bars the min–max over repetitions; hollow \
-squares joined by a dashed line are the seed's published figures for the same cells (on another topology, context \
-only). Log axes are ticked at 1-2-5 values.";
+/// What the plots section says once, above the plots; each plot has its own caption below it
+/// ([`Plot::caption`]) saying exactly what it draws.
+pub const CAPTION: &str =
+    "Each plot's caption says what it draws. Log axes are ticked at 1-2-5 values.";
 
 /// A rendered plot: its file name inside [`PLOTS_DIR`] and its SVG text.
 #[derive(Debug, Clone)]
@@ -48,6 +55,8 @@ pub struct Plot {
     pub title: String,
     /// SVG document.
     pub svg: String,
+    /// What is drawn, exactly: marks, lines, what they summarise.
+    pub caption: String,
 }
 
 /// The 1-2-5 values (…, 0.5, 1, 2, 5, 10, 20, …) in `low..=high`; when that gives fewer than
@@ -422,6 +431,23 @@ fn latency_plot(
             .draw()?;
         let blue = BLUE.to_rgba();
         chart.draw_series(LineSeries::new(points, blue.stroke_width(2)))?;
+        // P50, P90 and P99 of the merged histogram, marked and labelled on the curve.
+        for p in [50.0, 90.0, 99.0] {
+            let x = inverse_tail(p);
+            if x > x_max {
+                continue;
+            }
+            let y = (h.value_at_quantile(p / 100.0) as f64 / 1000.0).max(0.001);
+            chart.draw_series(std::iter::once(
+                EmptyElement::at((x, y))
+                    + Circle::new((0, 0), 5, blue.filled())
+                    + Text::new(
+                        format!("p{p:.0} {} µs", crate::format::num(y)),
+                        (-10, -22),
+                        (FONT, 13).into_font(),
+                    ),
+            ))?;
+        }
         let mut legend = vec![LegendEntry {
             color: blue,
             label: "this run, all repetitions".into(),
@@ -442,6 +468,7 @@ fn latency_plot(
             &[
                 "line: merged histogram of all",
                 "usable repetitions",
+                "dot: its P50, P90, P99",
                 "hollow square: seed's mean",
                 "percentile over its repetitions",
             ],
@@ -455,16 +482,46 @@ fn latency_plot(
 pub fn all(ds: &Dataset<'_>, reference: &Reference) -> (Vec<Plot>, Vec<String>) {
     let mut plots = Vec::new();
     let mut notes = Vec::new();
-    let mut keep =
-        |file: String, title: String, result: Option<Result<String, String>>| match result {
-            Some(Ok(svg)) => plots.push(Plot { file, title, svg }),
-            Some(Err(e)) => notes.push(format!("Plot {file} not drawn: {e}")),
-            None => {}
-        };
+    let mut keep = |file: String,
+                    title: String,
+                    caption: String,
+                    result: Option<Result<String, String>>| match result {
+        Some(Ok(svg)) => plots.push(Plot {
+            file,
+            title,
+            svg,
+            caption,
+        }),
+        Some(Err(e)) => notes.push(format!("Plot {file} not drawn: {e}")),
+        None => {}
+    };
+    let has_seed = !reference.figures.is_empty();
+    let seed_marks = if has_seed {
+        " Hollow squares joined by a dashed line: the seed's published figures for the same cells."
+    } else {
+        ""
+    };
+    let vs_conns = format!(
+        "Dots: medians over repetitions, joined by a line per server and mode; bars: min–max over repetitions.{seed_marks}"
+    );
+    keep(
+        "qps_per_cell.svg".into(),
+        "QPS per cell".into(),
+        format!(
+            "Dots: each cell's QPS, the geometric mean over its repetitions; bars: its 95% confidence interval.{}",
+            if has_seed {
+                " Hollow squares: the seed's published mean for the same cell."
+            } else {
+                ""
+            }
+        ),
+        cells::qps_per_cell(ds, reference),
+    );
     let qps = series(ds, reference, &[BenchMode::Short, BenchMode::Long], QPS);
     keep(
         "qps_vs_conns.svg".into(),
         "QPS vs connections".into(),
+        vs_conns.clone(),
         draw_vs_conns("QPS vs connections", "QPS (requests/s)", &qps),
     );
     for c in ds.cells.iter().filter(|c| c.sends_requests()) {
@@ -478,13 +535,32 @@ pub fn all(ds: &Dataset<'_>, reference: &Reference) -> (Vec<Plot>, Vec<String>) 
         keep(
             format!("latency_{}.svg", c.id),
             format!("Latency percentiles, {}", c.id),
+            format!(
+                "The latency at each percentile of {} (the inverse of its CDF), from the merged histograms of all its \
+                 usable repetitions; dots mark P50, P90 and P99.{}",
+                c.id,
+                if has_seed {
+                    " Hollow squares: the seed's P50/P90/P99 for the cell (means over its repetitions)."
+                } else {
+                    ""
+                }
+            ),
             result,
+        );
+        keep(
+            format!("timeline_{}.svg", c.id),
+            format!("Over time, {}", c.id),
+            "One line per repetition: QPS and P99 of each interval echo-bench recorded (top, middle) and the server \
+             host's CPU at each sample (bottom), against seconds into the measured window."
+                .into(),
+            timeline::timeline(c),
         );
     }
     let storm = series(ds, reference, &[BenchMode::ConnectStorm], CONNECT_S);
     keep(
         "connect_storm.svg".into(),
         "Connect storm: time to establish N connections".into(),
+        vs_conns.clone(),
         draw_vs_conns(
             "Time to establish N connections",
             "time to establish all (s)",
@@ -495,6 +571,7 @@ pub fn all(ds: &Dataset<'_>, reference: &Reference) -> (Vec<Plot>, Vec<String>) 
     keep(
         "sustain_cpu.svg".into(),
         "Sustain: server CPU vs connections".into(),
+        vs_conns,
         draw_vs_conns(
             "Server CPU with N busy connections",
             "server CPU (% of one core)",

@@ -1,7 +1,7 @@
 //! The engines side by side in one run (event, ring, thread), against one
 //! `echo-server --model epoll-et`: QPS and client CPU per request at 1 and 100 long
-//! connections, as ratios to the thread engine (issue 3's requirement) and to the default
-//! event engine (issue 17's question: does the ring win?).
+//! connections, as ratios to the thread engine (the seed's kind of client) and to the default
+//! event engine (does the ring win?).
 //!
 //!     cargo build --release -p echo-server && cargo bench -p echo-bench --bench engines
 //!

@@ -3,7 +3,7 @@
 //! run, against the same `echo-server --model epoll-et`, for five load shapes (and the
 //! short `--linger0` one once more with `--short-sockets fresh`, the C client's socket per
 //! request, so that the effect of reusing sockets shows beside it): QPS and client CPU per
-//! request, and their ratios (issue 17).
+//! request, and their ratios.
 //!
 //!     cargo build --release -p echo-server && cargo bench -p echo-bench --bench reference
 //!
@@ -17,8 +17,9 @@
 //!
 //! QPS is the smaller of what the client and what the server can do; the server's share of
 //! its core over each run says which: near 1, the server is the ceiling, and no client can
-//! beat another by more than 1/share there (at 100 long connections on a 2-core Intel Xeon VM
-//! in session 15, the single-reactor server used 0.91–0.97 of its core under either client).
+//! beat another by more than 1/share there (at 100 long connections on a 2-core Intel Xeon VM,
+//! the single-reactor server used 0.91–0.97 of its core under either client; this bench
+//! prints the share per run).
 //!
 //! With `ECHO_BENCH_NEPER=DIR` (neper's `tcp_rr` and `tcp_crr` built in DIR), neper's client
 //! runs too, with `-T 1` and, for more than one flow, `-T 2`, in the same alternation, and the

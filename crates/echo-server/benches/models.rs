@@ -1,4 +1,4 @@
-//! Side-by-side QPS of every echo-server model (issue 2, "Performance"): each model in turn is
+//! Side-by-side QPS of every echo-server model: each model in turn is
 //! started from the release build and driven by echolab's load generator, echo-bench, with 100
 //! long connections sending 12-byte echoes (closed loop) for a fixed time after a warm-up. One
 //! table row per model: QPS, p99, and the server's system calls per request from its final

@@ -1,4 +1,4 @@
-//! Bad command-line input (issue 2, part 4): one line naming the problem, exit status 2, no
+//! Bad command-line input: one line naming the problem, exit status 2, no
 //! panic, no backtrace.
 
 mod common;

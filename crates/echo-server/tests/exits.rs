@@ -1,4 +1,4 @@
-//! How echo-server ends (issue 13, parts 2 and 3): by SIGTERM/SIGINT with status 0 and no
+//! How echo-server ends: by SIGTERM/SIGINT with status 0 and no
 //! fatal line; any other way with one `echo-server: fatal: REASON` line ([`Fatal`]) on stderr
 //! and a non-zero status; and prefork's workers that die are replaced and counted, or the
 //! server ends saying why.

@@ -1,4 +1,4 @@
-//! The faults real servers meet (issue 2, part 3), each a test, run against every model: the
+//! The faults real servers meet, each a test, run against every model: the
 //! macro at the bottom makes one module per model (`epoll_et::slow_late_reader_8mib`), so a
 //! failure names the model and the fault.
 //!
@@ -413,7 +413,7 @@ fn fill_until_the_kernel_takes_no_more(streams: &[TcpStream]) {
     }
 }
 
-/// Clients that write without ever reading take nothing from the others (issue 13, part 1): 40
+/// Clients that write without ever reading take nothing from the others: 40
 /// connections each write 64 KiB chunks until the kernel takes no more and never read; a fresh
 /// connection then gets each of its 5 echoes within 2 s. Whatever a model shares between
 /// connections (a buffer pool, a worker, a slot), back-pressure from the 40 must not use it up.
@@ -442,7 +442,7 @@ fn non_readers_leave_the_others_served(model: &str) {
     assert_eq!(st.totals.accepted, HOGS as u64 + 1, "{st:?}");
 }
 
-/// TCP_NODELAY (issue 13, part 6). A 20-byte request echoed through a 10-byte read buffer
+/// TCP_NODELAY. A 20-byte request echoed through a 10-byte read buffer
 /// leaves the server as two 10-byte writes. Under Nagle's algorithm the second waits until the
 /// first is acknowledged, and the client delays that ACK (it has nothing to send while it waits
 /// for the rest of its echo): at least TCP_DELACK_MIN, 40 ms on Linux. With `--nodelay` (the

@@ -64,8 +64,8 @@ pub const BULK_CONGESTION_CONTROL: &str = "reno";
 /// forward direction holds at most its pipe and half its room, never the limit, so the link
 /// drops nothing and the goodput is the link's rate, not the sender's loss recovery. Unbounded,
 /// a sender grows its window until the queue overflows (crossnet's 500 packets, per transfer
-/// and direction: Reno in 18 of 18, cubic in 10 of 20, bbr in 0 of 20, on the 2-core AMD VM of
-/// 2026-12-05, `wire_perf --section release` under each host default), and what it carries
+/// and direction: Reno in 18 of 18, cubic in 10 of 20, bbr in 0 of 20, on a 2-core AMD VM,
+/// `wire_perf --section release` under each host default), and what it carries
 /// after that depends on how its recovery meets the host's timing (a CI run, whose drops were
 /// not recorded, measured 37-44 Mbit/s against at least 44.25 in three attempts at crossnet).
 pub fn bulk_window_bytes(
@@ -86,8 +86,8 @@ pub fn bulk_window_bytes(
 /// the RTT `profile` is expected to add to one probe, µs resolution.
 ///
 /// Why: through the link every round trip waits that long, so the server sits idle that long
-/// between probes and wakes from a deeper idle state, slower (on the 2-core AMD EPYC VM of
-/// session 9: a paced baseline's median was 56 µs at 40 µs of idle and 172 µs at 20 ms, in
+/// between probes and wakes from a deeper idle state, slower (on a 2-core AMD EPYC VM: a
+/// paced baseline's median was 56 µs at 40 µs of idle and 172 µs at 20 ms, in
 /// UDP round trips between the wire's testbed namespaces). An unpaced baseline leaves that wake-up out, and the
 /// `added_rtt` check charged it to the link (a 1 Mbit/s profile measured 333 µs above its
 /// 3.088 ms). Paced, the server's wake-up is in both figures and cancels.

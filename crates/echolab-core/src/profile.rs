@@ -237,8 +237,9 @@ pub struct AddedRttTolerance {
 }
 
 impl Default for AddedRttTolerance {
-    /// ±10% or ±50 µs, whichever is larger (issue 15's figures: what a userspace link can
-    /// hold on a 2-core host, and what a reader of a 200 µs or a 20 ms link needs).
+    /// ±10% or ±50 µs, whichever is larger: what a userspace link can hold on a 2-core host
+    /// (`cargo run --release -p echolab-netem --example wire_perf`), and what a reader of a
+    /// 200 µs or a 20 ms link needs.
     fn default() -> Self {
         Self {
             relative: Percent(10.0),

@@ -16,7 +16,7 @@
 //! host can take the CPUs away (steal) while the guest's own /proc/stat still looks idle at
 //! its 10 ms tick. So the wait before a calibration ([`Condition::Steady`]) also measures
 //! what a timing measurement suffers: how late the thread's timer wake-ups are
-//! ([`wake_lateness`]). Measured on the 2-core CI VM (session 16, `nanosleep` of 100 µs with
+//! ([`wake_lateness`]). Measured on a 2-core CI VM (`nanosleep` of 100 µs with
 //! 1 ns timer slack, 0.5 s windows): p99 lateness 55–200 µs in quiet phases, 300–1,040 µs
 //! while steal was 3–10% of CPU time; in the same minutes plain forwarding between two
 //! namespaces had a median RTT of 64–100 µs, or 305–338 µs, and the wire's lan100 blocks

@@ -71,8 +71,8 @@ pub struct Environment {
     /// The host's default TCP congestion control (`net.ipv4.tcp_congestion_control`), which
     /// every network namespace made on it inherits, so the hosts' connections use it unless a
     /// program picks its own (calibration's transfers use Reno); empty when unreadable or
-    /// recorded before it existed. Hosts' defaults differ (bbr on this project's 2-core VM of
-    /// 2026-12-05, cubic in Linux's own default configuration).
+    /// recorded before it existed. Hosts' defaults differ (bbr on this project's 2-core VMs,
+    /// cubic in Linux's own default configuration).
     #[serde(default)]
     pub tcp_congestion_control: String,
 }
@@ -126,7 +126,7 @@ pub struct CalibrationRecord {
     /// The wait for a quiet machine before each measurement, by name: `baseline` (the path's
     /// RTT before the link is installed) and `calibration`. Both follow the making of hosts
     /// and an exec of calib-server, whose engine work (runc, containerd) otherwise shares the
-    /// CPUs with the probes: on the 2-core AMD EPYC VM of session 13 an unwaited baseline
+    /// CPUs with the probes: on a 2-core AMD EPYC VM an unwaited baseline
     /// ranged 160..3,803 us and the added RTT of a 3.088 ms profile 210..8,194 us over 5 runs,
     /// a waited one 117..201 us and 3,069..3,156 us over 6. The CPUs watched are those of the
     /// machine echolab-up runs on (with `--lab`, the hosts' engines may be elsewhere). Empty

@@ -627,7 +627,7 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
 }
 
 /// The offered load of the packet-rate section's paced rows, datagrams per second per
-/// direction: issue 15's floor for what the wire must carry.
+/// direction: the floor of what the wire must carry (README, "The wire").
 const PACED_PPS: f64 = 100_000.0;
 
 /// Sections 3 and 4: packet rate against plain forwarding, and the idle wire's CPU.

@@ -6,7 +6,7 @@
 //! Why: one calibration is 40 round trips and two bulk transfers, a few seconds of one
 //! machine's time; on a 2-core host the kernel's teardown of another test's network
 //! namespace, or another engine's containers starting, can take the CPU for part of it. Seen
-//! in CI on a 2-core AMD EPYC VM (session 14): crossnet's median RTT 22.5 ms (band
+//! in CI on a 2-core AMD EPYC VM: crossnet's median RTT 22.5 ms (band
 //! 18.6–22.1) with goodput 41 Mbit/s (band 44.2–49.9) with nothing else of the suite running,
 //! where 8 runs by hand passed. Such a miss is the host's, not the link's. (A miss that stays
 //! through every attempt is not: one such, a second client machine's lan100 path at 737–970 µs

@@ -353,7 +353,7 @@ fn lan100_end_to_end_added_delay_median_within_the_floor() {
     // measures p99 with repetitions). A block hit by a load burst is measured again, up to 3
     // blocks; a defect (a missing or doubled delay, a late timer) fails all of them. Each
     // block starts after a wait for a steady host (echolab_core::quiet, Condition::Steady):
-    // in session 16 every block of some runs missed by +180..+520 us while steal was taking
+    // on a 2-core VM every block of some runs missed by +180..+520 us while steal was taking
     // the VM's CPUs, and the baseline without the wire was inflated too (305-338 us median
     // against 64-100 us minutes later).
     let tb = Testbed::new().expect("namespaces");

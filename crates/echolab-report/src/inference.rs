@@ -25,7 +25,7 @@
 //! Student's t.
 
 /// A cell is called noisy when the coefficient of variation of its repetitions is above this
-/// (10%, issue 6).
+/// (10%).
 pub const NOISY_CV: f64 = 0.10;
 
 /// Two-sided 95% critical values of Student's t, `t(0.975, df)`, for the tabulated degrees of

@@ -12,7 +12,8 @@
 
 use crate::dataset::CellData;
 
-/// A run is flagged when `|measured / expected − 1|` exceeds this (10%, issue 6).
+/// A run is flagged when `|measured / expected − 1|` exceeds this (10%, the noise threshold
+/// the report uses for a coefficient of variation, [`crate::inference::NOISY_CV`]).
 pub const TOLERANCE: f64 = 0.10;
 
 /// The law applied to one run.

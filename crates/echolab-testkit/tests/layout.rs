@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 /// Most lines a source file may have.
 const MAX_LINES: usize = 800;
 
-/// Breaches of these rules that another branch is removing (issue 14: echo-server's io_uring
-/// split and its scan/models circle), as the checks below word them, relative to `crates/`.
+/// Breaches of these rules that another branch is removing, as the checks below word them,
+/// relative to `crates/`.
 /// An entry that no longer holds fails the test: delete it.
 const BEING_FIXED: &[&str] = &[];
 

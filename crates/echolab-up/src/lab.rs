@@ -1,5 +1,5 @@
 //! The lab file (`--lab lab.yaml`): the Docker engines of a multi-machine run and which role
-//! runs on which (issue 12). Read and checked before anything is created on any engine:
+//! runs on which. Read and checked before anything is created on any engine:
 //! unknown keys, a role naming no engine, a TLS file that is not there and an endpoint of an
 //! unknown kind are one-line errors naming the file and the field.
 //!

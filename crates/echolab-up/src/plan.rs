@@ -87,9 +87,10 @@ pub(crate) fn with_repetitions(
     }
 }
 
-/// A run id unique on this machine: `<YYYYmmddTHHMMSSZ>-<6 hex>`, the hex from the clock's
-/// nanoseconds and the pid. It is the `echolab.run` label of every Docker object of the run
-/// and part of their names, so it uses only `[0-9A-Za-z-]`.
+/// A run id unique on this machine: `<YYYYmmddTHHMMSSZ>-<6 hex>`, the stamp written as the
+/// results directory's (`20261130T015737Z`), the hex from the clock's nanoseconds and the pid.
+/// It is the `echolab.run` label of every Docker object of the run and part of their
+/// container and network names, which allow upper case, so it uses only `[0-9A-Za-z-]`.
 pub(crate) fn new_run_id(now_rfc3339: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -97,7 +98,7 @@ pub(crate) fn new_run_id(now_rfc3339: &str) -> String {
     let mix = (u64::from(nanos) ^ (u64::from(std::process::id()) << 20)) & 0xff_ffff;
     format!(
         "{}-{mix:06x}",
-        crate::results_dir::compact_stamp(now_rfc3339).to_lowercase()
+        crate::results_dir::compact_stamp(now_rfc3339)
     )
 }
 
@@ -208,7 +209,7 @@ mod tests {
     fn run_ids_are_label_and_name_safe() {
         let id = new_run_id("2026-11-30T01:57:37.123456Z");
         assert!(
-            id.starts_with("20261130t015737z-") && id.len() == 23,
+            id.starts_with("20261130T015737Z-") && id.len() == 23,
             "{id}"
         );
         assert!(

@@ -95,7 +95,7 @@ pub(crate) fn judge_rtt(profile: &Profile, median_us: f64, record: &mut Calibrat
 /// `echolab-netem calibrate --attempts` does across a link (`echolab_netem::attempts` says
 /// why). The record is the last attempt's, with the misses before it in `missed_attempts` and
 /// the wait before it in `settle["calibration_repeat"]`. Seen in CI on a 2-core Intel Xeon VM
-/// (session 15): exp32's loopback probe at a median of 1,481.7 us against at most 1,000 us,
+/// once: exp32's loopback probe at a median of 1,481.7 us against at most 1,000 us,
 /// where the run of exp31 a minute earlier had passed.
 ///
 /// # Errors

@@ -33,7 +33,7 @@ pub(crate) fn invoked_by_cargo_bench() -> bool {
 ///
 /// Why: unpinned, the scheduler's wake-affine placement (a synchronous wake-up is served on
 /// the waker's CPU, `wake_affine_idle()` in kernel/sched/fair.c) sometimes keeps server and
-/// client on one CPU for a whole run: on the 2-core AMD EPYC VM of session 13 the same C
+/// client on one CPU for a whole run: on a 2-core AMD EPYC VM the same C
 /// client against the same server gave 81k, 116k and 108k requests/s in three runs
 /// at 100 long connections unpinned, and 131k, 146k pinned.
 #[derive(Clone, Copy)]

@@ -1,4 +1,4 @@
-//! neper (google/neper), the public tool issue 17 judges echo-bench against, as a third client
+//! neper (google/neper), the public tool echo-bench is judged against, as a third client
 //! of the reference benchmark, when `ECHO_BENCH_NEPER` names a directory holding its `tcp_rr`
 //! and `tcp_crr` binaries (a clone of github.com/google/neper built there with
 //! `make tcp_rr tcp_crr`). neper is not a dependency: nothing of it is in this repository.

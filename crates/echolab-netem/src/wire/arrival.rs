@@ -4,7 +4,8 @@
 //! A packet routed into the TUN waits there until the direction's thread wakes and reads it:
 //! a wake-up of 10–100 µs on a 2-core VM, different for every packet and invisible to the
 //! thread. Subtracting an estimate measured once at startup (the self-probe, [`super::probe`])
-//! left lan100's added RTT 20–85 µs short on one machine and 15 µs on another (issue 15). The
+//! left lan100's added RTT 20–85 µs short on one machine and 15 µs on another
+//! (`examples/wire_perf.rs`). The
 //! kernel knows the moment instead: a packet socket bound to the TUN sees every packet the
 //! TUN transmits, before the TUN queues it (`dev_queue_xmit_nit` runs before the driver's
 //! `ndo_start_xmit`), and stamps it. The tap reads those stamps from a `PACKET_RX_RING`

@@ -100,7 +100,7 @@ pub enum ClientWait {
     /// arrival at the client's socket. No endpoint's wake-up or wait for a CPU is in it, only
     /// the way between the sockets: the figure a link is judged by. Polling endpoints leave
     /// their wake-up out but not the CPU another thread takes from them: on the 2-core VMs
-    /// (2026-12-05, sched_switch traced) DAMON's kernel thread `kdamond`, which runs every
+    /// (`perf trace -e sched:sched_switch` during `wire_perf --section delay`) DAMON's kernel thread `kdamond`, which runs every
     /// 512 ms for 0.4 to 1.7 ms, held an idle-priority echo poller up to 2.1 ms with the
     /// answer waiting in its socket, the whole of that measurement's millisecond tail.
     Stamped,

@@ -83,7 +83,7 @@ impl Default for Timing {
     /// more (see [`pump::Pump::early_wake_ns`]); a
     /// 50 µs cap, the lateness of a busy host, left crossnet's releases 20–60 µs late at the
     /// median on a 2-core VM, where a thread waking from a 10 ms sleep is 60–110 µs late
-    /// (`examples/wire_perf.rs`, issue 15); with 400 µs they are 0.3 µs late. 64 probes
+    /// (`examples/wire_perf.rs`); with 400 µs they are 0.3 µs late. 64 probes
     /// 500 µs apart (only without kernel stamps): 32 ms of startup.
     fn default() -> Self {
         Self {

@@ -1,4 +1,4 @@
-//! A multi-machine run (issue 12, `--lab`): the server host on the server's engine and the
+//! A multi-machine run (`--lab`): the server host on the server's engine and the
 //! client host on the client's, each a container of the lab image, so that the client reaches
 //! the server over the real network between the two machines: both with host networking for
 //! profile `native`; for a link profile the client behind a link host on its machine

@@ -59,7 +59,7 @@ const NET_ADMIN_ROUTE: Grant = Grant {
 };
 const SYS_NICE_LINK: Grant = Grant {
     name: "SYS_NICE",
-    reason: "the wire's direction threads take real-time priority (SCHED_FIFO 50) so that fair-scheduled work on the machine does not delay a packet's release: with two CPU hogs beside a crossnet run, release-error p99 was 162-242 us with it and 246-2,859 us without (session 16)",
+    reason: "the wire's direction threads take real-time priority (SCHED_FIFO 50) so that fair-scheduled work on the machine does not delay a packet's release: with two CPU hogs beside a crossnet run, release-error p99 was 162-242 us with it and 246-2,859 us without (wire_perf's release section with two CPU hogs)",
 };
 /// The real-time CPU budget asked for the link host, µs per `cpu.rt_period_us` (1 s): where
 /// the engine uses cgroup v1 with real-time group scheduling, a container's threads cannot

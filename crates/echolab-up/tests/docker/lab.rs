@@ -1,4 +1,4 @@
-//! Two machines (issue 12, `--lab`): this machine's engine runs the server and a second
+//! Two machines (`--lab`): this machine's engine runs the server and a second
 //! engine, started by the testkit in a network namespace of its own behind a veth pair and
 //! reached over TCP with mutual TLS ([`echolab_testkit::second_engine`]), runs the client.
 //! The last test reaches the second engine through ssh instead (its sshd, `up --ssh`).
@@ -221,8 +221,8 @@ pub(super) const LAN100_ADDED_US: f64 = 2.0 * (100.0 + (68.0 + 38.0) * 8.0 / 100
 
 /// lan100 as shipped, written into `base`, but with +-150 us on what the link adds: the
 /// tests that use it check that a link across machines is in effect and summed with the real
-/// path; how exactly the wire keeps a 100 us delay on a loaded 2-core machine is issue 15's
-/// (wire_perf).
+/// path; how exactly the wire keeps a 100 us delay on a loaded 2-core machine is wire_perf's
+/// to measure.
 pub(super) fn lan100_wide(base: &TempDir) -> PathBuf {
     let shipped = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem/lan100.yaml"),

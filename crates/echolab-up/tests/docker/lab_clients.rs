@@ -1,4 +1,4 @@
-//! Several client machines (issue 12, item 5, `roles.client: [b, c]`): the server on this
+//! Several client machines (`roles.client: [b, c]`): the server on this
 //! machine's engine, a client host on each of two second engines (each in its own network
 //! namespace behind its own veth pair), every run split between them and merged.
 //! A submodule of tests/docker.rs, for its helpers.

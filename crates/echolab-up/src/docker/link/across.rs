@@ -11,7 +11,7 @@
 //! is an egress network whose packets leave the machine NATed to its address, so the server
 //! host (host networking on its machine, [`crate::docker::lab`]) answers the client's machine
 //! and needs no route of its own. Both directions are impaired in that one link host, which is
-//! the "egress shaper on a host" of issue 12. Docker masquerades only its own networks'
+//! an egress shaper on a host. Docker masquerades only its own networks'
 //! addresses, so the client's address is translated to the link host's own on the egress
 //! network and back in the link host: by the kernel (`echolab-netem masquerade`, an nftables
 //! masquerade) for the baseline and under kernel netem where the kernel has sch_netem, or by

@@ -385,6 +385,34 @@ mod tests {
         );
     }
 
+    /// The units the kernel reads, stated from its headers rather than from `tc`'s bytes:
+    /// `tc_netem_qopt` times in psched ticks of 64 ns (`PSCHED_TICKS2NS(x) = x << 6`), loss on
+    /// the u32 scale (`~0U` = 100%), `tc_netem_rate.rate` in bytes per second.
+    #[test]
+    fn qopt_fields_are_in_the_kernels_units() {
+        let s = spec(10_000, 1_500, 1.0, Some(50_000_000), 500, Uniform);
+        let msg = replace_root_netem(LO, &NetemParams::from_spec(&s), 0);
+        let body = &msg.bytes()[16..];
+        let options = nl::attrs(&body[20..])
+            .find(|(k, _)| *k == TCA_OPTIONS)
+            .map(|(_, v)| v)
+            .expect("TCA_OPTIONS");
+        let field = |i: usize| nl::u32_at(options, i * 4).unwrap();
+        assert_eq!(
+            field(0) as u64 * 64,
+            10_000_000,
+            "latency: 10 ms in 64 ns ticks"
+        );
+        assert_eq!(field(1), 500, "limit: packets");
+        assert_eq!(field(2), 42_949_673, "loss: 1% of u32::MAX, rounded");
+        assert_eq!(field(5), 23_437, "jitter: 1.5 ms in whole 64 ns ticks");
+        let rate = nl::attrs(&options[24..])
+            .find(|(k, _)| *k == TCA_NETEM_RATE)
+            .map(|(_, v)| nl::u32_at(v, 0).unwrap())
+            .expect("TCA_NETEM_RATE");
+        assert_eq!(rate, 6_250_000, "rate: 50 Mbit/s in bytes per second");
+    }
+
     #[test]
     fn read_back_decodes_what_was_encoded_and_kernel_64bit_times() {
         let p = NetemParams::from_spec(&spec(10_000, 1_000, 1.0, Some(100_000_000), 2000, Uniform));

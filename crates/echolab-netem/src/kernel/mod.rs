@@ -166,6 +166,18 @@ fn check_read_back(dev: &str, want: &NetemParams, got: &QdiscInfo) -> Result<(),
             want.latency_ns as f64 / 1000.0
         ));
     }
+    if (nb.jitter_us - want.jitter_ns as f64 / 1000.0).abs() > tick_us {
+        return mismatch(format!(
+            "jitter {}us, asked {}us",
+            nb.jitter_us,
+            want.jitter_ns as f64 / 1000.0
+        ));
+    }
+    // The kernel keeps netem's u32 loss as given; the percent is the same conversion of it.
+    let want_loss = want.loss as f64 / u32::MAX as f64 * 100.0;
+    if (nb.loss_percent - want_loss).abs() > 1e-9 {
+        return mismatch(format!("loss {}%, asked {}%", nb.loss_percent, want_loss));
+    }
     if nb.limit != want.limit {
         return mismatch(format!("limit {}, asked {}", nb.limit, want.limit));
     }
@@ -174,6 +186,12 @@ fn check_read_back(dev: &str, want: &NetemParams, got: &QdiscInfo) -> Result<(),
         return mismatch(format!(
             "rate {:?} bit/s, asked {:?}",
             nb.rate_bits_per_s, want_rate
+        ));
+    }
+    if want_rate.is_some() && nb.packet_overhead != want.packet_overhead {
+        return mismatch(format!(
+            "rate overhead {} bytes, asked {}",
+            nb.packet_overhead, want.packet_overhead
         ));
     }
     Ok(())

@@ -5,9 +5,10 @@
 //!
 //! `echolab-up --explain` writes `explain/index.yaml` ([`ExplainIndex`]) in the run's results
 //! directory and one ordinary results directory per setting under `explain/<setting>/`; this
-//! module reads them. A setting **moves** a claim's ratio when its 95% interval and the
-//! interval of the same cells rerun as here (the `here` variant, run in the same sequence)
-//! do not overlap; it moves it **toward** the seed's figure when the distance to that figure
+//! module reads them. A setting **moves** a claim's ratio when the ratio of its ratio to the
+//! ratio of the same cells rerun as here (the `here` variant, run in the same sequence) has a
+//! 95% interval that excludes 1 ([`crate::inference::ratio_of_ratios`]; where a sample has a
+//! 0, when the two intervals do not overlap); it moves it **toward** the seed's figure when the distance to that figure
 //! (in log ratio) shrinks, and the share of the gap it closes is
 //! (ln here − ln setting) / (ln here − ln seed). What no setting of this machine can vary
 //! (the kernel, more CPUs than the machine has) is named as the part left unexplained.
@@ -99,13 +100,19 @@ pub enum Move {
     Unknown,
 }
 
-/// How `setting` moved the ratio from `here`, given the seed's figure `seed` (see the module
-/// doc).
-pub fn movement(here: &Ratio, setting: &Ratio, seed: f64) -> Move {
+/// How `setting` moved the ratio from `here`, given the seed's figure `seed` and, where the
+/// four samples allow it, the ratio of the two ratios with its interval
+/// ([`crate::inference::ratio_of_ratios`]): moved when that interval excludes 1; without it,
+/// when the two ratios' own intervals do not overlap (see the module doc).
+pub fn movement(here: &Ratio, setting: &Ratio, change: Option<&Ratio>, seed: f64) -> Move {
     let (Some(a), Some(b)) = (here.ci95, setting.ci95) else {
         return Move::Unknown;
     };
-    if a.high >= b.low && b.high >= a.low {
+    let unmoved = match change.and_then(|c| c.ci95) {
+        Some(c) => c.low <= 1.0 && 1.0 <= c.high,
+        None => a.high >= b.low && b.high >= a.low,
+    };
+    if unmoved {
         return Move::None;
     }
     let gap = here.value.ln() - seed.ln();
@@ -121,7 +128,7 @@ impl Move {
     /// How the report says it.
     pub fn text(self) -> String {
         match self {
-            Move::None => "does not move it (the intervals overlap)".into(),
+            Move::None => "does not move it (the change's 95% interval holds 1×)".into(),
             Move::Toward(share) => format!(
                 "moves it toward the seed's figure, closing {} of the gap",
                 format::pct(share)
@@ -141,6 +148,8 @@ pub struct VariantResult {
     pub check: Option<ClaimCheck>,
     /// Against the `here` rerun (none for `here` itself).
     pub movement: Option<Move>,
+    /// This ratio over the `here` rerun's, with its 95% interval, where the samples allow it.
+    pub change: Option<Ratio>,
 }
 
 /// One claim's attribution.
@@ -197,34 +206,54 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
             .claims
             .iter()
             .find(|c| c.name == claim)?;
-        Some(claims::check(&ds, &r.manifest, c))
+        let values = |sel| match ds.select(sel).as_slice() {
+            [one] => one.values(&c.metric),
+            _ => Vec::new(),
+        };
+        let samples = [values(&c.numerator), values(&c.denominator)];
+        Some((claims::check(&ds, &r.manifest, c), samples))
     };
     let mut out = Vec::new();
     for claim in &index.claims {
-        let checks: Vec<Option<ClaimCheck>> =
+        let checks: Vec<Option<(ClaimCheck, [Vec<f64>; 2])>> =
             loaded.iter().map(|(_, r)| check_of(r, claim)).collect();
         let here = loaded
             .iter()
             .zip(&checks)
             .find(|((v, _), _)| v.name == HERE)
-            .and_then(|(_, c)| c.as_ref()?.ours.clone());
+            .and_then(|(_, c)| c.clone());
         let seed = checks
             .iter()
             .flatten()
             .next()
-            .and_then(|c| c.claim.expect.or(c.claim.seed_ratio));
+            .and_then(|(c, _)| c.claim.expect.or(c.claim.seed_ratio));
         let results = loaded
             .iter()
             .zip(checks)
-            .map(|((variant, _), check)| {
-                let movement = match (&here, check.as_ref().and_then(|c| c.ours.as_ref()), seed) {
-                    (Some(h), Some(o), Some(s)) if variant.name != HERE => Some(movement(h, o, s)),
+            .map(|((variant, _), found)| {
+                let (check, samples) = match found {
+                    Some((c, s)) => (Some(c), Some(s)),
+                    None => (None, None),
+                };
+                let change = match (&here, &samples) {
+                    (Some((_, h)), Some(s)) if variant.name != HERE => {
+                        crate::inference::ratio_of_ratios([&s[0], &s[1]], [&h[0], &h[1]])
+                    }
+                    _ => None,
+                };
+                let mine = check.as_ref().and_then(|c| c.ours.as_ref());
+                let movement = match (&here, mine, seed) {
+                    (Some((h, _)), Some(o), Some(s)) if variant.name != HERE => h
+                        .ours
+                        .as_ref()
+                        .map(|hr| movement(hr, o, change.as_ref(), s)),
                     _ => None,
                 };
                 VariantResult {
                     variant: variant.clone(),
                     check,
                     movement,
+                    change,
                 }
             })
             .collect();
@@ -248,7 +277,8 @@ pub fn section(dir: &Path) -> String {
         "## Attribution: the gap to the seed, setting by setting\n\n`echolab-up --explain` ran the cells of every refuted or \
          inconclusive claim again: as here, under each of the seed's settings that this machine can run, and under all of \
          them together, one after the other with the experiment's own rules (shuffled rounds, repetitions until the CI is \
-         narrow). A setting moves a ratio when its 95% interval does not overlap the rerun-as-here interval.\n\n",
+         narrow). A setting moves a ratio when the change from the rerun-as-here ratio (their ratio, with a Welch 95% \
+         interval over the four cells' repetitions) excludes 1×.\n\n",
     );
     for a in &attributions {
         out.push_str(&format!(
@@ -256,7 +286,13 @@ pub fn section(dir: &Path) -> String {
             a.claim,
             a.seed.map(format::times).unwrap_or_else(|| "—".into())
         ));
-        let mut t = Table::new(["Setting", "Ratio (95% CI)", "Verdict", "Against here"]);
+        let mut t = Table::new([
+            "Setting",
+            "Ratio (95% CI)",
+            "Verdict",
+            "Change from here (95% CI)",
+            "Against here",
+        ]);
         for r in &a.results {
             let label = if r.variant.settings.is_empty() {
                 "as here (rerun)".to_string()
@@ -277,6 +313,10 @@ pub fn section(dir: &Path) -> String {
                 format!("{label} (`{}`)", r.variant.name),
                 ratio,
                 verdict,
+                r.change
+                    .as_ref()
+                    .map(format::ratio)
+                    .unwrap_or_else(|| "—".into()),
                 r.movement.map(Move::text).unwrap_or_else(|| "—".into()),
             ]);
         }
@@ -342,7 +382,7 @@ mod tests {
         let halved = gain(&[25_000.0, 25_500.0, 24_500.0], &short);
         let same = gain(&[50_500.0, 49_500.0, 50_000.0], &short);
         let higher = gain(&[80_000.0, 81_000.0, 79_000.0], &short);
-        match movement(&here, &halved, 2.0) {
+        match movement(&here, &halved, None, 2.0) {
             // ln 5 − ln 2.5 over ln 5 − ln 2: 75.6% of the gap.
             Move::Toward(share) => assert!(
                 (share - (2.0f64).ln() / 2.5f64.ln()).abs() < 0.01,
@@ -350,11 +390,43 @@ mod tests {
             ),
             m => panic!("{m:?}"),
         }
-        assert_eq!(movement(&here, &same, 2.0), Move::None);
-        assert_eq!(movement(&here, &higher, 2.0), Move::Away);
+        assert_eq!(movement(&here, &same, None, 2.0), Move::None);
+        assert_eq!(movement(&here, &higher, None, 2.0), Move::Away);
         // Past the seed's figure but closer to it in log ratio: still toward, share above 1.
         let past = gain(&[17_000.0, 17_500.0, 16_500.0], &short);
-        assert!(matches!(movement(&here, &past, 2.0), Move::Toward(s) if s > 1.0));
+        assert!(matches!(movement(&here, &past, None, 2.0), Move::Toward(s) if s > 1.0));
+    }
+
+    /// Two gains whose own intervals overlap but whose change, tested on the four cells'
+    /// repetitions, excludes 1: the sharper test says moved; a change that holds 1 does not.
+    #[test]
+    fn the_change_decides_where_the_intervals_overlap() {
+        let short = [10_000.0, 10_400.0, 9_600.0, 10_200.0, 9_800.0];
+        let long_here = [50_000.0, 53_000.0, 47_000.0, 51_500.0, 48_500.0];
+        let long_set = [45_000.0, 47_700.0, 42_300.0, 46_350.0, 43_650.0];
+        let here = gain(&long_here, &short);
+        let set = gain(&long_set, &short);
+        let (a, b) = (here.ci95.unwrap(), set.ci95.unwrap());
+        assert!(a.low <= b.high, "the intervals overlap: {a:?} {b:?}");
+        let change =
+            crate::inference::ratio_of_ratios([&long_set, &short], [&long_here, &short]).unwrap();
+        // 0.9× by construction (every long value at 90%), interval below 1.
+        assert!(
+            (change.value - 0.9).abs() < 0.01 && change.ci95.unwrap().high < 1.0,
+            "{change:?}"
+        );
+        assert!(matches!(
+            movement(&here, &set, Some(&change), 2.0),
+            Move::Toward(_)
+        ));
+        let nothing =
+            crate::inference::ratio_of_ratios([&long_here, &short], [&long_here, &short]).unwrap();
+        assert_eq!(movement(&here, &here, Some(&nothing), 2.0), Move::None);
+        // A sample with a 0 has no log interval: None, and the overlap rule decides.
+        assert!(
+            crate::inference::ratio_of_ratios([&[0.0, 1.0], &short], [&long_here, &short])
+                .is_none()
+        );
     }
 
     #[test]
@@ -366,7 +438,7 @@ mod tests {
         )
         .unwrap();
         let here = gain(&[50_000.0, 51_000.0, 49_000.0], &short);
-        assert_eq!(movement(&here, &one, 2.0), Move::Unknown);
+        assert_eq!(movement(&here, &one, None, 2.0), Move::Unknown);
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //! - **path-bound**: round trips × calibrated RTT are at least [`PATH_BOUND_SHARE`] of the
 //!   mean latency (the same rule that makes a claim "not comparable here");
 //! - **server-bound** / **client-bound**: that side used at least [`SATURATED`] of the CPUs
-//!   it can use, and the other side did not (or was [`LEAD`] or more below it): in a closed
-//!   loop the slower stage sets the pace and the other waits for it;
-//! - **server- and client-bound**: both saturated within [`LEAD`] of each other, so either
+//!   it can use, and the other side did not, or did but less: the 95% interval of the
+//!   per-repetition difference of the two loads lies wholly on that side's (with a single
+//!   repetition, a lead of [`LEAD`] or more). In a closed loop the slower stage sets the pace
+//!   and the other waits for it;
+//! - **server- and client-bound**: both saturated and neither ahead by that rule, so either
 //!   could be setting the pace;
 //! - **unsaturated**: neither side nor the path is at its limit (the client's pacing, the
 //!   connection count or something unmeasured sets the rate).
@@ -33,8 +35,9 @@ use crate::metrics;
 /// bounds each cell"), so a threshold at 100% would never be met.
 pub const SATURATED: f64 = 0.85;
 
-/// When both sides are saturated, the busier one is named as the bound only when it leads
-/// the other by at least this share of a full load (5 percentage points).
+/// When both sides are saturated and the cell has a single repetition (no interval), the
+/// busier one is named as the bound only when it leads the other by at least this share of a
+/// full load (5 percentage points).
 pub const LEAD: f64 = 0.05;
 
 /// The bound of a cell (see the module doc).
@@ -128,6 +131,41 @@ pub fn round_trips(mode: BenchMode) -> Option<f64> {
     }
 }
 
+/// Which of two saturated sides sets the pace: the one whose load is higher in every sense
+/// the repetitions support (the 95% t interval of the mean per-repetition difference, client
+/// load minus server load, excludes 0), or both when it does not. A single repetition has no
+/// interval: a lead of [`LEAD`] decides.
+fn leader(cell: &CellData<'_>, scpus: f64, ccpus: f64) -> Bound {
+    let diffs: Vec<f64> = cell
+        .ok_runs()
+        .filter_map(|r| {
+            let s = metrics::value(r, costs::SERVER_CPU_PCT)? / 100.0 / scpus;
+            let c = metrics::value(r, costs::CLIENT_CPU_PCT)? / 100.0 / ccpus;
+            Some(c - s)
+        })
+        .collect();
+    let n = diffs.len();
+    if n == 0 {
+        return Bound::ServerAndClient;
+    }
+    let mean = diffs.iter().sum::<f64>() / n as f64;
+    let (low, high) = match crate::inference::t_975(n as u64 - 1).filter(|_| n >= 2) {
+        Some(t) => {
+            let var = diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n as f64 - 1.0);
+            let half = t * (var / n as f64).sqrt();
+            (mean - half, mean + half)
+        }
+        None => (mean - LEAD, mean + LEAD),
+    };
+    if low >= 0.0 && mean > 0.0 {
+        Bound::Client
+    } else if high <= 0.0 && mean < 0.0 {
+        Bound::Server
+    } else {
+        Bound::ServerAndClient
+    }
+}
+
 /// The bound of `cell` on the run `manifest` describes; `None` for a cell without usable
 /// runs or one that sends no requests (a connect storm).
 pub fn of_cell(cell: &CellData<'_>, manifest: &Manifest) -> Option<CellBound> {
@@ -149,16 +187,7 @@ pub fn of_cell(cell: &CellData<'_>, manifest: &Manifest) -> Option<CellBound> {
         Bound::Path
     } else {
         match (sat(server_load), sat(client_load)) {
-            (true, true) => {
-                let (s, c) = (server_load.unwrap_or(0.0), client_load.unwrap_or(0.0));
-                if s - c >= LEAD {
-                    Bound::Server
-                } else if c - s >= LEAD {
-                    Bound::Client
-                } else {
-                    Bound::ServerAndClient
-                }
-            }
+            (true, true) => leader(cell, scpus, ccpus),
             (true, false) => Bound::Server,
             (false, true) => Bound::Client,
             (false, false) => Bound::Unsaturated,
@@ -257,7 +286,9 @@ pub fn section(ds: &Dataset<'_>, manifest: &Manifest) -> String {
         "## What bounds each cell\n\nMedians over repetitions, from each run's own records: the server's CPU from its host's \
          samples over the window, the client's from its own accounting (getrusage), each as a share of the CPUs that side \
          can use; the path share is round trips × calibrated RTT over the mean latency. A side at {} or more of its CPUs is \
-         saturated; when both are, the one {} points ahead sets the pace (closed loop: the slower stage sets it). \
+         saturated; when both are, the one whose load is higher across repetitions (the 95% interval of the \
+         per-repetition difference excludes 0; {} points with one repetition) sets the pace (closed loop: the slower \
+         stage sets it). \
          Per-request costs divide the window's CPU by the window's requests; the server's system calls run from its start \
          and divide by every request it read.\n\n{}\n",
         format::pct(SATURATED),

@@ -16,7 +16,8 @@
 //! - **not comparable here**: the figure is set by the path, not the server — every request
 //!   of both cells spends at least half its latency in network round trips (measured RTT ×
 //!   round trips per request: 2 for a short connection, connect and echo; 1 for a long one), so
-//!   a ratio of latencies or QPS counts round trips;
+//!   a ratio of latencies or QPS counts round trips; unless the claim's own mechanism is the
+//!   path's round trips (a `round-trips` mechanism that explains it), which is then judged;
 //! - **not checked**: a cell of the claim has no data, or a selector does not name one cell.
 
 use echolab_core::experiment::{BenchMode, ClaimBand, ReferenceClaim};
@@ -40,7 +41,8 @@ geometric means with a log-t 95% interval, or a bootstrap interval when a value 
 lies inside the band (equivalence, as two one-sided tests). **Refuted**: it lies wholly outside. **Inconclusive**: it \
 straddles an edge of the band, or there is no interval (the reason is given). **Not comparable here**: on this profile \
 at least half of every request's latency in both cells is network round trips (measured RTT × 2 for a short connection, \
-× 1 for a long one), so the ratio reports the path, not the server. **Not checked**: a cell has no data.";
+× 1 for a long one), so the ratio reports the path, not the server (a claim whose stated mechanism is those round trips is \
+judged there). **Not checked**: a cell has no data.";
 
 /// The outcome of checking one claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,14 +324,26 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
         Err(why) => return not_checked(out, format!("{}: {why}", den.id)),
     };
     out.ours = Some(ours.clone());
-    if let Some(why) = path_bound(&claim.metric, [num, den], measured_rtt_us(manifest)) {
+    let path = path_bound(&claim.metric, [num, den], measured_rtt_us(manifest));
+    // A claim whose stated mechanism is the path's round trips is about the path: where the
+    // path sets the ratio, it is judged, not set aside.
+    let about_the_path = reference.mechanisms.iter().any(|m| {
+        m.kind == echolab_core::experiment::MechanismKind::RoundTrips
+            && m.explains.iter().any(|n| *n == claim.name)
+    });
+    if let (Some(why), false) = (&path, about_the_path) {
         out.verdict = Verdict::NotComparable;
-        out.why = why;
+        out.why = why.clone();
         return out;
     }
     let (verdict, why) = judge(&band, &ours);
     out.verdict = verdict;
-    out.why = why;
+    out.why = match path {
+        Some(_) => format!(
+            "{why}; the path sets this ratio here, and round trips are the claim's own mechanism, so it is judged"
+        ),
+        None => why,
+    };
     out
 }
 

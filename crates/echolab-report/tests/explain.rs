@@ -224,8 +224,13 @@ fn the_attribution_names_the_setting_that_moves_a_claim_and_not_the_one_that_doe
         s.contains("Settings that move it toward the seed: CPU plan."),
         "{s}"
     );
+    let hosts = row(s, "hosts (`hosts`)");
+    // The same QPS as the rerun as here: a change of exactly 1× within its interval.
+    assert!(hosts[3].starts_with("1.00× (95% CI "), "{s}");
+    assert!(hosts[4].starts_with("does not move it"), "{s}");
+    // Long cells at 60%: the change is 0.600× whatever the repetitions' spread.
     assert!(
-        row(s, "hosts (`hosts`)")[3].starts_with("does not move it"),
+        row(s, "CPU plan (`cpu-plan`)")[3].starts_with("0.600× (95% CI "),
         "{s}"
     );
     assert!(s.contains("Left unexplained"), "{s}");

@@ -36,23 +36,12 @@ fn completed(dir: &Path) -> Result<ResultsDir, String> {
     }
 }
 
-/// The most repetitions a rerun makes (fewer when the experiment's own maximum is lower).
-/// Six reruns of exp31's four cells at up to 10 repetitions each took 23 minutes on a 2-core
-/// VM; at 5 the whole `echolab-up --explain` fits in about 15 (its timings are in each
-/// results directory's manifest, `timings`). The reruns' intervals are wider than the main
-/// run's for it, which makes "moves the ratio" (intervals apart) harder to reach, not easier.
-pub(crate) const RERUN_MAX_REPETITIONS: u64 = 5;
-
 /// The experiment the reruns use: the one the run ran (after `--reps`), with only the claims
-/// to explain (and its mechanisms' references to those), and at most
-/// [`RERUN_MAX_REPETITIONS`] repetitions.
+/// to explain (and its mechanisms' references to those); its repetition rules are the run's
+/// own (on a quiet 2-core VM the whole `--explain` of exp31 takes about ten minutes:
+/// `time echolab-up --explain`).
 fn rerun_experiment(exp: &Experiment, claims: &[String]) -> Experiment {
     let mut e = exp.clone();
-    let max = exp
-        .max_repetitions()
-        .min(RERUN_MAX_REPETITIONS)
-        .max(e.repetitions);
-    e.max_repetitions = Some(max);
     e.reference.claims.retain(|c| claims.contains(&c.name));
     for m in &mut e.reference.mechanisms {
         m.explains.retain(|n| claims.contains(n));
@@ -315,10 +304,7 @@ mod tests {
             .iter()
             .all(|m| m.explains.iter().all(|n| keep.contains(n))));
         assert_eq!(e.cells(), exp.cells());
-        assert_eq!(
-            (e.repetitions, e.max_repetitions()),
-            (3, RERUN_MAX_REPETITIONS)
-        );
+        assert_eq!(e.max_repetitions(), exp.max_repetitions());
         let dir = std::env::temp_dir().join(format!("echolab-explain-exp-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         write_experiment(&e, &dir.join("e.yaml")).unwrap();

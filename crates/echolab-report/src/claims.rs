@@ -329,7 +329,7 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
     // path sets the ratio, it is judged, not set aside.
     let about_the_path = reference.mechanisms.iter().any(|m| {
         m.kind == echolab_core::experiment::MechanismKind::RoundTrips
-            && m.explains.iter().any(|n| *n == claim.name)
+            && m.explains.contains(&claim.name)
     });
     if let (Some(why), false) = (&path, about_the_path) {
         out.verdict = Verdict::NotComparable;

@@ -119,7 +119,8 @@ pub struct Args {
     /// (CPU plan shared, the thread-per-connection client, CONNS × ROUNDS as published,
     /// hosts reused), one at a time and all together, and report each claim's ratio under
     /// each setting with which ones move it toward the seed's figure (report.md,
-    /// "Attribution"). About five times the run's own time.
+    /// "Attribution"). Each rerun takes about as long as the run itself (exp31 on a quiet
+    /// 2-core machine: about a minute and a half each, six reruns).
     #[arg(long, conflicts_with_all = ["down", "build_image", "lab", "keep"])]
     pub(crate) explain: bool,
 }

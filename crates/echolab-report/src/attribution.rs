@@ -7,7 +7,7 @@
 //! directory and one ordinary results directory per setting under `explain/<setting>/`; this
 //! module reads them. A setting **moves** a claim's ratio when the ratio of its ratio to the
 //! ratio of the same cells rerun as here (the `here` variant, run in the same sequence) has a
-//! 95% interval that excludes 1 ([`crate::inference::ratio_of_ratios`]; where a sample has a
+//! 95% interval that excludes 1 ([`ratio_of_ratios`]; where a sample has a
 //! 0, when the two intervals do not overlap); it moves it **toward** the seed's figure when the distance to that figure
 //! (in log ratio) shrinks, and the share of the gap it closes is
 //! (ln here − ln setting) / (ln here − ln seed). What no setting of this machine can vary
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::claims::{self, ClaimCheck};
 use crate::dataset::Dataset;
 use crate::format::{self, Table};
-use crate::inference::Ratio;
+use crate::inference::{Interval, Method, Ratio};
 
 /// The directory under a run's results directory that `--explain` writes.
 pub const EXPLAIN_DIR: &str = "explain";
@@ -102,7 +102,7 @@ pub enum Move {
 
 /// How `setting` moved the ratio from `here`, given the seed's figure `seed` and, where the
 /// four samples allow it, the ratio of the two ratios with its interval
-/// ([`crate::inference::ratio_of_ratios`]): moved when that interval excludes 1; without it,
+/// ([`ratio_of_ratios`]): moved when that interval excludes 1; without it,
 /// when the two ratios' own intervals do not overlap (see the module doc).
 pub fn movement(here: &Ratio, setting: &Ratio, change: Option<&Ratio>, seed: f64) -> Move {
     let (Some(a), Some(b)) = (here.ci95, setting.ci95) else {
@@ -237,7 +237,7 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
                 };
                 let change = match (&here, &samples) {
                     (Some((_, h)), Some(s)) if variant.name != HERE => {
-                        crate::inference::ratio_of_ratios([&s[0], &s[1]], [&h[0], &h[1]])
+                        ratio_of_ratios([&s[0], &s[1]], [&h[0], &h[1]])
                     }
                     _ => None,
                 };
@@ -363,6 +363,64 @@ pub fn text(dir: &Path) -> String {
     }
 }
 
+/// The ratio of two ratios, (a_num / a_den) / (b_num / b_den), of four independent samples
+/// of positive values, with its 95% interval: the difference of the log ratios of geometric
+/// means, exp(d ± t·se), the standard error summed over the four samples and the degrees of
+/// freedom by Welch–Satterthwaite, as [`crate::inference::ratio`] does for two. It says whether a ratio changed
+/// between two runs of the same cells (`--explain`'s attribution), a sharper test than two
+/// intervals that do not overlap. `None` when a sample has a value of 0 or fewer than 2 values.
+pub fn ratio_of_ratios(a: [&[f64]; 2], b: [&[f64]; 2]) -> Option<Ratio> {
+    let samples = [a[0], a[1], b[0], b[1]];
+    if samples
+        .iter()
+        .any(|s| s.len() < 2 || s.iter().any(|v| *v <= 0.0))
+    {
+        return None;
+    }
+    let stats: Vec<(f64, f64, f64)> = samples
+        .iter()
+        .map(|s| {
+            let logs: Vec<f64> = s.iter().map(|v| v.ln()).collect();
+            let m = logs.iter().sum::<f64>() / logs.len() as f64;
+            let sd = (logs.iter().map(|x| (x - m).powi(2)).sum::<f64>()
+                / (logs.len() as f64 - 1.0))
+                .sqrt();
+            (m, sd * sd / s.len() as f64, s.len() as f64)
+        })
+        .collect();
+    let d = (stats[0].0 - stats[1].0) - (stats[2].0 - stats[3].0);
+    let var: f64 = stats.iter().map(|s| s.1).sum();
+    let denom: f64 = stats
+        .iter()
+        .filter(|s| s.1 > 0.0)
+        .map(|s| s.1 * s.1 / (s.2 - 1.0))
+        .sum();
+    let value = d.exp();
+    if var == 0.0 {
+        return Some(Ratio {
+            value,
+            method: Method::Exact,
+            ci95: Some(Interval {
+                low: value,
+                high: value,
+            }),
+            no_ci: None,
+        });
+    }
+    let df = (var * var / denom).floor().max(1.0) as u64;
+    let t = crate::inference::t_975(df).unwrap_or(1.960);
+    let se = var.sqrt();
+    Some(Ratio {
+        value,
+        method: Method::LogT,
+        ci95: Some(Interval {
+            low: (d - t * se).exp(),
+            high: (d + t * se).exp(),
+        }),
+        no_ci: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,8 +466,7 @@ mod tests {
         let set = gain(&long_set, &short);
         let (a, b) = (here.ci95.unwrap(), set.ci95.unwrap());
         assert!(a.low <= b.high, "the intervals overlap: {a:?} {b:?}");
-        let change =
-            crate::inference::ratio_of_ratios([&long_set, &short], [&long_here, &short]).unwrap();
+        let change = ratio_of_ratios([&long_set, &short], [&long_here, &short]).unwrap();
         // 0.9× by construction (every long value at 90%), interval below 1.
         assert!(
             (change.value - 0.9).abs() < 0.01 && change.ci95.unwrap().high < 1.0,
@@ -419,14 +476,10 @@ mod tests {
             movement(&here, &set, Some(&change), 2.0),
             Move::Toward(_)
         ));
-        let nothing =
-            crate::inference::ratio_of_ratios([&long_here, &short], [&long_here, &short]).unwrap();
+        let nothing = ratio_of_ratios([&long_here, &short], [&long_here, &short]).unwrap();
         assert_eq!(movement(&here, &here, Some(&nothing), 2.0), Move::None);
         // A sample with a 0 has no log interval: None, and the overlap rule decides.
-        assert!(
-            crate::inference::ratio_of_ratios([&[0.0, 1.0], &short], [&long_here, &short])
-                .is_none()
-        );
+        assert!(ratio_of_ratios([&[0.0, 1.0], &short], [&long_here, &short]).is_none());
     }
 
     #[test]

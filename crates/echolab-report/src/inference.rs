@@ -393,61 +393,6 @@ pub fn ratio(numerator: &Summary, denominator: &Summary) -> Result<Ratio, String
     })
 }
 
-/// The ratio of two ratios, (a_num / a_den) / (b_num / b_den), of four independent samples
-/// of positive values, with its 95% interval: the difference of the log ratios of geometric
-/// means, exp(d ± t·se), the standard error summed over the four samples and the degrees of
-/// freedom by Welch–Satterthwaite, as [`ratio`] does for two. It says whether a ratio changed
-/// between two runs of the same cells (`--explain`'s attribution), a sharper test than two
-/// intervals that do not overlap. `None` when a sample has a value of 0 or fewer than 2 values.
-pub fn ratio_of_ratios(a: [&[f64]; 2], b: [&[f64]; 2]) -> Option<Ratio> {
-    let samples = [a[0], a[1], b[0], b[1]];
-    if samples
-        .iter()
-        .any(|s| s.len() < 2 || s.iter().any(|v| *v <= 0.0))
-    {
-        return None;
-    }
-    let stats: Vec<(f64, f64, f64)> = samples
-        .iter()
-        .map(|s| {
-            let logs: Vec<f64> = s.iter().map(|v| v.ln()).collect();
-            let (m, sd) = mean_sd(&logs);
-            (m, sd * sd / s.len() as f64, s.len() as f64)
-        })
-        .collect();
-    let d = (stats[0].0 - stats[1].0) - (stats[2].0 - stats[3].0);
-    let var: f64 = stats.iter().map(|s| s.1).sum();
-    let denom: f64 = stats
-        .iter()
-        .filter(|s| s.1 > 0.0)
-        .map(|s| s.1 * s.1 / (s.2 - 1.0))
-        .sum();
-    let value = d.exp();
-    if var == 0.0 {
-        return Some(Ratio {
-            value,
-            method: Method::Exact,
-            ci95: Some(Interval {
-                low: value,
-                high: value,
-            }),
-            no_ci: None,
-        });
-    }
-    let df = (var * var / denom).floor().max(1.0) as u64;
-    let t = t_975(df).unwrap_or(Z_975);
-    let se = var.sqrt();
-    Some(Ratio {
-        value,
-        method: Method::LogT,
-        ci95: Some(Interval {
-            low: (d - t * se).exp(),
-            high: (d + t * se).exp(),
-        }),
-        no_ci: None,
-    })
-}
-
 /// Where adaptive repetitions of a cell stand (see [`repetition_status`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RepetitionStatus {

@@ -143,7 +143,15 @@ fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context()
     let (tmp, summary, md) = rendered("crossnet", &m, &runs);
     assert_no_negative_bound(&md);
     for (name, v) in verdicts(&summary) {
-        assert_eq!(v, Verdict::NotComparable, "{name}:\n{md}");
+        // The P50 claims' own mechanism is round trips (exp31's `round-trips` mechanisms):
+        // where the path sets the ratio they are judged (0.9 × 22.6 / 0.9 × 47.4 ms ≈ 0.48×
+        // against 0.5× ±20%); the QPS claims are about the server and are set aside.
+        let expected = if name.contains("P50") {
+            Verdict::Reproduced
+        } else {
+            Verdict::NotComparable
+        };
+        assert_eq!(v, expected, "{name}:\n{md}");
     }
     // 2 × 20100 / 47600 = 84% (HdrHistogram's mean of the short cell is 47605 µs).
     assert!(

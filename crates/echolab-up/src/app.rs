@@ -177,10 +177,8 @@ async fn shutdown_signal() -> &'static str {
 }
 
 /// Runs the whole call; returns the process exit code.
+/// (`--explain` goes to [`crate::explain::run`] instead, which calls [`run_once`] itself.)
 pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
-    if args.explain {
-        return crate::explain::run(args, argv).await;
-    }
     run_once(args, argv, &mut None).await
 }
 

@@ -165,6 +165,12 @@ pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Args, clap::Erro
 }
 
 impl Args {
+    /// `--explain`: the run, then its reruns under the seed's settings
+    /// ([`crate::explain::run`]).
+    pub fn explain(&self) -> bool {
+        self.explain
+    }
+
     /// `--profile`, or its default: [`DEFAULT_LAB_PROFILE`] with `--lab`, else
     /// [`DEFAULT_PROFILE`].
     pub(crate) fn profile(&self) -> &str {

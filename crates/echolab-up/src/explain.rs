@@ -119,7 +119,7 @@ fn variant_args(
 
 /// Runs the main run, then the reruns; returns the exit code of the first that failed, or
 /// the main run's.
-pub(crate) async fn run(args: Args, argv: Vec<String>) -> ExitCode {
+pub async fn run(args: Args, argv: Vec<String>) -> ExitCode {
     let mut made = None;
     let code = run_once(args.clone(), argv, &mut made).await;
     let Some(dir) = made else { return code };

@@ -26,7 +26,7 @@ pub(crate) mod cpuplan;
 pub mod docker;
 pub(crate) mod down_cmd;
 pub(crate) mod environment;
-pub(crate) mod explain;
+pub mod explain;
 pub mod hold;
 pub(crate) mod hosts;
 pub mod image_archive;

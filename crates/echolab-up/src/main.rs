@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use echolab_up::{app, cli, hold};
+use echolab_up::{app, cli, explain, hold};
 
 fn code(c: i32) -> ExitCode {
     ExitCode::from(u8::try_from(c).unwrap_or(1))
@@ -31,5 +31,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(app::main(args, argv[1..].to_vec()))
+    let argv = argv[1..].to_vec();
+    if args.explain() {
+        runtime.block_on(explain::run(args, argv))
+    } else {
+        runtime.block_on(app::main(args, argv))
+    }
 }

@@ -103,7 +103,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut running = models::start(model, ctx)?;
     let ready = Ready {
         addr: bound,
-        model,
+        model: model.name().to_string(),
         workers,
         pid: std::process::id(),
     };

@@ -226,6 +226,26 @@ fn cost(cell: &CellData<'_>, metric: &str) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
+/// One paragraph per custom server (an experiment's own server, not an echo-server model):
+/// what is measured of it and what is not; empty when the experiment has none.
+pub fn custom_servers_note(manifest: &Manifest) -> String {
+    manifest
+        .experiment
+        .custom_servers()
+        .iter()
+        .map(|c| {
+            format!(
+                "**{}** is not an echo-server model but the experiment's own server (`{}`, port {}): its CPU and \
+                 memory are sampled from its host like echo-server's, while its system calls, epoll waits and \
+                 events are not counted (—), since only echo-server counts its own.\n\n",
+                c.name,
+                c.command.join(" "),
+                c.port
+            )
+        })
+        .collect()
+}
+
 /// The section "What bounds each cell": one row per cell that sends requests, with the label
 /// and both sides' load, CPU per request (user + kernel) and system calls per request.
 pub fn section(ds: &Dataset<'_>, manifest: &Manifest) -> String {
@@ -283,7 +303,7 @@ pub fn section(ds: &Dataset<'_>, manifest: &Manifest) -> String {
         return String::new();
     }
     format!(
-        "## What bounds each cell\n\nMedians over repetitions, from each run's own records: the server's CPU from its host's \
+        "## What bounds each cell\n\n{}Medians over repetitions, from each run's own records: the server's CPU from its host's \
          samples over the window, the client's from its own accounting (getrusage), each as a share of the CPUs that side \
          can use; the path share is round trips × calibrated RTT over the mean latency. A side at {} or more of its CPUs is \
          saturated; when both are, the one whose load is higher across repetitions (the 95% interval of the \
@@ -291,6 +311,7 @@ pub fn section(ds: &Dataset<'_>, manifest: &Manifest) -> String {
          stage sets it). \
          Per-request costs divide the window's CPU by the window's requests; the server's system calls run from its start \
          and divide by every request it read.\n\n{}\n",
+        custom_servers_note(manifest),
         format::pct(SATURATED),
         (LEAD * 100.0).round(),
         t.to_markdown()

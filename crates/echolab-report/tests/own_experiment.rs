@@ -39,3 +39,42 @@ fn a_report_without_a_seed_speaks_of_no_seed_and_names_the_window_key() {
     );
     assert!(warning.contains("`window:`"), "{warning}");
 }
+
+const OWN_SERVER: &str = "name: mine\nquestion: q\nrepetitions: 3\nwindow: 1s\nmatrix:\n  - servers:\n      - epoll-et\n      - {name: socat-pipe, command: [socat, \"TCP-LISTEN:7000,fork\", PIPE], port: 7000}\n    modes: [short, long]\n    conns: [50]\n    rounds: [10]\n";
+
+#[test]
+fn a_server_of_your_own_is_reported_with_what_is_not_measured_of_it() {
+    let e = Experiment::parse(OWN_SERVER, "mine.yaml").unwrap();
+    let mut runs = closed_loop_runs(
+        &e,
+        |c| {
+            if c.server == "socat-pipe" {
+                vec![3_000.0, 3_100.0, 3_200.0]
+            } else {
+                vec![30_000.0, 31_000.0, 32_000.0]
+            }
+        },
+        |c, q| c.conns as f64 / q * 1e6,
+    );
+    for r in &mut runs {
+        r.samples = (1..=3)
+            .map(|k| echolab_core::results::ResourceSample {
+                t_s: k as f64 * 0.5,
+                cpu_pct: 90.0,
+                ..Default::default()
+            })
+            .collect();
+    }
+    let (_tmp, _summary, md) = rendered("own-server", &manifest(e, RunStatus::Complete, 12), &runs);
+    assert!(
+        md.contains("**socat-pipe** is not an echo-server model but the experiment's own server (`socat TCP-LISTEN:7000,fork PIPE`, port 7000)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("system calls, epoll waits and events are not counted"),
+        "{md}"
+    );
+    // Its cells are measured and compared like any other.
+    assert!(md.contains("| socat-pipe_short_c50_d1s |"), "{md}");
+    assert!(md.contains("Gap socat-pipe/epoll-et"), "{md}");
+}

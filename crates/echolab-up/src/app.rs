@@ -24,7 +24,7 @@ use crate::plan::{self, PlannedRun};
 use crate::repetitions;
 use crate::results_dir::ResultsWriter;
 use crate::rtt_probe::{calibrate_rtt, failure_message};
-use crate::runner::{progress_bar, run_all, RunError};
+use crate::runner::{check_custom_servers, progress_bar, run_all, RunError};
 
 /// Where a run's hosts are.
 enum Hosting {
@@ -66,6 +66,17 @@ struct Inputs {
     order: plan::Order,
     bin_dir: PathBuf,
     out: PathBuf,
+}
+
+impl Inputs {
+    /// The custom servers' programs, which the lab image must hold besides echolab's own.
+    fn image_programs(&self) -> Vec<String> {
+        self.experiment
+            .custom_servers()
+            .iter()
+            .filter_map(|c| c.command.first().cloned())
+            .collect()
+    }
 }
 
 fn resolve(args: &Args) -> Result<Inputs, String> {
@@ -522,7 +533,14 @@ async fn build_image(inputs: &Inputs, prebuilt: Option<&str>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match docker::image::ensure(&engine.docker, &inputs.bin_dir, prebuilt).await {
+    match docker::image::ensure(
+        &engine.docker,
+        &inputs.bin_dir,
+        &inputs.image_programs(),
+        prebuilt,
+    )
+    .await
+    {
         Ok(image) => {
             println!("{} {}", image.reference, image.id);
             eprintln!(
@@ -563,6 +581,7 @@ async fn calibrate_and_run<H: Hosts>(
             failure_message(&inputs.profile.name, &calibration)
         ));
     }
+    check_custom_servers(hosts, &inputs.experiment).await?;
     let t = Instant::now();
     let bar = progress_bar(inputs.runs.len() as u64);
     let fresh = out
@@ -656,7 +675,13 @@ async fn run_docker(
 ) -> anyhow::Result<u64> {
     let d = &engine.docker;
     let t = Instant::now();
-    out.manifest.image = docker::image::ensure(d, &inputs.bin_dir, args.image.as_deref()).await?;
+    out.manifest.image = docker::image::ensure(
+        d,
+        &inputs.bin_dir,
+        &inputs.image_programs(),
+        args.image.as_deref(),
+    )
+    .await?;
     out.phase("image", t.elapsed().as_secs_f64())?;
     let image = out.manifest.image.id.clone();
 
@@ -731,8 +756,13 @@ async fn run_lab(
     out: &mut ResultsWriter,
 ) -> anyhow::Result<u64> {
     let t = Instant::now();
-    let (image, per_engine) =
-        docker::lab::ensure_image(engines, &inputs.bin_dir, args.image.as_deref()).await?;
+    let (image, per_engine) = docker::lab::ensure_image(
+        engines,
+        &inputs.bin_dir,
+        &inputs.image_programs(),
+        args.image.as_deref(),
+    )
+    .await?;
     out.manifest.image = image;
     out.phase("image", t.elapsed().as_secs_f64())?;
     let image = out.manifest.image.id.clone();

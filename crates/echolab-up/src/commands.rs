@@ -6,25 +6,34 @@
 use std::net::{IpAddr, SocketAddr};
 
 use echolab_core::cmd::{
-    BenchCmd, LoadOpts, RunCmd, RunMode, ServerCmd, ServerCpus, SocketOpts, StormCmd, SustainCmd,
-    UnknownModel,
+    BenchCmd, LoadOpts, RunCmd, RunMode, ServerCmd, ServerCpus, ServerLaunch, SocketOpts, StormCmd,
+    SustainCmd, UnknownModel,
 };
 use echolab_core::experiment::{BenchMode, Cell, Experiment};
 
-/// echo-server for `cell`, listening on `bind` with a kernel-chosen port.
+/// The server for `cell`: echo-server listening on `bind` with a kernel-chosen port, or the
+/// experiment's custom server of that name on its own port (the experiment's `server:`
+/// options are echo-server's flags and do not apply to it).
 ///
 /// # Errors
-/// The cell names a model echo-server does not have (never for the cells of a loaded
-/// experiment, whose models are checked when it loads).
-pub fn server_cmd(exp: &Experiment, cell: &Cell, bind: IpAddr) -> Result<ServerCmd, UnknownModel> {
+/// The cell names neither a model echo-server has nor a custom server of the experiment
+/// (never for the cells of a loaded experiment, which are checked when it loads).
+pub fn server_cmd(
+    exp: &Experiment,
+    cell: &Cell,
+    bind: IpAddr,
+) -> Result<ServerLaunch, UnknownModel> {
+    if let Some(custom) = exp.custom_server(&cell.server) {
+        return Ok(ServerLaunch::Custom(custom.cmd(bind)));
+    }
     let opts = &exp.server;
-    Ok(ServerCmd {
+    Ok(ServerLaunch::Model(ServerCmd {
         read_buf: opts.read_buf.map(|b| b.0),
         workers: opts.workers,
         backlog: opts.backlog,
         reply_bytes: cell.reply_bytes,
         ..ServerCmd::new(cell.model()?, bind, 0)
-    })
+    }))
 }
 
 /// echo-bench for `cell` against `target`, always with `--json`.

@@ -7,7 +7,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
+use echolab_core::cmd::{BenchCmd, Ready, ServerLaunch};
 use echolab_core::results::ResourceSample;
 
 /// How long echo-server may take to print its readiness line: generous, since the machine may
@@ -98,12 +98,13 @@ pub(crate) trait Hosts {
     /// The address the client uses to reach a server that announced `ready`.
     fn target(&self, ready: &Ready) -> SocketAddr;
 
-    /// Starts echo-server with `cmd` on the server host and returns once it printed its
-    /// readiness line (within [`READY_DEADLINE`]).
+    /// Starts the server (echo-server, or a custom server under `echolab-up __serve`) with
+    /// `cmd` on the server host and returns once it printed its readiness line (within
+    /// [`READY_DEADLINE`]).
     ///
     /// # Errors
     /// It could not start, exited first (with its stderr), or was not ready in time.
-    async fn start_server(&mut self, cmd: &ServerCmd) -> anyhow::Result<(Self::Server, Ready)>;
+    async fn start_server(&mut self, cmd: &ServerLaunch) -> anyhow::Result<(Self::Server, Ready)>;
 
     /// Runs echo-bench with `cmd` on the client host to completion (at most [`BENCH_DEADLINE`]),
     /// sampling `server`'s host meanwhile, and returns the samples of the measurement window,

@@ -77,6 +77,12 @@ pub enum ImageError {
         /// What ldd said, or why it could not run.
         message: String,
     },
+    /// A custom server's program is not on this machine's PATH (nor at its absolute path).
+    #[error("server program {program:?} is not on this machine's PATH (nor a file at that path); install it, or give its absolute path in the experiment's `command:`")]
+    MissingProgram {
+        /// The program as the experiment names it.
+        program: String,
+    },
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -173,12 +179,38 @@ pub(crate) fn find_binaries(bin_dir: &Path) -> Result<BTreeMap<String, PathBuf>,
     Ok(found)
 }
 
-/// Builds the image archive for the binaries in `bin_dir`.
+/// Where a custom server's program is on this machine: an absolute path as it is, a bare name
+/// on the PATH.
 ///
 /// # Errors
-/// A missing binary, an `ldd` failure, or an unreadable file.
-pub fn build_archive(bin_dir: &Path) -> Result<ImageArchive, ImageError> {
-    let binaries = find_binaries(bin_dir)?;
+/// [`ImageError::MissingProgram`].
+pub(crate) fn find_program(program: &str) -> Result<PathBuf, ImageError> {
+    let found = if program.contains('/') {
+        Some(PathBuf::from(program)).filter(|p| p.is_file())
+    } else {
+        on_path(program)
+    };
+    found.ok_or_else(|| ImageError::MissingProgram {
+        program: program.to_string(),
+    })
+}
+
+/// Builds the image archive for the binaries in `bin_dir`, with `programs` (custom servers'
+/// programs, `command[0]` of each) taken from this machine into the image's bin directory
+/// under their file names, with their shared libraries.
+///
+/// # Errors
+/// A missing binary or program, an `ldd` failure, or an unreadable file.
+pub fn build_archive(bin_dir: &Path, programs: &[String]) -> Result<ImageArchive, ImageError> {
+    let mut binaries = find_binaries(bin_dir)?;
+    for program in programs {
+        let path = find_program(program)?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| program.clone());
+        binaries.insert(name, path);
+    }
     let mut files: BTreeSet<ImageFile> = BTreeSet::new();
     for (name, path) in &binaries {
         files.insert(ImageFile {
@@ -385,10 +417,10 @@ mod tests {
     #[test]
     fn the_same_binaries_give_the_same_image_id() {
         let a = fake_bin_dir("a", b"one");
-        let first = build_archive(&a).unwrap();
+        let first = build_archive(&a, &[]).unwrap();
         // Rewrite the files (new mtimes) with the same bytes: the id must not move.
         let again = fake_bin_dir("a", b"one");
-        let second = build_archive(&again).unwrap();
+        let second = build_archive(&again, &[]).unwrap();
         assert_eq!(first.id, second.id);
         assert_eq!(first.archive, second.archive);
         assert!(
@@ -398,7 +430,7 @@ mod tests {
         );
         assert!(first.contents.contains_key("echo-server"));
         let b = fake_bin_dir("b", b"two");
-        let third = build_archive(&b).unwrap();
+        let third = build_archive(&b, &[]).unwrap();
         assert_ne!(first.id, third.id, "different binaries, different image");
         assert_eq!(
             third.tag,
@@ -412,7 +444,7 @@ mod tests {
     fn a_missing_binary_names_the_build_command() {
         let d = std::env::temp_dir().join(format!("echolab-up-image-empty-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        let e = build_archive(&d).unwrap_err().to_string();
+        let e = build_archive(&d, &[]).unwrap_err().to_string();
         assert!(
             e.contains("echo-server not found")
                 && e.contains("cargo build --release --workspace --bins"),

@@ -17,12 +17,15 @@
 //! - [`results_dir`], [`environment`], [`report`]: what is written and recorded.
 //! - [`hold`]: the small jobs the binary does inside the lab image (holding a namespace open,
 //!   signalling a process); the network jobs there are echolab-netem's.
+//! - [`custom_server`]: the in-image job that runs a researcher's own server in place of
+//!   echo-server.
 
 pub mod app;
 pub(crate) mod catalog;
 pub mod cli;
 pub mod commands;
 pub(crate) mod cpuplan;
+pub mod custom_server;
 pub mod docker;
 pub(crate) mod down_cmd;
 pub(crate) mod environment;

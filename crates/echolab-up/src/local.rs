@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
-use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
+use echolab_core::cmd::{BenchCmd, Ready, ServerCmd, ServerLaunch};
 use echolab_core::results::ResourceSample;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -77,14 +77,56 @@ fn drain<R: AsyncRead + Unpin + Send + 'static>(r: R) -> JoinHandle<String> {
     })
 }
 
-/// Cumulative CPU seconds and resident bytes of `pid`, from /proc/PID/stat fields 14-15 (utime,
-/// stime, in clock ticks) and /proc/PID/statm field 2 (resident pages); proc(5).
+/// `pid` and its descendants, from /proc/PID/task/TID/children (proc(5)): a forking server's
+/// workers (prefork, or a custom server such as socat's `fork`) are part of the server.
+fn process_tree(pid: u32) -> Vec<u32> {
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", tree[i]));
+        for task in tasks.into_iter().flatten().flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            tree.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+        i += 1;
+    }
+    tree
+}
+
+/// Cumulative CPU seconds and resident bytes of `pid` and its descendants ([`process_tree`]):
+/// the sum of each process's CPU and resident memory (shared pages counted once per process,
+/// as top's RES does).
+fn tree_usage(pid: u32) -> Option<(f64, u64)> {
+    let mut total = proc_usage(pid)?;
+    for child in process_tree(pid).into_iter().skip(1) {
+        // A child that exited between the listing and the read is simply gone.
+        if let Some((cpu, rss)) = proc_usage(child) {
+            total.0 += cpu;
+            total.1 += rss;
+        }
+    }
+    Some(total)
+}
+
+/// Cumulative CPU seconds and resident bytes of `pid`, from /proc/PID/stat fields 14-17 (utime,
+/// stime, cutime, cstime, in clock ticks) and /proc/PID/statm field 2 (resident pages); proc(5).
 fn proc_usage(pid: u32) -> Option<(f64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces; fields after it follow the last ')'.
     let after = &stat[stat.rfind(')')? + 2..];
     let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // utime + stime, and cutime + cstime: the CPU of children it has reaped, so that a
+    // short-lived child's time stays in the sum after it exits (fields 14-17).
+    let ticks: u64 = f
+        .get(11..=14)?
+        .iter()
+        .map(|v| v.parse::<u64>().ok())
+        .sum::<Option<u64>>()?;
     // SAFETY: sysconf only reads a configuration value; it has no memory-safety preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     // SAFETY: as above.
@@ -109,9 +151,9 @@ impl Hosts for LocalHosts {
         ready.addr
     }
 
-    async fn start_server(&mut self, cmd: &ServerCmd) -> anyhow::Result<(LocalServer, Ready)> {
+    async fn start_server(&mut self, cmd: &ServerLaunch) -> anyhow::Result<(LocalServer, Ready)> {
         let args = cmd.argv();
-        let mut child = self.spawn(ServerCmd::PROGRAM, &args)?;
+        let mut child = self.spawn(cmd.program(), &args)?;
         let pid = child
             .id()
             .ok_or_else(|| anyhow!("echo-server exited at once"))?;
@@ -187,7 +229,7 @@ impl Hosts for LocalHosts {
         let sampler = tokio::spawn(async move {
             let start = Instant::now();
             let mut samples = Vec::new();
-            let mut last = proc_usage(pid).map(|(cpu, _)| (cpu, Instant::now()));
+            let mut last = tree_usage(pid).map(|(cpu, _)| (cpu, Instant::now()));
             let mut tick = sample_schedule(window_start);
             tokio::pin!(stopped);
             loop {
@@ -195,7 +237,7 @@ impl Hosts for LocalHosts {
                     _ = &mut stopped => true,
                     _ = tick.tick() => false,
                 };
-                if let Some((cpu, rss)) = proc_usage(pid) {
+                if let Some((cpu, rss)) = tree_usage(pid) {
                     let now = Instant::now();
                     if let Some((cpu0, t0)) = last {
                         samples.push(ResourceSample {

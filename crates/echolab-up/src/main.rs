@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use echolab_up::{app, cli, explain, hold};
+use echolab_up::{app, cli, custom_server, explain, hold};
 
 fn code(c: i32) -> ExitCode {
     ExitCode::from(u8::try_from(c).unwrap_or(1))
@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         Some("__hold") => return code(hold::hold()),
         Some("__signal") => return code(hold::signal(&argv[2..])),
         Some("__cpu-model") => return code(hold::cpu_model()),
+        Some("__serve") => return code(custom_server::serve(&argv[2..])),
         _ => {}
     }
     let args = match echolab_core::cli::parsed_or_exit("echolab-up", cli::parse(argv.clone())) {

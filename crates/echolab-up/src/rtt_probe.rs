@@ -142,7 +142,7 @@ async fn probe_once<H: Hosts>(
     profile: &Profile,
 ) -> anyhow::Result<CalibrationRecord> {
     let (server, ready) = hosts
-        .start_server(&probe_server_cmd(hosts.server_bind()))
+        .start_server(&probe_server_cmd(hosts.server_bind()).into())
         .await
         .context("calibration server")?;
     let target = hosts.target(&ready);
@@ -207,7 +207,7 @@ pub(crate) fn failure_message(profile: &str, record: &CalibrationRecord) -> Stri
 mod tests {
     use super::*;
     use crate::hosts::ProcOutput;
-    use echolab_core::cmd::Ready;
+    use echolab_core::cmd::{Ready, ServerLaunch};
 
     fn profile(rtt: &str) -> Profile {
         Profile::from_yaml(
@@ -282,7 +282,7 @@ mod tests {
             ready.addr
         }
 
-        async fn start_server(&mut self, _: &ServerCmd) -> anyhow::Result<((), Ready)> {
+        async fn start_server(&mut self, _: &ServerLaunch) -> anyhow::Result<((), Ready)> {
             let line = "echo-server listening on 127.0.0.1:4242 model=epoll-et workers=1 pid=7";
             Ok(((), Ready::parse(line).unwrap()))
         }

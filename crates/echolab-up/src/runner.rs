@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use anyhow::Context as _;
 use echolab_core::cmd::{bench_report, final_stats, ServerCpus};
 use echolab_core::experiment::Experiment;
 use echolab_core::results::RunRecord;
@@ -80,6 +81,34 @@ fn window_start(exp: &Experiment, cell: &echolab_core::experiment::Cell) -> std:
     }
 }
 
+/// Starts and stops each of the experiment's custom servers once before any cell, so that a
+/// server that does not start, listen or echo is named at once rather than after the cells
+/// shuffled before its first one (`echolab-up __serve` checks the echo at every start).
+///
+/// # Errors
+/// The first custom server that did not start or stop cleanly, by name, with its reason.
+pub(crate) async fn check_custom_servers<H: Hosts>(
+    hosts: &mut H,
+    exp: &Experiment,
+) -> anyhow::Result<()> {
+    for custom in exp.custom_servers() {
+        let launch = echolab_core::cmd::ServerLaunch::Custom(custom.cmd(hosts.server_bind()));
+        let (server, _) = hosts
+            .start_server(&launch)
+            .await
+            .with_context(|| format!("server {:?} ({launch})", custom.name))?;
+        let out = hosts.stop_server(server).await?;
+        if out.exited_before_stop {
+            anyhow::bail!(
+                "server {:?} exited right after its echo check: {}",
+                custom.name,
+                out.server_exit_reason()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Whether a cell may run on these hosts; `Err(reason)` records the run as failed with that
 /// reason and skips it (e.g. io_uring denied by the container's seccomp profile).
 pub(crate) type CellFilter<'a> = &'a dyn Fn(&echolab_core::experiment::Cell) -> Result<(), String>;
@@ -153,9 +182,11 @@ pub(crate) async fn run_all<H: Hosts>(
                 }
             }
         }
-        let started = match server_cmd(exp, cell, hosts.server_bind()) {
-            Ok(cmd) => hosts.start_server(&cmd).await,
-            Err(e) => Err(anyhow::Error::new(e)),
+        let launch = server_cmd(exp, cell, hosts.server_bind());
+        let prints_stats = launch.as_ref().is_ok_and(|l| l.prints_stats());
+        let started = match &launch {
+            Ok(cmd) => hosts.start_server(cmd).await,
+            Err(e) => Err(anyhow::Error::new(e.clone())),
         };
         let (server, ready) = match started {
             Ok(s) => s,
@@ -223,6 +254,8 @@ pub(crate) async fn run_all<H: Hosts>(
                 );
                 replace_hosts = true;
             }
+            // A custom server prints no stats: its record has none, and the report says so.
+            Ok(_) if !prints_stats => {}
             Ok(output) => match final_stats(&output.stdout) {
                 Ok(stats) => rec.server = Some(stats),
                 Err(e) => errors.push(format!("echo-server {}: {e}", output.describe())),

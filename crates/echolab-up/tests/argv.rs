@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use clap::{Parser as _, ValueEnum as _};
 use echo_bench::cli::{Command, LoadArgs, Mode, SocketArgs};
 use echolab_core::cmd::{
-    BenchCmd, BenchEngine, LoadOpts, NetemCmd, RunCmd, RunMode, ServerCmd, ServerCpus, ServerModel,
-    SocketOpts, StormCmd, SustainCmd,
+    BenchCmd, BenchEngine, CustomServerCmd, LoadOpts, NetemCmd, RunCmd, RunMode, ServerCmd,
+    ServerCpus, ServerLaunch, ServerModel, SocketOpts, StormCmd, SustainCmd,
 };
 use echolab_core::experiment::{BenchMode, BenchOptions, Experiment, MatrixBlock, ServerOptions};
 use echolab_core::profile::Profile;
@@ -38,6 +38,20 @@ fn dur(s: &str) -> Dur {
 }
 
 /// Parses `cmd` with echo-server's clap and checks that each flag landed on its field.
+/// An echo-server command line, or a custom server's under the launcher's `__serve` job, whose
+/// arguments end with the command as the experiment gives it.
+fn check_launch(launch: &ServerLaunch) {
+    match launch {
+        ServerLaunch::Model(cmd) => check_server(cmd),
+        ServerLaunch::Custom(c) => {
+            let args = c.argv();
+            assert_eq!(args[0], CustomServerCmd::JOB);
+            let dashes = args.iter().position(|a| a == "--").expect("a `--`");
+            assert_eq!(args[dashes + 1..], c.command[..], "{args:?}");
+        }
+    }
+}
+
 fn check_server(cmd: &ServerCmd) {
     let args = cmd.argv();
     let a = echo_server::cli::Args::try_parse_from(argv_of(ServerCmd::PROGRAM, &args))
@@ -254,7 +268,7 @@ fn check_experiment(exp: &Experiment) -> Vec<BenchMode> {
     for cell in exp.cells() {
         for bind in ["127.0.0.1", "0.0.0.0"] {
             let bind: IpAddr = bind.parse().unwrap();
-            check_server(&server_cmd(exp, &cell, bind).unwrap());
+            check_launch(&server_cmd(exp, &cell, bind).unwrap());
         }
         for server_cpus in [ServerCpus::Shared, ServerCpus::Separate] {
             check_bench(&bench_cmd(exp, &cell, target, server_cpus));
@@ -298,7 +312,7 @@ fn every_experiment_option_parses_for_every_model_and_mode() {
         let mut exp = Experiment::parse(base, "all.yaml").unwrap();
         let servers: Vec<String> = ServerModel::all().iter().map(|m| m.to_string()).collect();
         let block = |modes: Vec<BenchMode>, rounds: Vec<u64>, duration: Option<&str>| MatrixBlock {
-            servers: servers.clone(),
+            servers: servers.iter().map(|s| s.as_str().into()).collect(),
             modes,
             conns: vec![1, 5000],
             rounds,

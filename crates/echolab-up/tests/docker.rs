@@ -26,6 +26,9 @@ mod lab;
 #[path = "docker/lab_clients.rs"]
 mod lab_clients;
 
+#[path = "docker/custom_server.rs"]
+mod custom_server;
+
 /// A private copy of the lab binaries: other builds may replace target/debug's files while a
 /// test runs, and an image must be built from one consistent set. The testkit refuses a sibling
 /// binary older than its sources (`cargo nextest run -p echolab-up` builds only this crate's).
@@ -698,15 +701,25 @@ fn the_image_id_is_the_same_for_the_same_binaries() {
     let bins = snapshot_bins(&dir);
     let rt = runtime();
     let first = rt
-        .block_on(echolab_up::docker::image::ensure(&e.docker, &bins, None))
+        .block_on(echolab_up::docker::image::ensure(
+            &e.docker,
+            &bins,
+            &[],
+            None,
+        ))
         .unwrap();
-    let archive = echolab_up::image_archive::build_archive(&bins).unwrap();
+    let archive = echolab_up::image_archive::build_archive(&bins, &[]).unwrap();
     assert_eq!(
         first.id, archive.id,
         "the engine's id is the archive's config digest"
     );
     let again = rt
-        .block_on(echolab_up::docker::image::ensure(&e.docker, &bins, None))
+        .block_on(echolab_up::docker::image::ensure(
+            &e.docker,
+            &bins,
+            &[],
+            None,
+        ))
         .unwrap();
     assert_eq!(first.id, again.id);
     assert!(rt

@@ -196,3 +196,49 @@ fn adaptive_repetitions_go_on_to_the_maximum_while_the_target_is_out_of_reach() 
     );
     assert!(r.runs.iter().all(|rec| rec.error.is_none()));
 }
+
+#[test]
+fn a_server_of_your_own_runs_as_a_local_process_with_its_children_sampled() {
+    assert!(
+        Command::new("socat")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "socat is not installed (scripts/test installs it)"
+    );
+    let base = TempDir::new("own");
+    // socat forks one process per connection: the server's CPU is its whole process tree's.
+    let o = run_experiment_file(
+        &base,
+        "own.yaml",
+        "name: own\nquestion: q\nrepetitions: 1\nwarmup: 100ms\nwindow: 1s\nmatrix:\n  - servers: [{name: socat-pipe, command: [socat, \"TCP-LISTEN:17000,fork,reuseaddr\", PIPE], port: 17000}]\n    modes: [short]\n    conns: [4]\n    rounds: [1]\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = the_run(&base);
+    assert_eq!(
+        r.manifest.status,
+        RunStatus::Complete,
+        "{:?}",
+        r.manifest.error
+    );
+    let rec = &r.runs[0];
+    assert!(rec.error.is_none(), "{:?}", rec.error);
+    assert!(
+        rec.server.is_none(),
+        "a custom server prints no echo-server stats"
+    );
+    let bench = rec.bench.as_ref().expect("bench report");
+    assert!(
+        bench.requests_ok > 0 && bench.requests_failed == 0,
+        "{bench:?}"
+    );
+    // Every short request forks a socat child; the parent alone would show almost no CPU.
+    let busiest = rec.samples.iter().map(|s| s.cpu_pct).fold(0.0, f64::max);
+    assert!(
+        busiest > 5.0,
+        "server CPU {busiest}% over {:?}",
+        rec.samples
+    );
+    // Nothing is left listening on its port.
+    assert!(std::net::TcpStream::connect("127.0.0.1:17000").is_err());
+}

@@ -14,6 +14,7 @@
 //! Adding a flag is one field here (with its line in `argv()`) and one in the binary's clap.
 
 mod bench;
+mod custom;
 mod netem;
 mod server;
 
@@ -21,6 +22,7 @@ pub use bench::{
     bench_report, BenchCmd, BenchEngine, LoadOpts, RunCmd, RunMode, ServerCpus, SocketOpts,
     StormCmd, SustainCmd,
 };
+pub use custom::{CustomServerCmd, ServerLaunch};
 pub use netem::{
     json_from_stdout, BulkTransfer, CalibServerReady, CalibrationReport, Check, Ipv4Net,
     Masquerade, MissedAttempt, NetemCmd, ProbeResult, RttReport, WIRE_READY_PREFIX,

@@ -195,12 +195,13 @@ impl ServerCmd {
 
 /// echo-server's readiness line on stderr, printed once the socket accepts connections:
 /// `echo-server listening on 127.0.0.1:41234 model=epoll-et workers=1 pid=7`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ready {
     /// The bound address (port 0 resolved).
     pub addr: SocketAddr,
-    /// The model serving.
-    pub model: ServerModel,
+    /// The model serving (a [`ServerModel`]'s name), or a custom server's name
+    /// ([`super::CustomServerCmd`]).
+    pub model: String,
     /// Workers (1 for the single-reactor models).
     pub workers: usize,
     /// The server's pid in its own pid namespace.
@@ -218,7 +219,10 @@ impl Ready {
         let mut words = rest.split_whitespace();
         let mut field = |key: &str| words.next()?.strip_prefix(key);
         let addr = field("")?.parse().ok()?;
-        let model = field("model=")?.parse().ok()?;
+        let model = field("model=")?.to_string();
+        if model.is_empty() {
+            return None;
+        }
         let workers = field("workers=")?.parse().ok()?;
         let pid = field("pid=")?.parse().ok()?;
         if words.next().is_some() {
@@ -394,7 +398,7 @@ mod tests {
             r,
             Ready {
                 addr: "127.0.0.1:41234".parse().unwrap(),
-                model: ServerModel::EpollEt,
+                model: "epoll-et".into(),
                 workers: 1,
                 pid: 7
             }
@@ -415,11 +419,17 @@ mod tests {
         );
         let v6 = Ready {
             addr: "[::1]:9988".parse().unwrap(),
-            model: ServerModel::Reuseport,
+            model: "reuseport".into(),
             workers: 4,
             pid: 1,
         };
-        assert_eq!(Ready::parse(&v6.to_string()), Some(v6));
+        assert_eq!(Ready::parse(&v6.to_string()), Some(v6.clone()));
+        // A custom server's line names it instead of a model.
+        let custom = "echo-server listening on 0.0.0.0:7000 model=socat-pipe workers=1 pid=9";
+        assert_eq!(
+            Ready::parse(custom).map(|r| r.model),
+            Some("socat-pipe".into())
+        );
     }
 
     #[test]

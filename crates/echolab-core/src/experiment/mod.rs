@@ -19,12 +19,14 @@ use crate::units::{ByteSize, Dur, Percent};
 
 mod mechanism;
 mod reference;
+mod servers;
 
 pub use mechanism::{Mechanism, MechanismKind, DEFAULT_AGREEMENT};
 pub use reference::{
     Bound, CellSelector, ClaimBand, ClaimKind, Direction, Reference, ReferenceClaim,
     ReferenceFigure, SeedSetup, TimingMethod, Tolerance, LEGACY_TOLERANCE,
 };
+pub use servers::{CustomServer, ServerEntry};
 
 /// What a cell's client does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -56,9 +58,10 @@ impl BenchMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MatrixBlock {
-    /// echo-server models (`--model` names). Names, not [`ServerModel`]s, so that loading
-    /// names the block of an unknown one; [`Experiment::parse`] checks each.
-    pub servers: Vec<String>,
+    /// echo-server models (`--model` names) and custom servers ([`CustomServer`]). Names,
+    /// not [`ServerModel`]s, so that loading names the block of an unknown one;
+    /// [`Experiment::parse`] checks each.
+    pub servers: Vec<ServerEntry>,
     /// Client modes.
     pub modes: Vec<BenchMode>,
     /// Concurrent connections.
@@ -180,6 +183,24 @@ impl Experiment {
     /// Whether cells repeat adaptively (`max_repetitions` above `repetitions`).
     pub fn is_adaptive(&self) -> bool {
         self.max_repetitions() > self.repetitions
+    }
+
+    /// Every custom server of the matrix, once each, in file order.
+    pub fn custom_servers(&self) -> Vec<&CustomServer> {
+        let mut out: Vec<&CustomServer> = Vec::new();
+        for entry in self.matrix.iter().flat_map(|b| &b.servers) {
+            if let ServerEntry::Custom(c) = entry {
+                if !out.iter().any(|o| o.name == c.name) {
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+
+    /// The custom server a cell names, if it is one (else the cell's server is a model).
+    pub fn custom_server(&self, name: &str) -> Option<&CustomServer> {
+        self.custom_servers().into_iter().find(|c| c.name == name)
     }
 }
 
@@ -331,12 +352,42 @@ impl Experiment {
             if b.servers.is_empty() {
                 return Err(format!("{}: needs at least one server", at("servers")));
             }
-            if let Some(e) = b
-                .servers
-                .iter()
-                .find_map(|s| s.parse::<ServerModel>().err())
-            {
-                return Err(format!("{}: {e}", at("servers")));
+            for (j, entry) in b.servers.iter().enumerate() {
+                match entry {
+                    ServerEntry::Model(name) => {
+                        if let Err(e) = name.parse::<ServerModel>() {
+                            return Err(format!(
+                                "{}: {e}; a server of your own is {{name, command, port}}",
+                                at("servers")
+                            ));
+                        }
+                    }
+                    ServerEntry::Custom(c) => {
+                        c.validate()
+                            .map_err(|m| format!("{}[{j}].{m}", at("servers")))?;
+                        if self
+                            .custom_servers()
+                            .iter()
+                            .any(|o| o.name == c.name && *o != c)
+                        {
+                            return Err(format!(
+                                "{}[{j}].name: server {:?} is defined twice, differently",
+                                at("servers"),
+                                c.name
+                            ));
+                        }
+                        // echo-bench's sustain needs echo-server's --reply-bytes answers.
+                        if b.modes.contains(&BenchMode::Sustain) || b.reply_bytes.is_some() {
+                            return Err(format!(
+                                "{}[{j}]: server {:?} is not an echo-server model, so it cannot \
+                                 answer sustain's reply_bytes requests; run it in short, long \
+                                 or connect-storm cells",
+                                at("servers"),
+                                c.name
+                            ));
+                        }
+                    }
+                }
             }
             if b.modes.is_empty() {
                 return Err(format!("{}: needs at least one mode", at("modes")));
@@ -433,7 +484,7 @@ impl Experiment {
         let mut out: Vec<Cell> = Vec::new();
         for b in &self.matrix {
             let payload = b.payload.map_or(12, |p| p.0);
-            for server in &b.servers {
+            for server in b.servers.iter().map(ServerEntry::name) {
                 for &mode in &b.modes {
                     for &conns in &b.conns {
                         let timed = b.duration.or(self.window);
@@ -446,7 +497,7 @@ impl Experiment {
                         };
                         for rounds in rounds {
                             let cell = Cell {
-                                server: server.clone(),
+                                server: server.to_string(),
                                 mode,
                                 conns,
                                 rounds,

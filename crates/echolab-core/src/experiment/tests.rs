@@ -236,3 +236,78 @@ fn a_claim_without_kind_from_an_old_manifest_reads_as_a_legacy_magnitude() {
     let b = c.band().unwrap();
     assert!((b.low - 1.7).abs() < 1e-12 && (b.high - 2.3).abs() < 1e-12);
 }
+
+const OWN: &str = "name: own\nquestion: q\nrepetitions: 1\nwindow: 1s\nmatrix:\n  - servers:\n      - epoll-et\n      - {name: socat-pipe, command: [socat, \"TCP-LISTEN:7000,fork,reuseaddr\", PIPE], port: 7000}\n    modes: [short, long]\n    conns: [10]\n    rounds: [10]\n";
+
+#[test]
+fn a_server_of_your_own_is_a_command_and_a_port() {
+    let e = Experiment::parse(OWN, "own.yaml").unwrap();
+    let cells = e.cells();
+    let servers: Vec<&str> = cells.iter().map(|c| c.server.as_str()).collect();
+    assert_eq!(
+        servers,
+        ["epoll-et", "epoll-et", "socat-pipe", "socat-pipe"]
+    );
+    let own = e.custom_server("socat-pipe").expect("defined");
+    assert_eq!((own.port, own.program()), (7000, "socat"));
+    assert!(e.custom_server("epoll-et").is_none());
+    assert_eq!(e.custom_servers().len(), 1);
+    // A model stays a model; a custom cell has none.
+    assert_eq!(e.cells()[0].model(), Ok(ServerModel::EpollEt));
+    assert!(e.cells()[2].model().is_err());
+    // The manifest keeps the definition and reads it back.
+    let back: Experiment = serde_yaml::from_str(&serde_yaml::to_string(&e).unwrap()).unwrap();
+    assert_eq!(back, e);
+}
+
+#[test]
+fn a_bad_server_of_your_own_is_named_with_its_field() {
+    let err = |text: String| {
+        Experiment::parse(&text, "own.yaml")
+            .unwrap_err()
+            .to_string()
+    };
+    let m = err(OWN.replace("port: 7000", "port: 0"));
+    assert!(
+        m.contains("matrix[0].servers[1].port: server \"socat-pipe\""),
+        "{m}"
+    );
+    let m = err(OWN.replace("name: socat-pipe", "name: epoll-lt"));
+    assert!(
+        m.contains("servers[1].name: \"epoll-lt\" is an echo-server model's name"),
+        "{m}"
+    );
+    let m = err(OWN.replace("name: socat-pipe", "name: Socat Pipe"));
+    assert!(
+        m.contains("servers[1].name: \"Socat Pipe\" must be lowercase"),
+        "{m}"
+    );
+    let m = err(OWN.replace(
+        "command: [socat, \"TCP-LISTEN:7000,fork,reuseaddr\", PIPE]",
+        "command: []",
+    ));
+    assert!(
+        m.contains("servers[1].command: server \"socat-pipe\" needs a program"),
+        "{m}"
+    );
+    let m = err(OWN.replace("port: 7000}", "port: 7000, image: my/echo}"));
+    assert!(
+        m.contains("servers[1].image: server \"socat-pipe\" names image \"my/echo\""),
+        "{m}"
+    );
+    let m = err(OWN.replace("port: 7000}", "port: 7000, cmd: x}"));
+    assert!(m.contains("unknown field `cmd`"), "{m}");
+    let m = err(OWN.replace(
+        "modes: [short, long]",
+        "modes: [sustain]\n    duration: 1s\n    reply_bytes: 1024",
+    ));
+    assert!(
+        m.contains("servers[1]: server \"socat-pipe\" is not an echo-server model"),
+        "{m}"
+    );
+    let twice = format!(
+        "{OWN}  - servers: [{{name: socat-pipe, command: [socat], port: 7001}}]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\n"
+    );
+    let m = err(twice);
+    assert!(m.contains("is defined twice, differently"), "{m}");
+}

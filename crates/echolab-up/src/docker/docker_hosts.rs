@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use anyhow::anyhow;
 use bollard::Docker;
-use echolab_core::cmd::{BenchCmd, Ready, ServerCmd};
+use echolab_core::cmd::{BenchCmd, Ready, ServerLaunch};
 use echolab_core::results::ResourceSample;
 
 use super::cgroup_sampling::Sampler;
@@ -254,9 +254,12 @@ impl Hosts for DockerHosts {
         SocketAddr::new(self.server_addr, ready.addr.port())
     }
 
-    async fn start_server(&mut self, server: &ServerCmd) -> anyhow::Result<(DockerServer, Ready)> {
+    async fn start_server(
+        &mut self,
+        server: &ServerLaunch,
+    ) -> anyhow::Result<(DockerServer, Ready)> {
         let args = server.argv();
-        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", ServerCmd::PROGRAM)];
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", server.program())];
         cmd.extend_from_slice(&args);
         let mut stream = exec::start(&self.docker, &self.server, &cmd, Ready::PREFIX).await?;
         let ready = tokio::time::timeout(READY_DEADLINE, &mut stream.ready).await;

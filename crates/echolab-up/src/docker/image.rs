@@ -91,6 +91,7 @@ pub(crate) async fn load(docker: &Docker, archive: &ImageArchive) -> anyhow::Res
 pub async fn ensure(
     docker: &Docker,
     bin_dir: &Path,
+    programs: &[String],
     prebuilt: Option<&str>,
 ) -> anyhow::Result<ImageInfo> {
     if let Some(reference) = prebuilt {
@@ -106,7 +107,7 @@ pub async fn ensure(
             binaries: Default::default(),
         });
     }
-    let archive = tokio::task::block_in_place(|| build_archive(bin_dir))?;
+    let archive = tokio::task::block_in_place(|| build_archive(bin_dir, programs))?;
     load(docker, &archive).await?;
     Ok(ImageInfo {
         reference: archive.tag.clone(),

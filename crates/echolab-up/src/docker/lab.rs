@@ -104,6 +104,7 @@ impl LabEngines {
 pub(crate) async fn ensure_image(
     engines: &LabEngines,
     bin_dir: &Path,
+    programs: &[String],
     prebuilt: Option<&str>,
 ) -> anyhow::Result<(ImageInfo, BTreeMap<String, (String, bool)>)> {
     let mut per_engine = BTreeMap::new();
@@ -134,7 +135,7 @@ pub(crate) async fn ensure_image(
                     .await
                     .map_err(|err| anyhow!("engine {}: {err:#}", e.name))?;
             }
-            let got = image::ensure(docker, bin_dir, Some(reference))
+            let got = image::ensure(docker, bin_dir, programs, Some(reference))
                 .await
                 .map_err(|err| anyhow!("engine {}: {err:#}", e.name))?;
             per_engine.insert(e.name.clone(), (got.id.clone(), copied));
@@ -150,7 +151,8 @@ pub(crate) async fn ensure_image(
         }
         return Ok((info, per_engine));
     }
-    let archive = tokio::task::block_in_place(|| crate::image_archive::build_archive(bin_dir))?;
+    let archive =
+        tokio::task::block_in_place(|| crate::image_archive::build_archive(bin_dir, programs))?;
     for e in engines.all() {
         let loaded = image::load(&e.engine.docker, &archive)
             .await

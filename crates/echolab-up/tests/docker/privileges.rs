@@ -286,7 +286,12 @@ fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot
     let base = TempDir::new("uring");
     let bins = snapshot_bins(&base);
     let image = rt
-        .block_on(echolab_up::docker::image::ensure(&e.docker, &bins, None))
+        .block_on(echolab_up::docker::image::ensure(
+            &e.docker,
+            &bins,
+            &[],
+            None,
+        ))
         .unwrap()
         .id;
     let nanos = std::time::SystemTime::now()

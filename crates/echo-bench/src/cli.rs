@@ -118,6 +118,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
     pub payload_size: u64,
     /// Run for this long instead of ROUNDS (e.g. "10s"); adds per-second records to --json.
+    /// Ctrl-C (SIGINT) or SIGTERM ends the window early: the report of what was measured is
+    /// printed, marked interrupted, with rates over the shorter window, and the exit status
+    /// is 130 (143 for SIGTERM); a second signal exits at once, without a report.
     #[arg(long, value_parser = duration_nonzero)]
     pub duration: Option<Duration>,
     /// Open loop: send R requests/s in total (at most 10,000,000), latency from each intended
@@ -175,7 +178,9 @@ pub struct SustainArgs {
     /// Bytes the server answers per request (start it with the same `--reply-bytes`).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
     pub reply_bytes: u64,
-    /// How long to sustain the load.
+    /// How long to sustain the load. Ctrl-C (SIGINT) or SIGTERM ends it early: the report of
+    /// what was measured is printed, marked interrupted, and the exit status is 130 (143 for
+    /// SIGTERM); a second signal exits at once, without a report.
     #[arg(long, default_value = "60s", value_parser = duration_nonzero)]
     pub duration: Duration,
     /// Length of one interval record.

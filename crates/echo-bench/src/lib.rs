@@ -9,6 +9,7 @@ mod bench;
 pub mod cli;
 mod engine;
 mod gate;
+mod interrupt;
 mod pattern;
 mod recorder;
 mod report;
@@ -40,16 +41,27 @@ pub struct Finished {
 }
 
 /// The whole program: parses the command line, runs the load, prints the report; returns the
-/// exit status (0, 1 on a failure or with `--fail-on-error` and failed requests, 2 bad input).
+/// exit status (0, 1 on a failure or with `--fail-on-error` and failed requests, 2 bad input,
+/// 128 + the signal's number after a SIGINT or SIGTERM cut the run short: 130 or 143).
 pub fn real_main() -> i32 {
+    // Before any other thread starts, so that every one of them inherits the blocked mask.
+    if let Err(e) = interrupt::install() {
+        eprintln!(
+            "echo-bench: cannot take SIGINT/SIGTERM ({e}); a signal will end the run without \
+             a report"
+        );
+    }
     let cli = match echolab_core::cli::parsed_or_exit("echo-bench", Cli::try_parse()) {
         Ok(c) => c,
         Err(code) => return i32::from(code),
     };
-    let (result, out) = match &cli.command {
-        None => (bench::run(&cli.run), &cli.run.out),
-        Some(Command::ConnectStorm(a)) => (storm::run(a), &a.out),
-        Some(Command::Sustain(a)) => (sustain::run(a), &a.out),
+    if cli.run.shard.is_some() {
+        interrupt::quiet();
+    }
+    let (result, out, asked) = match &cli.command {
+        None => (bench::run(&cli.run), &cli.run.out, cli.run.duration),
+        Some(Command::ConnectStorm(a)) => (storm::run(a), &a.out, None),
+        Some(Command::Sustain(a)) => (sustain::run(a), &a.out, Some(a.duration)),
     };
     match result {
         Ok(mut done) => {
@@ -57,11 +69,30 @@ pub fn real_main() -> i32 {
                 &mut done.report,
                 echolab_core::netstat::ConntrackFill::read(),
             );
-            emit(&done, out)
+            if let Some(i) = interrupt::received() {
+                report::note_interrupt(&mut done.report, i.name(), asked);
+            }
+            let code = emit(&done, out);
+            let r = &done.report;
+            if !r.interrupted {
+                return code;
+            }
+            let by = r.interrupted_by.as_deref().unwrap_or("SIGINT");
+            if cli.run.shard.is_none() {
+                eprintln!(
+                    "echo-bench: interrupted by {by}: the report covers {:.3} s of measurement",
+                    r.duration_s
+                );
+            }
+            // A shard stopped on its own (not through this process) marks the merged report.
+            by.parse::<nix::sys::signal::Signal>().map_or(
+                interrupt::exit_code(nix::sys::signal::Signal::SIGINT),
+                interrupt::exit_code,
+            )
         }
         Err(e) => {
             eprintln!("echo-bench: {}", e.message);
-            e.exit_code
+            interrupt::received().map_or(e.exit_code, interrupt::Interrupt::exit_code)
         }
     }
 }

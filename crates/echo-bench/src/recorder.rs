@@ -97,10 +97,32 @@ impl IntervalAcc {
 pub(crate) struct Window {
     /// End of warm-up: measurement starts here.
     pub start: Instant,
-    /// End of a timed run (`None`: run until the rounds are done).
-    pub end: Option<Instant>,
+    /// End of a timed run as planned (`None`: run until the rounds are done); [`Window::end`]
+    /// is the end that holds.
+    pub planned_end: Option<Instant>,
     /// Interval length for per-interval records (`None`: no intervals).
     pub interval: Option<Duration>,
+    /// A SIGINT or SIGTERM ends the window early ([`crate::interrupt`]); false for the connect
+    /// storm, whose one round has no window to cut.
+    pub interruptible: bool,
+}
+
+impl Window {
+    /// The end of the window: the planned end, or the first SIGINT/SIGTERM if that came
+    /// earlier (a rounds-bounded run then ends there too). Read at every admission, so that
+    /// every worker, and the merge, see one end once the signal is in.
+    #[inline]
+    pub(crate) fn end(&self) -> Option<Instant> {
+        let cut = if self.interruptible {
+            crate::interrupt::cut_at()
+        } else {
+            None
+        };
+        match (self.planned_end, cut) {
+            (Some(end), Some(cut)) => Some(end.min(cut)),
+            (end, cut) => end.or(cut),
+        }
+    }
 }
 
 /// One worker's measurements.
@@ -149,7 +171,7 @@ impl Recorder {
             self.warmup_completed += 1;
             return None;
         }
-        if self.window.end.is_some_and(|end| started >= end) {
+        if self.window.end().is_some_and(|end| started >= end) {
             return None;
         }
         self.last_completion = Some(self.last_completion.map_or(ended, |l| l.max(ended)));
@@ -166,7 +188,7 @@ impl Recorder {
     /// Whether a request that started at `started` counts against the measurement (ROUNDS
     /// are counted with the same rule as the figures).
     pub(crate) fn in_window(&self, started: Instant) -> bool {
-        started >= self.window.start && self.window.end.is_none_or(|end| started < end)
+        started >= self.window.start && self.window.end().is_none_or(|end| started < end)
     }
 
     /// Records a request that started at `started` (its latency origin) and completed
@@ -285,8 +307,9 @@ mod tests {
     fn window(start: Instant) -> Window {
         Window {
             start,
-            end: Some(start + Duration::from_secs(3)),
+            planned_end: Some(start + Duration::from_secs(3)),
             interval: Some(Duration::from_secs(1)),
+            interruptible: true,
         }
     }
 

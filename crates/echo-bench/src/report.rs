@@ -3,6 +3,7 @@
 //! `--syscalls` table.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use echolab_core::hist::{self, LatencySummary};
 use echolab_core::netstat::ConntrackFill;
@@ -73,7 +74,25 @@ pub(crate) fn base_report(
             &outcome.counters_at_start,
             &echolab_core::netstat::read(),
         ),
+        // Set by the caller, which takes the signal ([`note_interrupt`]).
+        interrupted: false,
+        interrupted_by: None,
         extra: Default::default(),
+    }
+}
+
+/// Marks `report` as cut short by `signal` (`"SIGINT"`, `"SIGTERM"`), with the window that
+/// was asked for (`--duration`, seconds) in `extra.requested_duration_s` beside the measured
+/// `duration_s`. A `--processes` report may already be marked by its shards.
+pub(crate) fn note_interrupt(report: &mut BenchReport, signal: &str, asked: Option<Duration>) {
+    report.interrupted = true;
+    if report.interrupted_by.is_none() {
+        report.interrupted_by = Some(signal.into());
+    }
+    if let Some(d) = asked {
+        report
+            .extra
+            .insert("requested_duration_s".into(), d.as_secs_f64().into());
     }
 }
 
@@ -187,6 +206,21 @@ pub(crate) fn render_summary(r: &BenchReport) -> String {
         "latency µs: min {:.1} mean {:.1} p99.9 {:.1} max {:.1}; measured {:.4} s",
         l.min, l.mean, l.p999, l.max, r.duration_s
     );
+    if r.interrupted {
+        let asked = r
+            .extra
+            .get("requested_duration_s")
+            .and_then(serde_json::Value::as_f64)
+            .map(|s| format!(" of the {s} s asked"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "INTERRUPTED by {}: the window was cut short after {:.3} s{asked}; these are \
+             partial results (rates are per second of the shorter window)",
+            r.interrupted_by.as_deref().unwrap_or("a signal"),
+            r.duration_s
+        );
+    }
     if r.failures.is_empty() {
         let _ = writeln!(out, "failures: none");
     } else {

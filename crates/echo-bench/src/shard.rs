@@ -13,6 +13,7 @@
 //! also speaks to the echo-bench of each client machine of a lab run.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -71,6 +72,7 @@ struct Shards(Vec<Child>);
 
 impl Drop for Shards {
     fn drop(&mut self) {
+        crate::interrupt::clear_children();
         for c in &mut self.0 {
             if matches!(c.try_wait(), Ok(None)) {
                 let _ = c.kill();
@@ -104,8 +106,12 @@ pub(crate) fn run_shards(count: u64, setup_deadline: Duration) -> Result<Vec<Ben
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            // A group of its own: a terminal's Ctrl-C reaches only the parent, which forwards
+            // each signal once (crate::interrupt), instead of every shard getting it twice.
+            .process_group(0)
             .spawn()
             .map_err(|e| format!("--processes: cannot start shard {index}: {e}"))?;
+        crate::interrupt::add_child(child.id());
         stdins.push(child.stdin.take().expect("piped"));
         let stdout = child.stdout.take().expect("piped");
         shards.0.push(child);
@@ -161,6 +167,7 @@ pub(crate) fn run_shards(count: u64, setup_deadline: Duration) -> Result<Vec<Ben
         })?;
         reports.push(report);
     }
+    crate::interrupt::clear_children();
     for c in &mut shards.0 {
         let _ = c.wait();
     }

@@ -80,6 +80,9 @@ pub fn merge(mut parts: Vec<BenchReport>, scope: CounterScope) -> Result<BenchRe
     out.conns = parts.iter().map(|p| p.conns).sum();
     out.requests_ok = parts.iter().map(|p| p.requests_ok).sum();
     out.requests_failed = parts.iter().map(|p| p.requests_failed).sum();
+    // One interrupted shard makes the whole run partial.
+    out.interrupted = parts.iter().any(|p| p.interrupted);
+    out.interrupted_by = parts.iter().find_map(|p| p.interrupted_by.clone());
     out.duration_s = parts.iter().map(|p| p.duration_s).fold(0.0, f64::max);
     out.qps = if out.duration_s > 0.0 {
         out.requests_ok as f64 / out.duration_s

@@ -234,6 +234,16 @@ pub struct BenchReport {
     /// ([`crate::netstat`]); absent in older records.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kernel_counters: crate::netstat::CounterDeltas,
+    /// The run was cut short by a signal (SIGINT, as Ctrl-C sends, or SIGTERM): the first one
+    /// ends the measurement window early and echo-bench reports what it measured until then,
+    /// as iperf3 and wrk print their partial results. `duration_s` and the rates are those of
+    /// the shorter window. Absent (false) for a whole run and in older records.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+    /// The signal that cut the run short, `"SIGINT"` or `"SIGTERM"`; absent with
+    /// `interrupted` false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<String>,
     /// Mode-specific results (e.g. connect-storm's `time_to_establish_s`), kept open so a new
     /// mode does not need a new schema.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

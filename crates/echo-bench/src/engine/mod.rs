@@ -87,8 +87,9 @@ impl Plan {
         };
         Window {
             start,
-            end,
+            planned_end: end,
             interval: self.interval,
+            interruptible: self.pattern != Pattern::Storm,
         }
     }
 
@@ -203,13 +204,22 @@ impl RunOutcome {
         }
     }
 
-    /// Measured wall time: the window of a timed run, else start to last completion.
+    /// Measured wall time: the window of a timed run, else start to last completion; a
+    /// window cut short by SIGINT/SIGTERM ends at the signal, so that rates are per second of
+    /// what was measured, not of what was asked.
     pub(crate) fn measured(&self, plan: &Plan) -> Duration {
+        let window = plan
+            .window(self.gate_opened)
+            .end()
+            .map(|end| end.saturating_duration_since(self.measure_start));
         match plan.stop {
-            Stop::Duration(d) => d,
-            Stop::Rounds(_) => self.recorder.last_completion.map_or(Duration::ZERO, |l| {
-                l.saturating_duration_since(self.measure_start)
-            }),
+            Stop::Duration(d) => window.unwrap_or(d),
+            Stop::Rounds(_) => {
+                let ran = self.recorder.last_completion.map_or(Duration::ZERO, |l| {
+                    l.saturating_duration_since(self.measure_start)
+                });
+                window.map_or(ran, |w| w.min(ran))
+            }
         }
     }
 }
@@ -252,11 +262,16 @@ impl CpuMeter {
     }
 
     /// Restarts metering at `at` (the end of warm-up), sleeping until then; a schedule, not a
-    /// readiness wait.
+    /// readiness wait. A SIGINT/SIGTERM during warm-up ends the sleep within 100 ms, so that
+    /// the run it cut short does not wait out the warm-up.
     pub(crate) fn restart_at(&mut self, at: Instant) {
-        let now = Instant::now();
-        if at > now {
-            std::thread::sleep(at - now);
+        const SLICE: Duration = Duration::from_millis(100);
+        loop {
+            let now = Instant::now();
+            if at <= now || crate::interrupt::cut_at().is_some() {
+                break;
+            }
+            std::thread::sleep((at - now).min(SLICE));
         }
         self.baseline = process_cpu();
     }

@@ -148,11 +148,11 @@ fn connection_thread(plan: &Plan, id: usize, ticket: Ticket<'_>, shared: &Mutex<
         // A request starts at its slot in open loop (however late it is sent), else now; the
         // window's rule (recorder.rs) decides both what counts and when a timed run stops.
         let starts_at = pacer.as_ref().map_or(now, |p| p.due());
-        let ended = window.end.is_some_and(|end| starts_at >= end);
+        let ended = window.end().is_some_and(|end| starts_at >= end);
         if rounds_left == 0 || ended {
             break;
         }
-        if let Some(end) = window.end.filter(|end| now >= *end + plan.timeout) {
+        if let Some(end) = window.end().filter(|end| now >= *end + plan.timeout) {
             // Open loop far behind its schedule after the window closed: the slots of the
             // window not yet sent failed by timeout, as the event engine counts them.
             while let Some(slot) = pacer.as_mut().filter(|p| p.due() < end).map(|p| p.take()) {

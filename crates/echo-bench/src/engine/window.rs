@@ -128,8 +128,9 @@ impl<'p> RunClock<'p> {
     pub(crate) fn new(plan: &'p Plan) -> Self {
         let window = Window {
             start: Instant::now(),
-            end: None,
+            planned_end: None,
             interval: None,
+            interruptible: false,
         };
         Self {
             plan,
@@ -162,7 +163,7 @@ impl<'p> RunClock<'p> {
         if self.sys_at_window.is_none() && !self.plan.warmup.is_zero() && now >= self.window.start {
             self.sys_at_window = Some(sys.clone());
         }
-        let Some(end) = self.window.end else {
+        let Some(end) = self.window.end() else {
             return WindowStep::Run;
         };
         if self.draining && now >= end + self.plan.timeout {
@@ -178,7 +179,7 @@ impl<'p> RunClock<'p> {
     /// When the window next needs a turn of the loop: its end, or the drain's; `None` before
     /// the gate or without a timed window.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let end = self.window.end.filter(|_| self.open)?;
+        let end = self.window.end().filter(|_| self.open)?;
         Some(if self.draining {
             end + self.plan.timeout
         } else {
@@ -189,7 +190,7 @@ impl<'p> RunClock<'p> {
     /// Whether a request of connection starting at `starts_at` would start after a timed
     /// run's window (and so is not made).
     pub(crate) fn after_window(&self, starts_at: Instant) -> bool {
-        self.window.end.is_some_and(|end| starts_at >= end)
+        self.window.end().is_some_and(|end| starts_at >= end)
     }
 
     /// A request that started at `origin` ended: it counts against ROUNDS (`rounds_left`)
@@ -566,8 +567,9 @@ mod tests {
             pacer: pacers,
             recorder: Recorder::new(Window {
                 start: t0,
-                end: Some(t0 + 1000 * MS),
+                planned_end: Some(t0 + 1000 * MS),
                 interval: None,
+                interruptible: true,
             }),
             failed: vec![],
             retired: vec![],

@@ -108,8 +108,9 @@ pub(crate) struct FaultyServer {
 }
 
 impl FaultyServer {
-    /// Starts a server whose connections run `serve`.
-    pub(crate) fn start(serve: fn(TcpStream)) -> Self {
+    /// Starts a server whose connections run `serve` (a function, or a closure over what the
+    /// test observes or controls).
+    pub(crate) fn start(serve: impl Fn(TcpStream) + Send + Clone + 'static) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
@@ -121,6 +122,7 @@ impl FaultyServer {
                     break;
                 }
                 if let Ok(s) = stream {
+                    let serve = serve.clone();
                     conns.push(std::thread::spawn(move || serve(s)));
                 }
             }

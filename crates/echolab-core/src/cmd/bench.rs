@@ -251,22 +251,55 @@ impl BenchCmd {
     }
 }
 
-/// echo-bench's `--json` report.
+/// echo-bench's `--json` report of a whole run.
 ///
 /// # Errors
-/// stdout is not a BenchReport; the message carries the serde error and stdout's tail.
+/// stdout is not a BenchReport (the message carries the serde error and stdout's tail), or
+/// the report is marked [`BenchReport::interrupted`]: it covers only part of the window, and a
+/// launcher that took it would pass a partial result off as a whole one.
 pub fn bench_report(stdout: &str) -> Result<BenchReport, String> {
-    serde_json::from_str(stdout.trim()).map_err(|e| {
+    let report: BenchReport = serde_json::from_str(stdout.trim()).map_err(|e| {
         format!(
             "echo-bench printed no valid report ({e}; stdout: {:?})",
             tail(stdout, 300)
         )
-    })
+    })?;
+    if report.interrupted {
+        return Err(format!(
+            "echo-bench was interrupted by {}; its report covers only part of the window \
+             ({:.3} s measured)",
+            report.interrupted_by.as_deref().unwrap_or("a signal"),
+            report.duration_s
+        ));
+    }
+    Ok(report)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_interrupted_report_is_refused() {
+        let mut r = BenchReport {
+            tool: "echo-bench".into(),
+            duration_s: 2.5,
+            requests_ok: 10,
+            ..Default::default()
+        };
+        let whole = serde_json::to_string(&r).unwrap();
+        assert!(!whole.contains("interrupted"), "{whole}");
+        assert_eq!(bench_report(&whole), Ok(r.clone()));
+        r.interrupted = true;
+        r.interrupted_by = Some("SIGINT".into());
+        let err = bench_report(&serde_json::to_string(&r).unwrap()).unwrap_err();
+        assert!(
+            err.contains(
+                "echo-bench was interrupted by SIGINT; its report covers only part of the window"
+            ),
+            "{err}"
+        );
+    }
 
     fn target() -> SocketAddr {
         "10.0.0.2:9988".parse().unwrap()

@@ -29,6 +29,7 @@ fn shipped_experiments_are_valid() {
             "exp32",
             "exp33",
             "exp34",
+            "own-server",
             "select-vs-epoll",
             "smoke"
         ]

@@ -297,9 +297,14 @@ fn the_template_loads_as_a_users_experiment_does() {
     // The launcher's own call (echolab-up's catalog::load_experiment): read, parse, validate.
     let e = Experiment::load(&template_path()).unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(e.name, "experiment-template", "name is the file's stem");
-    // Small enough to run in about a minute: 6 cells, timed windows of at most 0.3 s, and at
+    // Small enough to run in about a minute: 8 cells, timed windows of at most 0.3 s, and at
     // least the 0.1 s below which the report calls a cell too short to be stable.
-    assert_eq!(e.cells().len(), 6);
+    assert_eq!(e.cells().len(), 8);
+    // A server of your own is a mapping, which the schema walk (offering strings) does not
+    // reach: held here instead.
+    let own = e.custom_servers();
+    assert_eq!(own.len(), 1, "the template shows a server of your own");
+    assert!(!own[0].command.is_empty() && own[0].port > 0);
     let window = e.window.expect("the template sets window").0;
     assert!(
         window >= std::time::Duration::from_millis(100)

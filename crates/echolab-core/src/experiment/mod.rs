@@ -78,7 +78,9 @@ pub struct MatrixBlock {
     /// Server reply size in bytes (`echo-server --reply-bytes`, sustain).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_bytes: Option<ByteSize>,
-    /// echo-bench `--hist` (keep histograms for the report; they are always in the JSON).
+    /// Accepted so that older experiment files and the manifests of older results
+    /// directories still read; it changes nothing (every run record holds the latency
+    /// histogram).
     #[serde(default)]
     pub hist: bool,
 }

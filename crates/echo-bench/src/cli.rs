@@ -207,7 +207,7 @@ pub struct LoadArgs {
     /// event: epoll workers multiplexing all connections; thread: one blocking thread per
     /// connection, like seed 000's tool (for comparison); uring: io_uring workers, one
     /// io_uring_enter(2) per batch of sends and receives (long connections only, Linux 5.11+;
-    /// fewer system calls per request; the README says what that saved where measured).
+    /// fewer system calls per request; docs/measurements.md says what that saved where measured).
     #[arg(long, value_enum, default_value_t = EngineKind::Event)]
     pub engine: EngineKind,
     /// Run the same load this long first and discard its results (e.g. "2s").

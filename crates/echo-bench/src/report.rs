@@ -254,8 +254,8 @@ pub(crate) fn render_summary(r: &BenchReport) -> String {
         let _ = writeln!(
             out,
             "connection tracking table nearly full: {} of {} entries (nf_conntrack_max); when it \
-             is full the kernel drops new connections' SYNs (see the README's \"Connection \
-             tracking on the host\")",
+             is full the kernel drops new connections' SYNs (see docs/methodology.md, \"Reading \
+             the tails\")",
             f["entries"], f["max"]
         );
     }

@@ -16,7 +16,7 @@
 //! which `tcp_close()` counts for an SO_LINGER-0 close and a disconnect does not. Where the
 //! client is the bottleneck, as with short connections on loopback, that is throughput:
 //! `scripts/readme-reference` on a 2-core Intel Xeon VM (100 connections, 3 x 5 s each, the
-//! README's table) gave 54.6k requests/s reused against 42.3k fresh, and 17.2
+//! table in docs/measurements.md) gave 54.6k requests/s reused against 42.3k fresh, and 17.2
 //! against 22.4 us of client CPU per request (neper's tcp_crr: 41.4k, 25.5 us).
 //!
 //! Without `--linger0` the client closes first with a FIN and the socket's TIME_WAIT outlives

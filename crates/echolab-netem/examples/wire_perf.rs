@@ -27,9 +27,9 @@
 //!
 //! Run: `cargo build --release -p echolab-netem --bins --examples &&
 //!       target/release/examples/wire_perf [--reps N] [--section release|delay|rate]...
-//!       [--readme README.md] target/release/echolab-netem [OTHER_BUILD...]` (all sections
-//! when none is named; `--readme` puts the output between the file's wire_perf markers, which
-//! is how the README's figures are made: `scripts/readme-wire`).
+//!       [--readme docs/measurements.md] target/release/echolab-netem [OTHER_BUILD...]`
+//! (all sections when none is named; `--readme` puts the output between the file's wire_perf
+//! markers, which is how the figures in docs/measurements.md are made: `scripts/readme-wire`).
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ macro_rules! out {
     }};
 }
 
-/// The README's markers; what lies between them is replaced by this run's output.
+/// The markers in docs/measurements.md; what lies between them is replaced by this run's output.
 const README_BEGIN: &str = "<!-- wire_perf:begin -->";
 const README_END: &str = "<!-- wire_perf:end -->";
 
@@ -627,7 +627,8 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
 }
 
 /// The offered load of the packet-rate section's paced rows, datagrams per second per
-/// direction: the floor of what the wire must carry (README, "The wire").
+/// direction: the floor of what the wire must carry (docs/measurements.md,
+/// "Userspace wire").
 const PACED_PPS: f64 = 100_000.0;
 
 /// Sections 3 and 4: packet rate against plain forwarding, and the idle wire's CPU.

@@ -17,8 +17,8 @@ use echolab_core::netstat::TROUBLE;
 use crate::dataset::{CellData, Dataset};
 
 /// Release error p99 (µs) above which the userspace wire counts as behind its schedule: the
-/// wire's own benchmark keeps p99 within tens of µs on an unloaded core (README, "Measured
-/// here"), so 100 µs is a wire that waited for CPU.
+/// wire's own benchmark keeps p99 within tens of µs on an unloaded core (docs/measurements.md,
+/// "Userspace wire"), so 100 µs is a wire that waited for CPU.
 pub const WIRE_LATE_US: f64 = 100.0;
 
 /// Counters shown for every cell (beside the trouble ones), per run: how much TIME_WAIT

@@ -260,7 +260,7 @@ pub(crate) async fn run_once(
         },
         None if inputs.profile.topology == Topology::Native => {
             eprintln!(
-                "echolab-up: profile {} is the real path between two machines, which needs --lab LAB.yaml naming their engines (README, \"Two or more machines\")",
+                "echolab-up: profile {} is the real path between two machines, which needs --lab LAB.yaml naming their engines (docs/guide.md, \"Two or more machines\")",
                 inputs.profile.name
             );
             return ExitCode::from(EXIT_USAGE);

@@ -76,7 +76,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "auto")]
     pub(crate) backend: BackendChoice,
     /// A lab file naming Docker engines on other machines and the role each runs
-    /// (`roles: { server: a, client: b }`; README, "Two or more machines"): the server and
+    /// (`roles: { server: a, client: b }`; docs/guide.md, "Two or more machines"): the server and
     /// the client then run on their own machines over the real network between them, on
     /// profile `native` or with a link profile's impairment added on the client's machine.
     /// `client: [b, c]` splits every run's connections over several client machines (short

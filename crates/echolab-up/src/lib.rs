@@ -33,6 +33,7 @@ pub mod explain;
 pub mod hold;
 pub(crate) mod hosts;
 pub mod image_archive;
+pub(crate) mod inputs;
 pub mod lab;
 pub(crate) mod local;
 pub(crate) mod plan;

@@ -201,7 +201,7 @@ pub fn bullets(
         .collect();
     if !short.is_empty() || (!client_bound.is_empty() && manifest.experiment.window.is_none()) {
         out.push(format!(
-            "⚠ Cells too short to be stable: {}. A cell bounded by CONNS × ROUNDS lasts as long as those requests take              (milliseconds for long connections), which start-up and scheduling dominate; set the experiment's `window:`              (e.g. `window: 1s`, with `warmup: 500ms`) to measure every short/long cell for a fixed time.",
+            "⚠ Cells too short to be stable: {}. A cell bounded by CONNS × ROUNDS lasts as long as those requests take (milliseconds for long connections), which start-up and scheduling dominate; set the experiment's `window:` (e.g. `window: 1s`, with `warmup: 500ms`) to measure every short/long cell for a fixed time.",
             if short.is_empty() {
                 format!("{} (client-bound by Little's law)", client_bound.join(", "))
             } else {

@@ -49,6 +49,7 @@ enum Format {
 #[derive(Debug, Parser)]
 #[command(
     name = "echolab-report compare",
+    bin_name = "echolab-report compare",
     after_help = "Example:\n  echolab-report compare results/20261205T120147Z-exp31-loopback results/20261205T130000Z-exp31-loopback\n\nExit status: 0 compared, 2 bad usage, not results directories, or different experiments, 1 I/O error."
 )]
 struct CompareArgs {

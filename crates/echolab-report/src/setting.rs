@@ -251,7 +251,10 @@ pub fn rows(manifest: &Manifest) -> Vec<SettingRow> {
     );
     let engine = |e: Option<echolab_core::cmd::BenchEngine>| match e {
         Some(echolab_core::cmd::BenchEngine::Thread) => "one thread per connection".to_string(),
-        _ => "event engine (epoll workers)".to_string(),
+        Some(echolab_core::cmd::BenchEngine::Uring) => "ring engine (io_uring workers)".to_string(),
+        Some(echolab_core::cmd::BenchEngine::Event) | None => {
+            "event engine (epoll workers)".to_string()
+        }
     };
     if let Some(client) = seed.client {
         row(

@@ -328,28 +328,9 @@ pub(crate) fn run(plan: &Plan, engine: EngineKind) -> std::io::Result<RunOutcome
     }
 }
 
-/// Which engine drives the connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum EngineKind {
-    /// epoll workers (`--threads`), non-blocking sockets, each connection a state machine.
-    Event,
-    /// One blocking OS thread per connection, as seed 000's echo-kp-bench.
-    Thread,
-    /// io_uring workers (`--threads`), one io_uring_enter(2) per batch of sends and
-    /// receives; long connections only (`--mode long`), Linux 5.11 or later.
-    Uring,
-}
-
-impl EngineKind {
-    /// The `BenchReport.engine` name.
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Event => "event",
-            EngineKind::Thread => "thread",
-            EngineKind::Uring => "uring",
-        }
-    }
-}
+/// Which engine drives the connections: core's definition, shared with experiment files and
+/// the launcher.
+pub(crate) use echolab_core::cmd::BenchEngine as EngineKind;
 
 #[cfg(test)]
 mod tests {

@@ -10,23 +10,35 @@ use super::{tail, Argv};
 use crate::stats::BenchReport;
 use crate::units::Dur;
 
-/// echo-bench's `--engine`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// echo-bench's `--engine`, the one definition of the client engines: experiment files
+/// (`bench.engine`), the launcher and echo-bench's own clap all use this enum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum BenchEngine {
-    /// epoll workers multiplexing all connections (echo-bench's default).
+    /// epoll workers (`--threads`), non-blocking sockets, each connection a state machine.
     Event,
-    /// One blocking thread per connection, like seed 000's tool.
+    /// One blocking OS thread per connection, as seed 000's echo-kp-bench.
     Thread,
+    /// io_uring workers (`--threads`), one io_uring_enter(2) per batch of sends and
+    /// receives; long connections only (`--mode long`), Linux 5.11 or later.
+    Uring,
+}
+
+impl BenchEngine {
+    /// The `--engine` value and the `BenchReport.engine` name (`event`, `thread`, `uring`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchEngine::Event => "event",
+            BenchEngine::Thread => "thread",
+            BenchEngine::Uring => "uring",
+        }
+    }
 }
 
 impl fmt::Display for BenchEngine {
-    /// The `--engine` value (`event`, `thread`).
+    /// [`BenchEngine::name`].
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BenchEngine::Event => "event",
-            BenchEngine::Thread => "thread",
-        })
+        f.write_str(self.name())
     }
 }
 

@@ -110,7 +110,7 @@ pub struct BenchOptions {
     /// `--timeout` per request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
-    /// `--engine` (`event` or `thread`).
+    /// `--engine` (`event`, `thread`, or `uring` for long connections only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<BenchEngine>,
     /// `--linger0`: close with RST, no TIME_WAIT on the client.
@@ -420,6 +420,15 @@ impl Experiment {
                         at("payload")
                     ));
                 }
+            }
+            // echo-bench's ring engine drives long connections only (its `--engine uring`).
+            if self.bench.engine == Some(BenchEngine::Uring) && b.modes.contains(&BenchMode::Short)
+            {
+                return Err(format!(
+                    "bench.engine: uring runs long connections only (modes long and sustain), \
+                     but {} has mode short; use engine event or thread for it",
+                    at("modes")
+                ));
             }
             if b.rounds.contains(&0) {
                 return Err(format!("{}: rounds must be at least 1", at("rounds")));

@@ -311,3 +311,19 @@ fn a_bad_server_of_your_own_is_named_with_its_field() {
     let m = err(twice);
     assert!(m.contains("is defined twice, differently"), "{m}");
 }
+
+#[test]
+fn the_ring_engine_is_chosen_for_long_connections_only() {
+    let long = "name: r\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\nbench: {engine: uring}\n";
+    let e = Experiment::parse(long, "r.yaml").unwrap();
+    assert_eq!(e.bench.engine, Some(BenchEngine::Uring));
+    assert_eq!(BenchEngine::Uring.to_string(), "uring");
+    let msg = Experiment::parse(&long.replace("[long]", "[short, long]"), "r.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("bench.engine: uring runs long connections only")
+            && msg.contains("matrix[0].modes"),
+        "{msg}"
+    );
+}

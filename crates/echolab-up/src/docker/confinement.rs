@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use echolab_core::cmd::ServerModel;
+use echolab_core::cmd::{BenchEngine, ServerModel};
 use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::profile::{Profile, Topology};
 
@@ -34,6 +34,8 @@ pub(crate) struct RunInputs<'a> {
 pub(crate) struct Confinement {
     /// Each role's privileges.
     pub privileges: super::privileges::RunPrivileges,
+    /// Whether the client runs echo-bench's ring engine (`bench.engine: uring`).
+    client_uring: bool,
     /// Why uring cells are skipped, if they are.
     uring_denied: Option<String>,
     /// The probe's record, for the manifest's `hosts.io_uring`.
@@ -51,36 +53,54 @@ impl Confinement {
         r: &RunInputs<'_>,
         out: &mut ResultsWriter,
     ) -> anyhow::Result<Self> {
-        let wants_uring = r
+        let server_uring = r
             .runs
             .iter()
             .any(|(c, _)| c.model() == Ok(ServerModel::Uring));
+        // echo-bench's ring engine needs io_uring in the client's container as the uring
+        // model does in the server's: the same probe decides both.
+        let client_uring = r.experiment.bench.engine == Some(BenchEngine::Uring);
+        let wants_uring = server_uring || client_uring;
         let uring = if wants_uring {
             Some(super::uring::probe(d, r.run_id, r.image, r.allow_uring_unconfined).await?)
         } else {
             None
         };
+        let uring_seccomp = uring
+            .as_ref()
+            .map(|u| u.server_seccomp.clone())
+            .unwrap_or_default();
         let privileges = super::privileges::RunPrivileges::new(
             r.experiment,
             r.profile,
             r.cpus,
-            uring
-                .as_ref()
-                .map(|u| u.server_seccomp.clone())
-                .unwrap_or_default(),
+            if server_uring {
+                uring_seccomp.clone()
+            } else {
+                Default::default()
+            },
+            if client_uring {
+                uring_seccomp
+            } else {
+                Default::default()
+            },
         );
         out.manifest.privileges = privileges.record(r.profile.topology == Topology::Link);
         Ok(Self {
             privileges,
+            client_uring,
             uring_denied: uring.as_ref().and_then(|u| u.denied.clone()),
             uring_record: uring.as_ref().map(|u| u.record()),
         })
     }
 
-    /// Skips the uring cells when io_uring is denied.
+    /// Skips the uring cells when io_uring is denied (every cell, when the client's engine is
+    /// the ring engine).
     pub(crate) fn skip(&self) -> impl Fn(&Cell) -> Result<(), String> + '_ {
         move |c: &Cell| match &self.uring_denied {
             Some(reason) if c.model() == Ok(ServerModel::Uring) => Err(reason.clone()),
+            // With the ring engine every cell's client needs io_uring.
+            Some(reason) if self.client_uring => Err(format!("bench.engine uring: {reason}")),
             _ => Ok(()),
         }
     }

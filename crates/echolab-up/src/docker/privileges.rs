@@ -401,12 +401,23 @@ pub struct RunPrivileges {
 }
 
 impl RunPrivileges {
-    /// For `exp` on `profile` on a machine of `machine_cpus` CPUs, the server under `seccomp`.
-    pub fn new(exp: &Experiment, profile: &Profile, machine_cpus: u64, seccomp: Seccomp) -> Self {
+    /// For `exp` on `profile` on a machine of `machine_cpus` CPUs, the server under
+    /// `server_seccomp` and the client under `client_seccomp` (each the engine's default unless
+    /// that side uses io_uring).
+    pub fn new(
+        exp: &Experiment,
+        profile: &Profile,
+        machine_cpus: u64,
+        server_seccomp: Seccomp,
+        client_seccomp: Seccomp,
+    ) -> Self {
         let limits = endpoint_limits(exp, machine_cpus);
         Self {
-            server: Privileges::endpoint(&limits, seccomp),
-            client: Privileges::client(&limits, profile.topology == Topology::Link),
+            server: Privileges::endpoint(&limits, server_seccomp),
+            client: Privileges {
+                seccomp: client_seccomp,
+                ..Privileges::client(&limits, profile.topology == Topology::Link)
+            },
             link: Privileges::link(profile),
             route_helper: Privileges::route_helper(),
         }
@@ -516,6 +527,7 @@ mod tests {
             &profile(LOOPBACK_PROFILE),
             2,
             Seccomp::EngineDefault,
+            Seccomp::EngineDefault,
         );
         for p in [&run.server, &run.client] {
             let body = created(p);
@@ -552,6 +564,7 @@ mod tests {
             &experiment("name: t\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [1]\n"),
             &profile(LINK_PROFILE),
             2,
+            Seccomp::EngineDefault,
             Seccomp::EngineDefault,
         );
         let body = created(&run.link);
@@ -691,9 +704,14 @@ mod tests {
         assert!(!old.contains("privileges"), "{old}");
         let back: echolab_core::results::Manifest = serde_yaml::from_str(&old).unwrap();
         assert!(back.privileges.is_empty());
-        m.privileges =
-            RunPrivileges::new(&exp, &profile(LINK_PROFILE), 2, Seccomp::DefaultWithUring)
-                .record(true);
+        m.privileges = RunPrivileges::new(
+            &exp,
+            &profile(LINK_PROFILE),
+            2,
+            Seccomp::DefaultWithUring,
+            Seccomp::EngineDefault,
+        )
+        .record(true);
         let text = serde_yaml::to_string(&m).unwrap();
         let back: echolab_core::results::Manifest = serde_yaml::from_str(&text).unwrap();
         assert_eq!(back, m);

@@ -353,3 +353,47 @@ fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot
         out.describe()
     );
 }
+
+/// `bench.engine: uring`: echo-bench's ring engine in the client's container, which gets the
+/// io_uring profile the probe allowed, while the server keeps the engine's default.
+#[test]
+fn an_experiment_can_choose_the_ring_engine_for_its_client() {
+    let e = engine();
+    let base = TempDir::new("ring-client");
+    let (mut cmd, out) = loopback_experiment(
+        &base,
+        "ring.yaml",
+        "name: ring\nquestion: q\nrepetitions: 1\nwarmup: 100ms\nwindow: 300ms\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\nbench: {engine: uring}\n",
+    );
+    let o = cmd.output().expect("echolab-up runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = results(&out);
+    assert_eq!(
+        r.manifest.status,
+        RunStatus::Complete,
+        "{:?}",
+        r.manifest.error
+    );
+    let run = &r.runs[0];
+    assert_eq!(run.error, None);
+    let bench = run.bench.as_ref().expect("measured");
+    assert_eq!(bench.engine, "uring");
+    assert!(
+        bench.requests_ok > 0 && bench.requests_failed == 0,
+        "{bench:?}"
+    );
+    // The probe ran for the client, and the client got the profile it chose: the engine's
+    // default where that allows io_uring (Docker before v25), else moby's plus io_uring.
+    let probe = &r.manifest.hosts["io_uring"];
+    let p = &r.manifest.privileges;
+    assert_eq!(
+        Some(p["client"].seccomp.as_str()),
+        probe["server_seccomp"].as_str(),
+        "{probe}"
+    );
+    assert_eq!(
+        p["server"].seccomp, "docker default",
+        "epoll-et needs no io_uring"
+    );
+    assert_nothing_left(&e, &r.manifest.run_id);
+}

@@ -6,10 +6,9 @@
 //! - **path-bound**: round trips × calibrated RTT are at least [`PATH_BOUND_SHARE`] of the
 //!   mean latency (the same rule that makes a claim "not comparable here");
 //! - **server-bound** / **client-bound**: that side used at least [`SATURATED`] of the CPUs
-//!   it can use, and the other side did not, or did but less: the 95% interval of the
-//!   per-repetition difference of the two loads lies wholly on that side's (with a single
-//!   repetition, a lead of [`LEAD`] or more). In a closed loop the slower stage sets the pace
-//!   and the other waits for it;
+//!   it can use, and the other side did not, or did but less: by [`LEAD`] or more on average,
+//!   with the 95% interval of the per-repetition difference of the two loads wholly on that
+//!   side's. In a closed loop the slower stage sets the pace and the other waits for it;
 //! - **server- and client-bound**: both saturated and neither ahead by that rule, so either
 //!   could be setting the pace;
 //! - **unsaturated**: neither side nor the path is at its limit (the client's pacing, the
@@ -35,9 +34,11 @@ use crate::metrics;
 /// bounds each cell"), so a threshold at 100% would never be met.
 pub const SATURATED: f64 = 0.85;
 
-/// When both sides are saturated and the cell has a single repetition (no interval), the
-/// busier one is named as the bound only when it leads the other by at least this share of a
-/// full load (5 percentage points).
+/// When both sides are saturated, the busier one is named as the bound only when it leads the
+/// other by at least this share of a full load (5 percentage points), and, with two or more
+/// repetitions, the 95% interval of its lead excludes 0. Below it both are at their limit: on
+/// exp31's long cells the two sides sit at 98.6–99.6% (`echolab-up --out DIR`, section "What
+/// bounds each cell"), a difference the repetitions' noise decides.
 pub const LEAD: f64 = 0.05;
 
 /// The bound of a cell (see the module doc).
@@ -131,10 +132,10 @@ pub fn round_trips(mode: BenchMode) -> Option<f64> {
     }
 }
 
-/// Which of two saturated sides sets the pace: the one whose load is higher in every sense
-/// the repetitions support (the 95% t interval of the mean per-repetition difference, client
-/// load minus server load, excludes 0), or both when it does not. A single repetition has no
-/// interval: a lead of [`LEAD`] decides.
+/// Which of two saturated sides sets the pace: the one whose load is higher by at least
+/// [`LEAD`] on average, with the 95% t interval of the mean per-repetition difference (client
+/// load minus server load) excluding 0; both when not. A single repetition has no interval:
+/// the lead of [`LEAD`] alone decides.
 fn leader(cell: &CellData<'_>, scpus: f64, ccpus: f64) -> Bound {
     let diffs: Vec<f64> = cell
         .ok_runs()
@@ -157,9 +158,12 @@ fn leader(cell: &CellData<'_>, scpus: f64, ccpus: f64) -> Bound {
         }
         None => (mean - LEAD, mean + LEAD),
     };
-    if low >= 0.0 && mean > 0.0 {
+    // A lead must be real (its interval excludes 0) and large enough to matter (at least
+    // LEAD): two cores at 98.6% and 99.5% are both at their limit, and naming one of them
+    // would turn the repetitions' noise into a label that flips from run to run.
+    if low >= 0.0 && mean >= LEAD {
         Bound::Client
-    } else if high <= 0.0 && mean < 0.0 {
+    } else if high <= 0.0 && mean <= -LEAD {
         Bound::Server
     } else {
         Bound::ServerAndClient
@@ -306,8 +310,8 @@ pub fn section(ds: &Dataset<'_>, manifest: &Manifest) -> String {
         "## What bounds each cell\n\n{}Medians over repetitions, from each run's own records: the server's CPU from its host's \
          samples over the window, the client's from its own accounting (getrusage), each as a share of the CPUs that side \
          can use; the path share is round trips × calibrated RTT over the mean latency. A side at {} or more of its CPUs is \
-         saturated; when both are, the one whose load is higher across repetitions (the 95% interval of the \
-         per-repetition difference excludes 0; {} points with one repetition) sets the pace (closed loop: the slower \
+         saturated; when both are, the one whose load is higher by {} points or more across repetitions (with \
+         the 95% interval of the per-repetition difference excluding 0) sets the pace (closed loop: the slower \
          stage sets it). \
          Per-request costs divide the window's CPU by the window's requests; the server's system calls run from its start \
          and divide by every request it read.\n\n{}\n",

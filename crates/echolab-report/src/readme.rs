@@ -10,7 +10,7 @@ pub const BEGIN: &str = "<!-- results-excerpt:begin: written by scripts/readme-r
 pub const END: &str = "<!-- results-excerpt:end -->";
 
 /// Sections of the report the excerpt shows, by the start of their heading.
-pub const SECTIONS: [&str; 2] = ["QPS matrix", "Latency ratios"];
+pub const SECTIONS: [&str; 2] = ["Verdicts", "QPS matrix"];
 
 /// The sections of `report_md` whose `## ` heading starts with one of `headings`, in report
 /// order, each with its heading demoted to `####` and everything under it (table, notes, the
@@ -106,12 +106,12 @@ mod tests {
 
     #[test]
     fn sections_are_cut_at_the_next_heading() {
-        let md = "# title\n\n## QPS matrix, a\n\ntable a\n\n- claim\n\n## Other\n\nno\n\n## Latency ratios, a\n\ntable b\n";
+        let md = "# title\n\n## Verdicts\n\ntable v\n\n## QPS matrix, a\n\ntable a\n\n- claim\n\n## Other\n\nno\n\n## Latency ratios, a\n\ntable b\n";
         assert_eq!(
             sections(md, &SECTIONS),
             vec![
-                "#### QPS matrix, a\n\ntable a\n\n- claim",
-                "#### Latency ratios, a\n\ntable b"
+                "#### Verdicts\n\ntable v",
+                "#### QPS matrix, a\n\ntable a\n\n- claim"
             ]
         );
     }

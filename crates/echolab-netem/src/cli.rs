@@ -92,7 +92,9 @@ pub enum Cmd {
         #[arg(long = "dev", required = true)]
         devs: Vec<String>,
     },
-    /// Prints the root qdisc of a device as JSON.
+    /// Prints the root qdisc of a device as JSON: its kind, netem's settings read back, and
+    /// its counters since it was created (`stats`: bytes and packets sent, drops, overlimits,
+    /// requeues, backlog; as `tc -s qdisc show` prints them).
     Show {
         /// Device (a name, or an IPv4 address it holds).
         dev: String,

@@ -262,3 +262,87 @@ fn kernel_netem_delay_jitter_loss_rate_limit_per_direction() {
         assert_ne!(after, "netem", "{dev}: netem still installed");
     }
 }
+
+/// netem's counters over netlink (`TCA_STATS2`): 200 datagrams through a qdisc that drops half
+/// at random are counted as sent or dropped, and nothing else is.
+#[test]
+#[ignore = "needs sch_netem (`modprobe sch_netem`); run with `cargo nextest run -p echolab-netem --test kernel --run-ignored all`"]
+fn kernel_netem_counts_what_it_sends_and_drops() {
+    let p = kernel::probe();
+    assert!(
+        p.has_netem,
+        "this test needs a kernel with sch_netem: {}",
+        p.reason
+    );
+    let tb = Testbed::new().expect("namespaces");
+    // The server's MAC as a permanent neighbour of the link side, so that no ARP exchange
+    // goes through the lossy qdisc (and no datagram waits for one).
+    let out = Testbed::output_within(
+        {
+            let mut c = std::process::Command::new("ip");
+            c.args(["-n", &tb.srv, "link", "show", "eth0"]);
+            c
+        },
+        Duration::from_secs(10),
+    )
+    .expect("ip link show");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mac = tb_field(&text, "link/ether").expect("the server's MAC");
+    let neigh = std::process::Command::new("ip")
+        .args([
+            "-n",
+            &tb.lnk,
+            "neigh",
+            "replace",
+            "10.201.2.2",
+            "lladdr",
+            mac,
+        ])
+        .args(["dev", LINK_SERVER_SIDE, "nud", "permanent"])
+        .status()
+        .expect("ip neigh");
+    assert!(neigh.success());
+    let half_lost = LinkSpec {
+        loss: Percent(50.0),
+        limit: Some(1000),
+        ..LinkSpec::default()
+    };
+    let (before, after) = tb
+        .in_netns(&tb.lnk, move || -> Result<_, String> {
+            kernel::apply(LINK_SERVER_SIDE, "uplink", &half_lost).map_err(|e| e.to_string())?;
+            let read = || -> Result<_, String> {
+                kernel::show(LINK_SERVER_SIDE)
+                    .map_err(|e| e.to_string())?
+                    .stats
+                    .ok_or_else(|| "the kernel sent no TCA_STATS2".to_string())
+            };
+            let before = read()?;
+            let sock = std::net::UdpSocket::bind("10.201.2.1:0").map_err(|e| e.to_string())?;
+            for i in 0..200u32 {
+                sock.send_to(&i.to_be_bytes(), "10.201.2.2:9")
+                    .map_err(|e| e.to_string())?;
+            }
+            let after = read()?;
+            kernel::clear(LINK_SERVER_SIDE).map_err(|e| e.to_string())?;
+            Ok((before, after))
+        })
+        .expect("enter link namespace")
+        .unwrap();
+    let d = before.delta(&after).expect("counters only grow");
+    println!("netem counters over 200 datagrams: {d:?}");
+    assert!(d.packets > 0 && d.drops > 0, "{d:?}");
+    // Each datagram is counted once, as sent or as dropped (a few more packets, e.g. IPv6
+    // neighbour discovery on the new link, may pass too).
+    let counted = d.packets + u64::from(d.drops);
+    assert!((200..=210).contains(&counted), "{d:?}");
+    // Each datagram is a 46-byte frame (Ethernet 14 + IP 20 + UDP 8 + 4 bytes of payload; a
+    // veth pads nothing): every sent packet's bytes are counted.
+    assert!(d.bytes >= d.packets * 46, "{d:?}");
+}
+
+/// The word after `key` in `text` (`ip link show`'s `link/ether 02:..`).
+fn tb_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let mut words = text.split_whitespace();
+    words.find(|w| *w == key)?;
+    words.next()
+}

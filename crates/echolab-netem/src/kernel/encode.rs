@@ -27,6 +27,12 @@ pub(crate) const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
+/// `TCA_STATS2` and its nested attributes (`include/uapi/linux/rtnetlink.h`,
+/// `include/uapi/linux/gen_stats.h`).
+const TCA_STATS2: u16 = 7;
+const TCA_STATS_BASIC: u16 = 1;
+const TCA_STATS_QUEUE: u16 = 3;
+const TCA_STATS_PKT64: u16 = 8;
 const TCA_NETEM_DELAY_DIST: u16 = 2;
 const TCA_NETEM_RATE: u16 = 6;
 const TCA_NETEM_RATE64: u16 = 8;
@@ -188,6 +194,84 @@ pub struct QdiscInfo {
     pub kind: String,
     /// netem's settings when `kind` is `netem`.
     pub netem: Option<NetemReadBack>,
+    /// The qdisc's counters since it was created (`tc -s qdisc show`), when the kernel sent
+    /// them.
+    pub stats: Option<QdiscStats>,
+}
+
+/// A qdisc's counters, from the kernel's `TCA_STATS2` (`struct gnet_stats_basic` and
+/// `struct gnet_stats_queue`, `include/uapi/linux/gen_stats.h`), cumulative since the qdisc
+/// was created: what `tc -s qdisc show` prints as "Sent B bytes P pkt (dropped D, overlimits O
+/// requeues R) backlog Bb Qp".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct QdiscStats {
+    /// Bytes sent (dequeued), including link-layer headers.
+    pub bytes: u64,
+    /// Packets sent (dequeued).
+    pub packets: u64,
+    /// Packets dropped: netem's random loss, and packets refused at the `limit`.
+    pub drops: u32,
+    /// Times the qdisc was over a limit (netem: a packet held back by its rate).
+    pub overlimits: u32,
+    /// Packets put back for a later dequeue.
+    pub requeues: u32,
+    /// Bytes queued when read.
+    pub backlog_bytes: u32,
+    /// Packets queued when read.
+    pub qlen: u32,
+}
+
+impl QdiscStats {
+    /// The counters `after` gained since `self` (the backlog and queue length as `after`
+    /// read them); `None` when a counter went down (the qdisc was replaced in between).
+    pub fn delta(&self, after: &QdiscStats) -> Option<QdiscStats> {
+        Some(QdiscStats {
+            bytes: after.bytes.checked_sub(self.bytes)?,
+            packets: after.packets.checked_sub(self.packets)?,
+            drops: after.drops.checked_sub(self.drops)?,
+            overlimits: after.overlimits.checked_sub(self.overlimits)?,
+            requeues: after.requeues.checked_sub(self.requeues)?,
+            backlog_bytes: after.backlog_bytes,
+            qlen: after.qlen,
+        })
+    }
+}
+
+/// Decodes `TCA_STATS2`'s nested attributes; `None` without a basic or queue block.
+pub(crate) fn decode_stats2(nest: &[u8]) -> Option<QdiscStats> {
+    let mut basic = None;
+    let mut queue = None;
+    let mut packets64 = None;
+    for (k, v) in nl::attrs(nest) {
+        match k {
+            // struct gnet_stats_basic { __u64 bytes; __u32 packets; }
+            TCA_STATS_BASIC => basic = Some((nl::u64_at(v, 0)?, nl::u32_at(v, 8)?)),
+            // struct gnet_stats_queue { qlen, backlog, drops, requeues, overlimits } (__u32)
+            TCA_STATS_QUEUE => {
+                queue = Some([
+                    nl::u32_at(v, 0)?,
+                    nl::u32_at(v, 4)?,
+                    nl::u32_at(v, 8)?,
+                    nl::u32_at(v, 12)?,
+                    nl::u32_at(v, 16)?,
+                ])
+            }
+            // The packet count in 64 bits, which kernels since 5.4 add beside the 32-bit one.
+            TCA_STATS_PKT64 => packets64 = nl::u64_at(v, 0),
+            _ => {}
+        }
+    }
+    let (bytes, packets32) = basic?;
+    let [qlen, backlog_bytes, drops, requeues, overlimits] = queue?;
+    Some(QdiscStats {
+        bytes,
+        packets: packets64.unwrap_or(u64::from(packets32)),
+        drops,
+        overlimits,
+        requeues,
+        backlog_bytes,
+        qlen,
+    })
 }
 
 /// netem settings read back from the kernel, in display units. The kernel does not report the
@@ -215,6 +299,7 @@ pub(crate) fn decode_qdisc(body: &[u8]) -> Option<QdiscInfo> {
     let parent = nl::u32_at(body, 12)?;
     let mut kind = String::new();
     let mut options: &[u8] = &[];
+    let mut stats = None;
     for (k, v) in nl::attrs(body.get(20..)?) {
         match k {
             TCA_KIND => {
@@ -223,6 +308,7 @@ pub(crate) fn decode_qdisc(body: &[u8]) -> Option<QdiscInfo> {
                     .to_string()
             }
             TCA_OPTIONS => options = v,
+            TCA_STATS2 => stats = decode_stats2(v),
             _ => {}
         }
     }
@@ -237,6 +323,7 @@ pub(crate) fn decode_qdisc(body: &[u8]) -> Option<QdiscInfo> {
         parent,
         kind,
         netem,
+        stats,
     })
 }
 
@@ -367,6 +454,63 @@ mod tests {
     fn rate_above_32_bits_uses_rate64_like_tc() {
         let s = spec(10_000, 0, 0.0, Some(40_000_000_000), 1000, Normal);
         assert_netem_matches_tc(&s, "tc-netem-rate64.hex");
+    }
+
+    /// One netlink attribute: length, type, payload, padded to 4 bytes.
+    fn nla(kind: u16, payload: &[u8]) -> Vec<u8> {
+        let mut a = ((4 + payload.len()) as u16).to_ne_bytes().to_vec();
+        a.extend_from_slice(&kind.to_ne_bytes());
+        a.extend_from_slice(payload);
+        a.resize(nl::align4(a.len()), 0);
+        a
+    }
+
+    #[test]
+    fn qdisc_counters_are_read_from_tca_stats2() {
+        // gnet_stats_basic: bytes 123456789012 (beyond 32 bits), packets 4000; then
+        // gnet_stats_queue: qlen 3, backlog 4500, drops 17, requeues 2, overlimits 9.
+        let mut basic = 123_456_789_012u64.to_ne_bytes().to_vec();
+        basic.extend_from_slice(&4000u32.to_ne_bytes());
+        basic.extend_from_slice(&[0; 4]);
+        let queue: Vec<u8> = [3u32, 4500, 17, 2, 9]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        let mut nest = nla(TCA_STATS_BASIC, &basic);
+        nest.extend(nla(TCA_STATS_QUEUE, &queue));
+        let want = QdiscStats {
+            bytes: 123_456_789_012,
+            packets: 4000,
+            drops: 17,
+            overlimits: 9,
+            requeues: 2,
+            backlog_bytes: 4500,
+            qlen: 3,
+        };
+        assert_eq!(decode_stats2(&nest), Some(want));
+        // The 64-bit packet count wins where the kernel sends it.
+        let mut with64 = nest.clone();
+        with64.extend(nla(TCA_STATS_PKT64, &5_000_000_000u64.to_ne_bytes()));
+        assert_eq!(decode_stats2(&with64).unwrap().packets, 5_000_000_000);
+        // In a qdisc message: tcmsg (20 bytes), TCA_KIND, TCA_STATS2.
+        let mut body = vec![0u8; 20];
+        body[4..8].copy_from_slice(&7u32.to_ne_bytes());
+        body.extend(nla(TCA_KIND, b"netem\0"));
+        body.extend(nla(TCA_STATS2, &nest));
+        let q = decode_qdisc(&body).unwrap();
+        assert_eq!(
+            (q.ifindex, q.kind.as_str(), q.stats),
+            (7, "netem", Some(want))
+        );
+        // Deltas between two readings; a counter that went down is a replaced qdisc.
+        let later = QdiscStats {
+            packets: 4100,
+            drops: 20,
+            ..want
+        };
+        let d = want.delta(&later).unwrap();
+        assert_eq!((d.packets, d.drops, d.bytes, d.qlen), (100, 3, 0, 3));
+        assert_eq!(later.delta(&want), None);
     }
 
     #[test]

@@ -442,6 +442,16 @@ pub struct DirectionCounters {
     /// carried them for 2 ms) and shared its CPU instead of keeping real-time priority.
     #[serde(default)]
     pub overloaded_spells: u64,
+    /// Kernel netem: packets its qdisc dropped, its random loss and its `limit` together
+    /// (the kernel counts them as one; `tc -s qdisc`'s "dropped").
+    #[serde(default)]
+    pub drops_qdisc: u64,
+    /// Kernel netem: times its qdisc was over a limit (a packet held back by its rate).
+    #[serde(default)]
+    pub overlimits: u64,
+    /// Kernel netem: packets its qdisc put back for a later dequeue.
+    #[serde(default)]
+    pub requeues: u64,
     /// The wire's scheduling class at the interval's end, as its ready line says it
     /// (`real-time (SCHED_FIFO 50)`, or `fair: <the kernel's refusal>`; several wires' classes
     /// joined by `; `); empty where the link does not say (kernel netem, older records).
@@ -452,7 +462,7 @@ pub struct DirectionCounters {
 /// The link's counters over an interval, per direction (uplink = client to server).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkCounters {
-    /// `userspace-wire` (kernel netem's qdisc statistics are not read yet).
+    /// `userspace-wire`, or `kernel-netem` (its qdiscs' counters, `echolab-netem show`).
     pub backend: String,
     /// Client to server.
     pub uplink: DirectionCounters,

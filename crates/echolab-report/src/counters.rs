@@ -64,8 +64,53 @@ fn fmt(v: f64) -> String {
     }
 }
 
+/// Whether the profile `manifest` records gives either direction a random loss (its
+/// `uplink.loss`/`downlink.loss`, percent): kernel netem counts those drops with its limit's.
+fn profile_has_loss(manifest: &echolab_core::results::Manifest) -> bool {
+    ["uplink", "downlink"].iter().any(|d| {
+        manifest.profile[d]["loss"]
+            .as_f64()
+            .is_some_and(|l| l > 0.0)
+    })
+}
+
+/// Kernel netem's part of a cell's link column, from its qdiscs' counters (means per
+/// repetition over `links`), and its trouble: drops where the profile has no random loss are
+/// its queue's `limit`.
+fn kernel_netem_text(
+    links: &[&echolab_core::results::LinkCounters],
+    lossy_profile: bool,
+    trouble: &mut Vec<String>,
+) -> String {
+    let n = links.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&echolab_core::results::LinkCounters) -> u64| {
+        links.iter().map(|l| f(l) as f64).sum::<f64>() / n
+    };
+    let packets = mean(&|l| l.uplink.packets + l.downlink.packets);
+    let drops = mean(&|l| l.uplink.drops_qdisc + l.downlink.drops_qdisc);
+    let overlimits = mean(&|l| l.uplink.overlimits + l.downlink.overlimits);
+    if drops > 0.0 && !lossy_profile {
+        trouble.push(format!(
+            "qdisc drops {} (the profile has no random loss: its queue limit was reached)",
+            fmt(drops)
+        ));
+    }
+    format!(
+        "kernel netem: {} packets, {} dropped by its qdiscs ({}), overlimits {}",
+        fmt(packets),
+        fmt(drops),
+        if lossy_profile {
+            "random loss and queue limit together"
+        } else {
+            "queue limit only: no random loss"
+        },
+        fmt(overlimits)
+    )
+}
+
 /// The section in Markdown, empty when no run recorded counters (older results).
-pub fn section(ds: &Dataset<'_>) -> String {
+pub fn section(ds: &Dataset<'_>, manifest: &echolab_core::results::Manifest) -> String {
+    let lossy_profile = profile_has_loss(manifest);
     let mut rows = Vec::new();
     let mut flags = Vec::new();
     let mut any = false;
@@ -92,6 +137,8 @@ pub fn section(ds: &Dataset<'_>) -> String {
         let server_trouble = trouble_text(&server);
         let link_text = if links.is_empty() {
             "—".to_string()
+        } else if links.iter().all(|l| l.backend == "kernel-netem") {
+            kernel_netem_text(&links, lossy_profile, &mut link_trouble)
         } else {
             let n = links.len() as f64;
             let mean = |f: &dyn Fn(&echolab_core::results::LinkCounters) -> u64| {

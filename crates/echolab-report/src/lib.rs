@@ -264,7 +264,7 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
     md.push_str(&mechanisms::section(&mechanism_checks));
     md.push_str(&attribution::section(dir));
     md.push_str(&repetitions::section(&ds, manifest));
-    md.push_str(&counters::section(&ds));
+    md.push_str(&counters::section(&ds, manifest));
     md.push_str(&differ::section(
         &ds,
         manifest,

@@ -290,3 +290,53 @@ fn records_without_the_clients_choices_add_no_client_line() {
     let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
     assert!(!md.contains("Client: echo-bench"), "{md}");
 }
+
+#[test]
+fn kernel_netem_counters_flag_qdisc_drops_only_where_the_profile_has_no_loss() {
+    let render = |lossy: bool| {
+        let (e, mut runs) = steady_exp31();
+        for r in &mut runs {
+            let troubled = r.cell.id() == "epoll-lt_short_c100_r10";
+            let mut link = echolab_core::results::LinkCounters {
+                backend: "kernel-netem".into(),
+                ..Default::default()
+            };
+            link.uplink.packets = 1000 + r.repetition;
+            link.downlink.packets = 900;
+            // 10, 11 and 12 drops over the three repetitions: mean 11.
+            link.uplink.drops_qdisc = if troubled { 9 + r.repetition } else { 0 };
+            link.downlink.overlimits = 4;
+            r.link = Some(link);
+        }
+        let tmp = TempDir::new(if lossy { "qdisc-lossy" } else { "qdisc" });
+        let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
+        m.profile =
+            serde_json::json!({"name": "p", "uplink": {"loss": if lossy { 1.0 } else { 0.0 }}});
+        write_dir(&tmp.0, &m, &runs);
+        echolab_report::render(&tmp.0).unwrap();
+        std::fs::read_to_string(tmp.0.join("report.md")).unwrap()
+    };
+    let md = render(false);
+    let s = section(&md, "Kernel and link counters");
+    let bad = row(s, "epoll-lt_short_c100_r10");
+    assert_eq!(
+        bad[4],
+        "kernel netem: 1902 packets, 11 dropped by its qdiscs (queue limit only: no random loss), overlimits 4",
+        "{s}"
+    );
+    assert!(
+        bad[5].starts_with("qdisc drops 11 (the profile has no random loss"),
+        "{s}"
+    );
+    assert_eq!(row(s, "epoll-et_long_c100_r10")[5], "none", "{s}");
+    assert_eq!(s.matches('⚠').count(), 1, "{s}");
+    // With random loss in the profile, the same drops are not trouble: netem counts both.
+    let md = render(true);
+    let s = section(&md, "Kernel and link counters");
+    let row_lossy = row(s, "epoll-lt_short_c100_r10");
+    assert!(
+        row_lossy[4].contains("random loss and queue limit together"),
+        "{s}"
+    );
+    assert_eq!(row_lossy[5], "none", "{s}");
+}

@@ -84,11 +84,11 @@ pub(crate) trait Hosts {
     /// A host could not be removed or made again.
     async fn fresh_hosts(&mut self) -> anyhow::Result<bool>;
 
-    /// The link's counters now (userspace wire), or `None` where there is no link to read
-    /// (loopback, local processes, kernel netem whose qdisc statistics are not read yet).
+    /// The link's counters now (the userspace wire's, or kernel netem's qdiscs'), or `None`
+    /// where there is no link to read (loopback, local processes).
     async fn link_snapshot(
         &mut self,
-    ) -> Option<anyhow::Result<echolab_netem::wire::counters::WireStats>> {
+    ) -> Option<anyhow::Result<crate::docker::linktap::LinkReading>> {
         None
     }
 

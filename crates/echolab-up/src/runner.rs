@@ -211,9 +211,10 @@ pub(crate) async fn run_all<H: Hosts>(
         let stopped = hosts.stop_server(server).await;
         let mut errors = Vec::new();
         match (link_before, link_after) {
-            (Some(Ok(before)), Some(Ok(after))) => {
-                rec.link = Some(crate::docker::wiretap::between(&before, &after));
-            }
+            (Some(Ok(before)), Some(Ok(after))) => match before.until(&after) {
+                Ok(counters) => rec.link = Some(counters),
+                Err(e) => errors.push(format!("link counters: {e:#}")),
+            },
             (Some(Err(e)), _) | (_, Some(Err(e))) => errors.push(format!("link counters: {e:#}")),
             _ => {}
         }

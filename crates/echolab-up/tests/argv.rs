@@ -162,6 +162,9 @@ fn check_netem(cmd: &NetemCmd) {
         .unwrap_or_else(|e| panic!("echolab-netem {line}: {}", e.render()));
     match (cmd, &cli.command) {
         (NetemCmd::Probe, NetemParsed::Probe) => {}
+        (NetemCmd::Show { dev }, NetemParsed::Show { dev: parsed }) => {
+            assert_eq!(dev, parsed, "{line}")
+        }
         (
             NetemCmd::Apply {
                 profile,
@@ -462,7 +465,7 @@ fn every_field_of_every_builder_parses() {
 
     let netem_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem");
     let profile = |name: &str| Profile::resolve(name, &netem_dir).unwrap().1;
-    let mut variants = [false; 9];
+    let mut variants = [false; 10];
     let netem = [
         NetemCmd::Probe,
         NetemCmd::Apply {
@@ -544,6 +547,7 @@ fn every_field_of_every_builder_parses() {
             install: Some(("10.77.71.3".parse().unwrap(), "eth1".into())),
         },
         NetemCmd::Masquerade { install: None },
+        NetemCmd::Show { dev: "eth1".into() },
     ];
     for c in &netem {
         variants[match c {
@@ -556,11 +560,12 @@ fn every_field_of_every_builder_parses() {
             NetemCmd::Ifname { .. } => 6,
             NetemCmd::Rtt { .. } => 7,
             NetemCmd::Masquerade { .. } => 8,
+            NetemCmd::Show { .. } => 9,
         }] = true;
         check_netem(c);
     }
     assert_eq!(
-        variants, [true; 9],
+        variants, [true; 10],
         "every echolab-netem subcommand is checked"
     );
 }

@@ -82,6 +82,11 @@ pub enum NetemCmd {
         /// `--via`: the gateway (the link host's address on this host's network).
         via: Ipv4Addr,
     },
+    /// `show DEV`: prints the root qdisc of a device as JSON, with its counters (`stats`).
+    Show {
+        /// The device (name or IPv4 address it holds; positional).
+        dev: String,
+    },
     /// `ifname`: prints the name of the network device that holds `address`.
     Ifname {
         /// The IPv4 address (positional).
@@ -104,6 +109,7 @@ impl NetemCmd {
         let mut a = Argv::default();
         match self {
             NetemCmd::Probe => a.arg("probe"),
+            NetemCmd::Show { dev } => a.arg("show").arg(dev),
             NetemCmd::Apply {
                 profile,
                 uplink_dev,

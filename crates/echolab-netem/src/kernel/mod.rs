@@ -13,7 +13,8 @@ use echolab_core::profile::LinkSpec;
 use serde::Serialize;
 
 use crate::nl::{self, NlError, Socket};
-use encode::{NetemParams, QdiscInfo, TC_H_ROOT};
+use encode::{NetemParams, TC_H_ROOT};
+pub use encode::{NetemReadBack, QdiscInfo, QdiscStats};
 
 /// Whether this kernel can run netem, and why not (what `echolab-netem probe` prints; the
 /// type lives in `echolab_core::cmd` so that the launcher reads it back with the same type).

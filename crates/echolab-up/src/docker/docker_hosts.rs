@@ -14,6 +14,7 @@ use super::cgroup_sampling::Sampler;
 use super::client_shards::ClientHost;
 use super::exec;
 use super::link::endpoints::{Endpoints, MadeEndpoints};
+use super::linktap::LinkReading;
 use super::topology::{remove_host, up_loopback, LoopbackSpec};
 use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADLINE};
 use crate::image_archive::IMAGE_BIN_DIR;
@@ -42,6 +43,8 @@ pub(crate) struct DockerHosts {
     /// The userspace wires' counters, when they carry the link: one wire, or one per client
     /// machine of a lab run on a link profile (read as one, [`super::wiretap::summed`]).
     wires: Vec<super::wiretap::WireTap>,
+    /// Kernel netem's qdiscs, when they carry the link (one link host).
+    qdiscs: Option<super::qdisctap::QdiscTap>,
 }
 
 /// What it takes to make a run's client and server hosts again.
@@ -96,6 +99,7 @@ impl DockerHosts {
             bind: loopback,
             remake: Remake::Loopback(spec.clone()),
             wires: Vec::new(),
+            qdiscs: None,
         };
         Ok((hosts, records))
     }
@@ -106,6 +110,7 @@ impl DockerHosts {
         made: MadeEndpoints,
         endpoints: Endpoints,
         wire: Option<super::wiretap::WireTap>,
+        qdiscs: Option<super::qdisctap::QdiscTap>,
     ) -> Self {
         Self {
             docker: docker.clone(),
@@ -118,6 +123,7 @@ impl DockerHosts {
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Link(endpoints),
             wires: wire.into_iter().collect(),
+            qdiscs,
         }
     }
 
@@ -150,6 +156,7 @@ impl DockerHosts {
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Lab,
             wires,
+            qdiscs: None,
         }
     }
 
@@ -169,7 +176,7 @@ impl DockerHosts {
         let mut record = calibration.await?;
         let after = self.link_snapshot().await.transpose()?;
         if let (Some(b), Some(a)) = (before, after) {
-            record.link_counters = Some(super::wiretap::between(&b, &a));
+            record.link_counters = Some(b.until(&a)?);
         }
         Ok(record)
     }
@@ -206,9 +213,10 @@ impl DockerHosts {
 impl Hosts for DockerHosts {
     type Server = DockerServer;
 
-    async fn link_snapshot(
-        &mut self,
-    ) -> Option<anyhow::Result<echolab_netem::wire::counters::WireStats>> {
+    async fn link_snapshot(&mut self) -> Option<anyhow::Result<LinkReading>> {
+        if let Some(tap) = &self.qdiscs {
+            return Some(tap.snapshot().await.map(LinkReading::Qdiscs));
+        }
         if self.wires.is_empty() {
             return None;
         }
@@ -219,7 +227,7 @@ impl Hosts for DockerHosts {
                 Err(e) => return Some(Err(e)),
             }
         }
-        Some(super::wiretap::summed(all))
+        Some(super::wiretap::summed(all).map(LinkReading::Wire))
     }
 
     async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {

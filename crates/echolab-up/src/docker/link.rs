@@ -138,6 +138,10 @@ pub(crate) async fn up(
         .as_mut()
         .and_then(|s| s.stdout_lines.take())
         .map(|lines| super::wiretap::WireTap::new(docker, &link, lines));
+    // Kernel netem: the uplink's qdisc on the server-side device, the downlink's on the
+    // client-side one (as `netem::install` applied them).
+    let qdiscs = (installed.backend == "kernel-netem")
+        .then(|| super::qdisctap::QdiscTap::new(docker, &link, &server_side, &client_side));
     let records = records::hosts(
         link_spec.record(&object_name(run_id, "link"), &link),
         &made.records,
@@ -158,7 +162,7 @@ pub(crate) async fn up(
     );
     let link_record = records::link(&installed, &profile.name);
     Ok(LinkUp {
-        hosts: DockerHosts::behind_link(docker, made, endpoints, tap),
+        hosts: DockerHosts::behind_link(docker, made, endpoints, tap, qdiscs),
         records,
         link: link_record,
         server_ip,

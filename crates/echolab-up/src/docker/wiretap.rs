@@ -163,6 +163,10 @@ fn direction_between(b: &DirectionStats, a: &DirectionStats) -> DirectionCounter
         release_error_us: release,
         overloaded_spells: a.fair_share_spells.saturating_sub(b.fair_share_spells),
         scheduling: a.scheduling.clone(),
+        // Kernel netem's own counters; the wire counts its drops by cause above.
+        drops_qdisc: 0,
+        overlimits: 0,
+        requeues: 0,
     }
 }
 

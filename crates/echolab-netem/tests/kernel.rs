@@ -12,6 +12,17 @@ use echolab_core::units::{BitRate, Dur, Percent};
 use echolab_netem::kernel;
 use echolab_netem::testbed::{Testbed, LINK_CLIENT_SIDE, LINK_SERVER_SIDE};
 
+/// Fails the test, with the probe's reason, on a kernel without sch_netem: the live tests are
+/// ignored by default and run where it is (`--run-ignored all`), where its absence is an error.
+fn needs_netem() {
+    let p = kernel::probe();
+    assert!(
+        p.has_netem,
+        "this test needs a kernel with sch_netem: {}",
+        p.reason
+    );
+}
+
 #[test]
 fn probe_gives_an_answer_with_a_reason() {
     let p = kernel::probe();
@@ -29,12 +40,7 @@ fn probe_gives_an_answer_with_a_reason() {
 #[test]
 #[ignore = "needs sch_netem (`modprobe sch_netem`); run with `cargo nextest run -p echolab-netem --test kernel --run-ignored all`"]
 fn kernel_netem_apply_read_back_clear() {
-    let p = kernel::probe();
-    assert!(
-        p.has_netem,
-        "this test needs a kernel with sch_netem: {}",
-        p.reason
-    );
+    needs_netem();
     let tb = Testbed::new().expect("namespaces");
     let profile =
         Profile::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../../netem/lan100.yaml").as_ref())
@@ -135,12 +141,7 @@ fn close(got: f64, want: f64, relative: f64) -> bool {
 #[test]
 #[ignore = "needs sch_netem (`modprobe sch_netem`); run with `cargo nextest run -p echolab-netem --test kernel --run-ignored all`"]
 fn kernel_netem_delay_jitter_loss_rate_limit_per_direction() {
-    let p = kernel::probe();
-    assert!(
-        p.has_netem,
-        "this test needs a kernel with sch_netem: {}",
-        p.reason
-    );
+    needs_netem();
     let tb = Testbed::new().expect("namespaces");
     let installed = tb
         .in_netns(&tb.lnk, || {
@@ -268,12 +269,7 @@ fn kernel_netem_delay_jitter_loss_rate_limit_per_direction() {
 #[test]
 #[ignore = "needs sch_netem (`modprobe sch_netem`); run with `cargo nextest run -p echolab-netem --test kernel --run-ignored all`"]
 fn kernel_netem_counts_what_it_sends_and_drops() {
-    let p = kernel::probe();
-    assert!(
-        p.has_netem,
-        "this test needs a kernel with sch_netem: {}",
-        p.reason
-    );
+    needs_netem();
     let tb = Testbed::new().expect("namespaces");
     // The server's MAC as a permanent neighbour of the link side, so that no ARP exchange
     // goes through the lossy qdisc (and no datagram waits for one).

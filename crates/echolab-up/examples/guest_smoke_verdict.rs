@@ -4,7 +4,8 @@
 //!     cargo run -p echolab-up --example guest_smoke_verdict -- RESULTS_DIR
 //!
 //! Required in every case: the link backend is kernel netem, and both directions' qdiscs were
-//! read back as netem. A complete run is accepted when every run record holds the qdiscs'
+//! read back as netem (and, for a `--lab` run across machines, the kernel's masquerade of the
+//! client's address in place). A complete run is accepted when every run record holds the qdiscs'
 //! counters over its run (packets carried both ways). A run that stopped at calibration
 //! is accepted only when every check passed but `rtt_median` (the absolute RTT), with
 //! `added_rtt` (the RTT netem adds over the path's own, measured without it) inside its band:
@@ -47,6 +48,14 @@ fn judge(r: &ResultsDir) -> Result<String, String> {
         return Err(format!(
             "link backend {:?}, not kernel-netem ({})",
             link.backend, link.reason
+        ));
+    }
+    // Across machines the kernel's masquerade must have translated the client's address.
+    let lab = r.manifest.args.iter().any(|a| a == "--lab");
+    if lab && !link.reason.contains("masquerade") {
+        return Err(format!(
+            "a lab run without the kernel's masquerade: {}",
+            link.reason
         ));
     }
     let installed = link.installed["installed"]

@@ -43,8 +43,9 @@ pub(crate) struct DockerHosts {
     /// The userspace wires' counters, when they carry the link: one wire, or one per client
     /// machine of a lab run on a link profile (read as one, [`super::wiretap::summed`]).
     wires: Vec<super::wiretap::WireTap>,
-    /// Kernel netem's qdiscs, when they carry the link (one link host).
-    qdiscs: Option<super::qdisctap::QdiscTap>,
+    /// Kernel netem's qdiscs, when they carry the link: one link host's, or one per client
+    /// machine of a lab run (read as one, [`super::qdisctap::summed`]).
+    qdiscs: Vec<super::qdisctap::QdiscTap>,
 }
 
 /// What it takes to make a run's client and server hosts again.
@@ -99,7 +100,7 @@ impl DockerHosts {
             bind: loopback,
             remake: Remake::Loopback(spec.clone()),
             wires: Vec::new(),
-            qdiscs: None,
+            qdiscs: Vec::new(),
         };
         Ok((hosts, records))
     }
@@ -123,7 +124,7 @@ impl DockerHosts {
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Link(endpoints),
             wires: wire.into_iter().collect(),
-            qdiscs,
+            qdiscs: qdiscs.into_iter().collect(),
         }
     }
 
@@ -136,6 +137,7 @@ impl DockerHosts {
         clients: Vec<((Docker, String), String)>,
         server_addr: IpAddr,
         wires: Vec<super::wiretap::WireTap>,
+        qdiscs: Vec<super::qdisctap::QdiscTap>,
     ) -> Self {
         let mut clients = clients
             .into_iter()
@@ -156,7 +158,7 @@ impl DockerHosts {
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Lab,
             wires,
-            qdiscs: None,
+            qdiscs,
         }
     }
 
@@ -214,8 +216,15 @@ impl Hosts for DockerHosts {
     type Server = DockerServer;
 
     async fn link_snapshot(&mut self) -> Option<anyhow::Result<LinkReading>> {
-        if let Some(tap) = &self.qdiscs {
-            return Some(tap.snapshot().await.map(LinkReading::Qdiscs));
+        if !self.qdiscs.is_empty() {
+            let mut all = Vec::with_capacity(self.qdiscs.len());
+            for tap in &self.qdiscs {
+                match tap.snapshot().await {
+                    Ok(s) => all.push(s),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            return Some(Ok(LinkReading::Qdiscs(super::qdisctap::summed(&all))));
         }
         if self.wires.is_empty() {
             return None;

@@ -231,7 +231,7 @@ pub(crate) async fn up(
     records.insert("server".to_string(), with_engine(record, &engines.server));
     let server_addr = lab.server_address();
     let mut clients = Vec::new();
-    let (link, taps, wires, baselines) = match profile.topology {
+    let (link, (taps, qdiscs), wires, baselines) = match profile.topology {
         Topology::Native => {
             for (i, e) in engines.clients.iter().enumerate() {
                 let docker = &e.engine.docker;
@@ -253,7 +253,7 @@ pub(crate) async fn up(
                 ),
                 ..Default::default()
             };
-            (link, Vec::new(), Vec::new(), Vec::new())
+            (link, (Vec::new(), Vec::new()), Vec::new(), Vec::new())
         }
         Topology::Link => {
             let server = across::RemoteServer {
@@ -267,6 +267,7 @@ pub(crate) async fn up(
                 ),
             };
             let (mut taps, mut wires, mut baselines) = (Vec::new(), Vec::new(), Vec::new());
+            let mut qdiscs = Vec::new();
             let mut link = None;
             for (i, e) in engines.clients.iter().enumerate() {
                 let docker = &e.engine.docker;
@@ -282,6 +283,7 @@ pub(crate) async fn up(
                 }
                 clients.push((docker.clone(), a.client));
                 taps.extend(a.tap);
+                qdiscs.extend(a.qdiscs);
                 wires.extend(a.wire);
                 baselines.push(a.baseline);
                 link.get_or_insert(a.link);
@@ -295,7 +297,7 @@ pub(crate) async fn up(
                     engines.clients.len()
                 );
             }
-            (link, taps, wires, baselines)
+            (link, (taps, qdiscs), wires, baselines)
         }
         Topology::Loopback => {
             return Err(anyhow!(
@@ -311,6 +313,7 @@ pub(crate) async fn up(
             clients.iter().cloned().zip(names).collect(),
             server_addr,
             taps,
+            qdiscs,
         ),
         records,
         link,

@@ -75,6 +75,28 @@ fn stats_of(stdout: &str) -> Result<QdiscStats, String> {
         .map_err(|e| format!("no counters in the qdisc's dump ({e})"))
 }
 
+/// Several link hosts' snapshots (one per client machine of a lab run) as one: every counter
+/// added, so that [`between`] two sums is the sum of what each link did in between.
+pub(crate) fn summed(all: &[QdiscSnapshot]) -> QdiscSnapshot {
+    let add = |a: QdiscStats, b: &QdiscStats| QdiscStats {
+        bytes: a.bytes + b.bytes,
+        packets: a.packets + b.packets,
+        drops: a.drops + b.drops,
+        overlimits: a.overlimits + b.overlimits,
+        requeues: a.requeues + b.requeues,
+        backlog_bytes: a.backlog_bytes + b.backlog_bytes,
+        qlen: a.qlen + b.qlen,
+    };
+    QdiscSnapshot {
+        uplink: all
+            .iter()
+            .fold(QdiscStats::default(), |t, s| add(t, &s.uplink)),
+        downlink: all
+            .iter()
+            .fold(QdiscStats::default(), |t, s| add(t, &s.downlink)),
+    }
+}
+
 /// What the link did between snapshots `before` and `after` of the same qdiscs.
 ///
 /// # Errors
@@ -143,6 +165,29 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("replaced"));
+    }
+
+    #[test]
+    fn two_link_hosts_read_as_one() {
+        let a = QdiscSnapshot {
+            uplink: stats(1000, 2),
+            downlink: stats(900, 0),
+        };
+        let b = QdiscSnapshot {
+            uplink: stats(1500, 7),
+            downlink: stats(1300, 1),
+        };
+        let both = summed(&[a, b]);
+        assert_eq!(
+            (
+                both.uplink.packets,
+                both.uplink.drops,
+                both.downlink.packets,
+                both.downlink.bytes
+            ),
+            (2500, 9, 2200, 220_000)
+        );
+        assert_eq!(summed(&[a]), a);
     }
 
     #[test]

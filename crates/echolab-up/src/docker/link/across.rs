@@ -69,6 +69,8 @@ pub(crate) struct AcrossUp {
     pub baseline: MeasuredBaseline,
     /// The wire's counters, when it carries the link.
     pub tap: Option<WireTap>,
+    /// Kernel netem's qdiscs, when they carry the link.
+    pub qdiscs: Option<crate::docker::qdisctap::QdiscTap>,
     /// The running wire, kept so that its output is collected until teardown.
     pub wire: Option<Streaming>,
 }
@@ -149,6 +151,9 @@ pub(crate) async fn up(
         .as_mut()
         .and_then(|s| s.stdout_lines.take())
         .map(|lines| WireTap::new(d, &link, lines));
+    // Kernel netem: the uplink's qdisc on the egress device, the downlink's on the client side.
+    let qdiscs = (installed.backend == "kernel-netem")
+        .then(|| crate::docker::qdisctap::QdiscTap::new(d, &link, &egress_side, &client_side));
 
     let mut link_record = link_spec.record(&object_name(run_id, "link"), &link);
     link_record["routes"] = json!([link_route]);
@@ -186,6 +191,7 @@ pub(crate) async fn up(
         link,
         baseline,
         tap,
+        qdiscs,
         wire: installed.wire,
     })
 }

@@ -74,6 +74,9 @@ impl ProcOutput {
 pub(crate) trait Hosts {
     /// A running echo-server.
     type Server;
+    /// One reading of the link's counters ([`Hosts::link_snapshot`]); uninhabited where there
+    /// is no link to read.
+    type LinkReading;
 
     /// Replaces the client and server hosts with fresh ones (new network namespaces), so that
     /// a cell starts with no TIME_WAIT sockets, connection state or cached route metrics of
@@ -86,11 +89,18 @@ pub(crate) trait Hosts {
 
     /// The link's counters now (the userspace wire's, or kernel netem's qdiscs'), or `None`
     /// where there is no link to read (loopback, local processes).
-    async fn link_snapshot(
-        &mut self,
-    ) -> Option<anyhow::Result<crate::docker::linktap::LinkReading>> {
+    async fn link_snapshot(&mut self) -> Option<anyhow::Result<Self::LinkReading>> {
         None
     }
+
+    /// What the link carried and dropped from reading `before` to `after`.
+    ///
+    /// # Errors
+    /// The readings cannot be compared (another backend, counters that went down).
+    fn link_counters(
+        before: &Self::LinkReading,
+        after: &Self::LinkReading,
+    ) -> anyhow::Result<echolab_core::results::LinkCounters>;
 
     /// The address echo-server binds: 127.0.0.1 for loopback, 0.0.0.0 behind a link.
     fn server_bind(&self) -> IpAddr;

@@ -138,6 +138,15 @@ fn proc_usage(pid: u32) -> Option<(f64, u64)> {
 
 impl Hosts for LocalHosts {
     type Server = LocalServer;
+    /// Local processes share this machine's loopback: there is no link to read.
+    type LinkReading = std::convert::Infallible;
+
+    fn link_counters(
+        before: &Self::LinkReading,
+        _: &Self::LinkReading,
+    ) -> anyhow::Result<echolab_core::results::LinkCounters> {
+        match *before {}
+    }
 
     async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {
         Ok(false)

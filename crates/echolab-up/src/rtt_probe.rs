@@ -269,6 +269,14 @@ mod tests {
 
     impl Hosts for CannedHosts {
         type Server = ();
+        type LinkReading = std::convert::Infallible;
+
+        fn link_counters(
+            before: &Self::LinkReading,
+            _: &Self::LinkReading,
+        ) -> anyhow::Result<echolab_core::results::LinkCounters> {
+            match *before {}
+        }
 
         async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {
             Ok(false)

@@ -211,7 +211,7 @@ pub(crate) async fn run_all<H: Hosts>(
         let stopped = hosts.stop_server(server).await;
         let mut errors = Vec::new();
         match (link_before, link_after) {
-            (Some(Ok(before)), Some(Ok(after))) => match before.until(&after) {
+            (Some(Ok(before)), Some(Ok(after))) => match H::link_counters(&before, &after) {
                 Ok(counters) => rec.link = Some(counters),
                 Err(e) => errors.push(format!("link counters: {e:#}")),
             },

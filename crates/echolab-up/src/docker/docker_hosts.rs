@@ -214,6 +214,14 @@ impl DockerHosts {
 
 impl Hosts for DockerHosts {
     type Server = DockerServer;
+    type LinkReading = LinkReading;
+
+    fn link_counters(
+        before: &LinkReading,
+        after: &LinkReading,
+    ) -> anyhow::Result<echolab_core::results::LinkCounters> {
+        before.until(after)
+    }
 
     async fn link_snapshot(&mut self) -> Option<anyhow::Result<LinkReading>> {
         if !self.qdiscs.is_empty() {

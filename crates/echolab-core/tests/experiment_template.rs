@@ -351,7 +351,7 @@ fn the_template_uses_every_key_and_value_of_the_schema() {
     }
     assert_eq!(
         schema.enums["ClaimKind"],
-        ["magnitude", "direction", "shape"]
+        ["magnitude", "direction", "shape", "spread"]
     );
     assert!(schema.enums["MechanismKind"].contains(&"syscall-time"));
 

@@ -38,7 +38,10 @@ fn a_report_without_a_seed_speaks_of_no_seed_and_names_the_window_key() {
         "{warning}"
     );
     assert!(warning.contains("`window:`"), "{warning}");
-    assert!(!warning.contains("  "), "one sentence, not a broken line: {warning}");
+    assert!(
+        !warning.contains("  "),
+        "one sentence, not a broken line: {warning}"
+    );
 }
 
 const OWN_SERVER: &str = "name: mine\nquestion: q\nrepetitions: 3\nwindow: 1s\nmatrix:\n  - servers:\n      - epoll-et\n      - {name: socat-pipe, command: [socat, \"TCP-LISTEN:7000,fork\", PIPE], port: 7000}\n    modes: [short, long]\n    conns: [50]\n    rounds: [10]\n";

@@ -297,9 +297,9 @@ fn the_template_loads_as_a_users_experiment_does() {
     // The launcher's own call (echolab-up's catalog::load_experiment): read, parse, validate.
     let e = Experiment::load(&template_path()).unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(e.name, "experiment-template", "name is the file's stem");
-    // Small enough to run in about a minute: 8 cells, timed windows of at most 0.3 s, and at
+    // Small enough to run in about a minute: 11 cells, timed windows of at most 0.3 s, and at
     // least the 0.1 s below which the report calls a cell too short to be stable.
-    assert_eq!(e.cells().len(), 8);
+    assert_eq!(e.cells().len(), 11);
     // A server of your own is a mapping, which the schema walk (offering strings) does not
     // reach: held here instead.
     let own = e.custom_servers();
@@ -351,7 +351,7 @@ fn the_template_uses_every_key_and_value_of_the_schema() {
     }
     assert_eq!(
         schema.enums["ClaimKind"],
-        ["magnitude", "direction", "shape"]
+        ["magnitude", "direction", "shape", "spread"]
     );
     assert!(schema.enums["MechanismKind"].contains(&"syscall-time"));
 

@@ -19,6 +19,13 @@
 //!   a ratio of latencies or QPS counts round trips; unless the claim's own mechanism is the
 //!   path's round trips (a `round-trips` mechanism that explains it), which is then judged;
 //! - **not checked**: a cell of the claim has no data, or a selector does not name one cell.
+//!
+//! A spread claim ([`echolab_core::experiment::ClaimKind::Spread`]: the numerator's values
+//! vary more across repetitions than the denominator's) is judged by [`judge_spread`]: a
+//! one-sided F-test at 95% on the variances of the logarithms (NIST/SEMATECH e-Handbook of
+//! Statistical Methods, §1.3.5.9, "F-Test for Equality of Two Variances"), reproduced when
+//! significant in the claimed direction, refuted when significant in the opposite one,
+//! inconclusive otherwise. Ours is then the ratio of the two cells' log-SDs.
 
 use echolab_core::experiment::{BenchMode, ClaimBand, ReferenceClaim};
 use echolab_core::results::Manifest;
@@ -42,7 +49,10 @@ lies inside the band (equivalence, as two one-sided tests). **Refuted**: it lies
 straddles an edge of the band, or there is no interval (the reason is given). **Not comparable here**: on this profile \
 at least half of every request's latency in both cells is network round trips (measured RTT × 2 for a short connection, \
 × 1 for a long one), so the ratio reports the path, not the server (a claim whose stated mechanism is those round trips is \
-judged there). **Not checked**: a cell has no data.";
+judged there). **Not checked**: a cell has no data. **Spread claims** (the numerator varies more across repetitions than \
+the denominator) are judged by a one-sided F-test at 95% on the variances of the logarithms (NIST/SEMATECH e-Handbook \
+§1.3.5.9): ours is the ratio of the two cells' log-SDs with its one-sided 95% bounds; reproduced when F = s²(num)/s²(den) \
+exceeds F(0.95; n₁−1, n₂−1), refuted when it is below F(0.05; n₁−1, n₂−1), inconclusive otherwise.";
 
 /// The outcome of checking one claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +89,9 @@ pub struct ClaimCheck {
     pub claim: ReferenceClaim,
     /// Its band, when well formed.
     pub band: Option<ClaimBand>,
-    /// Our ratio, when both cells have data.
+    /// Our ratio, when both cells have data. For a spread claim: the ratio of the cells'
+    /// log-SDs (`sqrt(F)`), whose `ci95` holds its two one-sided 95% confidence bounds
+    /// (together a 90% interval; see [`spread_ratio`]).
     pub ours: Option<Ratio>,
     /// The verdict.
     pub verdict: Verdict,
@@ -95,11 +107,7 @@ impl ClaimCheck {
     /// **reproduced**: <why>.` The setting is stated once per report, in the table under the
     /// verdicts ([`crate::setting::table`]), not per claim.
     pub fn line(&self) -> String {
-        let here = self
-            .ours
-            .as_ref()
-            .map(format::ratio)
-            .unwrap_or_else(|| "—".into());
+        let here = self.here();
         let seed = match (self.claim.seed_ratio, self.claim.expect) {
             (Some(r), Some(e)) => format!(
                 "seed {} (the claim's words: {}), ",
@@ -122,6 +130,29 @@ impl ClaimCheck {
     }
 }
 
+impl ClaimCheck {
+    /// Our figure as the verdict table prints it: the ratio with its 95% CI, or for a spread
+    /// claim `log-SD ratio 4.6× (one-sided 95% bounds 1.3–17×)`; `—` without one.
+    pub fn here(&self) -> String {
+        let Some(r) = &self.ours else {
+            return "—".into();
+        };
+        match (self.claim.effective_kind(), r.ci95) {
+            (echolab_core::experiment::ClaimKind::Spread, Some(ci)) => format!(
+                "log-SD ratio {} (one-sided 95% bounds {})",
+                format::times(r.value),
+                format::ratio_interval(ci)
+            ),
+            (echolab_core::experiment::ClaimKind::Spread, None) => format!(
+                "log-SD ratio {} (no bounds: {})",
+                format::times(r.value),
+                r.no_ci.as_deref().unwrap_or("no interval")
+            ),
+            _ => format::ratio(r),
+        }
+    }
+}
+
 /// `magnitude ±15%`, `direction: higher`, `shape`, or `magnitude ±15%, assumed: the file
 /// states no kind`.
 fn kind_text(claim: &ReferenceClaim) -> String {
@@ -139,6 +170,7 @@ fn kind_text(claim: &ReferenceClaim) -> String {
             _ => "direction: numerator higher".into(),
         },
         (_, ClaimKind::Shape) => "shape".into(),
+        (_, ClaimKind::Spread) => "spread: numerator's log-SD larger, one-sided F-test".into(),
     }
 }
 
@@ -200,6 +232,136 @@ pub fn judge(band: &ClaimBand, ours: &Ratio) -> (Verdict, String) {
             Verdict::Inconclusive,
             format!("{what} straddles the band's {edge} edge"),
         )
+    }
+}
+
+/// The confidence of the spread test: one-sided, 95%.
+pub const SPREAD_CONFIDENCE: f64 = 0.95;
+
+/// The sample standard deviation of the natural logarithms of `values` (divisor `n − 1`).
+///
+/// # Errors
+/// A sentence when a value is not positive (no logarithm) or there are fewer than 2.
+pub fn log_sd(values: &[f64]) -> Result<f64, String> {
+    if values.len() < 2 {
+        return Err(format!(
+            "{} repetition(s): a spread needs at least 2",
+            values.len()
+        ));
+    }
+    if let Some(v) = values.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+        return Err(format!("{v} is not positive, so it has no logarithm"));
+    }
+    let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+    let n = logs.len() as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    Ok((logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
+}
+
+/// The ratio of the log-SDs of two independent samples, `s_num / s_den = sqrt(F)` with
+/// `F = s_num² / s_den²` on `(n_num − 1, n_den − 1)` degrees of freedom, and its two one-sided
+/// 95% confidence bounds `sqrt(F / F(0.95; d1, d2))` and `sqrt(F · F(0.95; d2, d1))` (the
+/// F-test's interval for a ratio of variances, NIST/SEMATECH e-Handbook §1.3.5.9, in units
+/// of SDs). Logarithms make the spread relative: a cell ten times faster with the same
+/// relative swings has the same log-SD. `ci95` is `None`, with the reason, when the
+/// denominator does not vary (F undefined).
+///
+/// # Errors
+/// A sentence when a side has fewer than 2 values or a value that is not positive.
+pub fn spread_ratio(numerator: &[f64], denominator: &[f64]) -> Result<Ratio, String> {
+    let sn = log_sd(numerator).map_err(|e| format!("numerator: {e}"))?;
+    let sd = log_sd(denominator).map_err(|e| format!("denominator: {e}"))?;
+    let (d1, d2) = (numerator.len() as u64 - 1, denominator.len() as u64 - 1);
+    if sd == 0.0 {
+        return Ok(Ratio {
+            value: if sn == 0.0 { 1.0 } else { f64::INFINITY },
+            method: Method::LogT,
+            ci95: None,
+            no_ci: Some(
+                "the denominator gave the same value in every repetition, so F is undefined".into(),
+            ),
+        });
+    }
+    let f = (sn / sd).powi(2);
+    // d1, d2 ≥ 1 here, so both quantiles exist.
+    let up = crate::inference::f_quantile(SPREAD_CONFIDENCE, d1, d2).unwrap_or(f64::INFINITY);
+    let down = crate::inference::f_quantile(SPREAD_CONFIDENCE, d2, d1).unwrap_or(f64::INFINITY);
+    Ok(Ratio {
+        value: f.sqrt(),
+        method: Method::LogT,
+        ci95: Some(Interval {
+            low: (f / up).sqrt(),
+            high: (f * down).sqrt(),
+        }),
+        no_ci: None,
+    })
+}
+
+/// Applies the spread rule to the values of the two cells (see the module doc):
+/// `F = s²(ln num) / s²(ln den)` on `(d1, d2) = (n_num − 1, n_den − 1)` degrees of freedom;
+/// reproduced when `F > F(0.95; d1, d2)`, refuted when `F < 1 / F(0.95; d2, d1)`, inconclusive
+/// otherwise, with the fold the test would have needed. Returns our log-SD ratio, the verdict
+/// and why (one sentence, no final full stop).
+///
+/// # Errors
+/// A sentence when no spread can be computed (see [`spread_ratio`]).
+pub fn judge_spread(
+    numerator: &[f64],
+    denominator: &[f64],
+) -> Result<(Ratio, Verdict, String), String> {
+    let ours = spread_ratio(numerator, denominator)?;
+    let (n1, n2) = (numerator.len() as u64, denominator.len() as u64);
+    let (d1, d2) = (n1 - 1, n2 - 1);
+    if ours.ci95.is_none() {
+        let why = format!(
+            "no test: {}",
+            ours.no_ci.as_deref().unwrap_or("no interval")
+        );
+        return Ok((ours, Verdict::Inconclusive, why));
+    }
+    let f = ours.value.powi(2);
+    let up = crate::inference::f_quantile(SPREAD_CONFIDENCE, d1, d2).unwrap_or(f64::INFINITY);
+    let down = crate::inference::f_quantile(SPREAD_CONFIDENCE, d2, d1).unwrap_or(f64::INFINITY);
+    let fs = |v: f64| {
+        format!("{v:.3}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    };
+    let stat = format!("F = {} on ({d1}, {d2}) df", fs(f));
+    if f > up {
+        Ok((
+            ours,
+            Verdict::Reproduced,
+            format!(
+                "{stat} exceeds F(0.95; {d1}, {d2}) = {}: the numerator's spread is larger at 95% (one-sided)",
+                fs(up)
+            ),
+        ))
+    } else if f * down < 1.0 {
+        Ok((
+            ours,
+            Verdict::Refuted,
+            format!(
+                "{stat} is below 1/F(0.95; {d2}, {d1}) = {}: the numerator's spread is smaller at 95% (one-sided)",
+                fs(1.0 / down)
+            ),
+        ))
+    } else {
+        let counts = if n1 == n2 {
+            format!("{n1} repetitions each")
+        } else {
+            format!("{n1} and {n2} repetitions")
+        };
+        Ok((
+            ours,
+            Verdict::Inconclusive,
+            format!(
+                "{stat}: {counts} cannot tell spreads apart unless their variances differ by more than F(0.95; {d1}, {d2}) = {}× ({}× in log-SD)",
+                fs(up),
+                fs(up.sqrt())
+            ),
+        ))
     }
 }
 
@@ -319,9 +481,25 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
             .unwrap_or_else(|| format!("no {} values", claim.metric));
         return not_checked(out, format!("{}: {absence}", which.id));
     };
-    let ours = match ratio(&ns, &dsum) {
-        Ok(r) => r,
-        Err(why) => return not_checked(out, format!("{}: {why}", den.id)),
+    let spread = claim.effective_kind() == echolab_core::experiment::ClaimKind::Spread;
+    let judged = if spread {
+        match judge_spread(&ns.values, &dsum.values) {
+            Ok((r, v, why)) => Some((v, why, r)),
+            Err(why) => {
+                out.verdict = Verdict::Inconclusive;
+                out.why = format!("no spread test: {why}");
+                return out;
+            }
+        }
+    } else {
+        None
+    };
+    let ours = match &judged {
+        Some((_, _, r)) => r.clone(),
+        None => match ratio(&ns, &dsum) {
+            Ok(r) => r,
+            Err(why) => return not_checked(out, format!("{}: {why}", den.id)),
+        },
     };
     out.ours = Some(ours.clone());
     let path = path_bound(&claim.metric, [num, den], measured_rtt_us(manifest));
@@ -336,7 +514,10 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
         out.why = why.clone();
         return out;
     }
-    let (verdict, why) = judge(&band, &ours);
+    let (verdict, why) = match judged {
+        Some((v, why, _)) => (v, why),
+        None => judge(&band, &ours),
+    };
     out.verdict = verdict;
     out.why = match path {
         Some(_) => format!(

@@ -8,6 +8,11 @@
 //! - **does not hold here**: it lies wholly outside;
 //! - **inconclusive**: it straddles an edge, or an input is missing (said which).
 //!
+//! A knee mechanism ([`MechanismKind::Knee`]) is judged on a scan instead (see [`knee`]):
+//! it holds here when the predicted and the measured knee are the same scan point or
+//! adjacent ones, does not hold when they are further apart, and is inconclusive when either
+//! is not found in the scan.
+//!
 //! This is the claims' band rule ([`crate::claims::judge`]) with the prediction in the
 //! seed's place, so a mechanism verdict and a claim verdict read the same way.
 
@@ -68,6 +73,9 @@ pub struct MechanismCheck {
 impl MechanismCheck {
     /// `predicts 4.3×, measured 4.9× (95% CI …): holds here`.
     pub fn short(&self) -> String {
+        if self.mechanism.kind == MechanismKind::Knee {
+            return format!("{}: {}", self.how, self.verdict.word());
+        }
         if self.predicted.is_none() {
             return format!("no prediction ({}): {}", self.how, self.verdict.word());
         }
@@ -133,6 +141,9 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
         leaves_out: String::new(),
         alternative: String::new(),
     };
+    if m.kind == MechanismKind::Knee {
+        return knee(ds, manifest, m, out);
+    }
     let (Some(num), Some(den)) = (one(ds, &m.numerator), one(ds, &m.denominator)) else {
         out.how = "a cell of the mechanism has no data".into();
         return out;
@@ -143,6 +154,8 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
         MechanismKind::RoundTrips => round_trips(manifest, num, den, &mut out),
         MechanismKind::Wakeups => return wakeups(num, den, out),
         MechanismKind::SyscallTime => syscall_time(m, num, den),
+        // Judged on its scan above.
+        MechanismKind::Knee => return out,
     };
     out.how = how;
     out.measured = measured.clone();
@@ -160,6 +173,104 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
 }
 
 type Prediction = (Option<f64>, Option<Ratio>, String);
+
+/// One point of a knee scan: conns, the server's CPU load (share of the CPUs it can use,
+/// median over repetitions, [`bounds::of_cell`]) and QPS (its summary over repetitions).
+#[derive(Debug, Clone)]
+pub struct ScanPoint {
+    /// Connections.
+    pub conns: u64,
+    /// Server CPU as a share of the CPUs it can use (1.0 = all of them), when sampled.
+    pub server_load: Option<f64>,
+    /// Mean QPS over repetitions.
+    pub qps: f64,
+    /// Upper end of the 95% interval of QPS (the value itself when exact; the mean when
+    /// there is a single repetition).
+    pub qps_high: f64,
+}
+
+/// The predicted knee: the index of the first point (in increasing conns) whose server load
+/// reaches [`bounds::SATURATED`]; `None` when the server never does within the scan.
+pub fn predicted_knee(points: &[ScanPoint]) -> Option<usize> {
+    points
+        .iter()
+        .position(|p| p.server_load.is_some_and(|l| l >= bounds::SATURATED))
+}
+
+/// The measured knee: the index of the first point after which QPS does not rise beyond the
+/// point's own 95% interval (the next point's mean QPS is at most the upper end of this
+/// point's interval); `None` when QPS rises significantly at every step (the knee is beyond
+/// the scan).
+pub fn measured_knee(points: &[ScanPoint]) -> Option<usize> {
+    points.windows(2).position(|w| w[1].qps <= w[0].qps_high)
+}
+
+/// Judges a predicted against a measured knee, as indices into the same scan: holds when
+/// they are at most one scan step apart, does not hold otherwise, inconclusive when either
+/// is missing.
+pub fn judge_knee(predicted: Option<usize>, measured: Option<usize>) -> MechanismVerdict {
+    match (predicted, measured) {
+        (Some(p), Some(m)) if p.abs_diff(m) <= 1 => MechanismVerdict::Holds,
+        (Some(_), Some(_)) => MechanismVerdict::DoesNotHold,
+        _ => MechanismVerdict::Inconclusive,
+    }
+}
+
+/// Checks a [`MechanismKind::Knee`] mechanism on its series (see [`predicted_knee`],
+/// [`measured_knee`], [`judge_knee`]). `predicted` is the predicted knee's conns.
+fn knee(
+    ds: &Dataset<'_>,
+    manifest: &Manifest,
+    m: &Mechanism,
+    mut out: MechanismCheck,
+) -> MechanismCheck {
+    let Some(series) = &m.series else {
+        out.how = "the knee mechanism names no series".into();
+        return out;
+    };
+    let mut cells = ds.select(series);
+    cells.sort_by_key(|c| c.cell.conns);
+    let points: Vec<ScanPoint> = cells
+        .iter()
+        .filter_map(|c| {
+            let q = c.summary(metrics::QPS)?;
+            Some(ScanPoint {
+                conns: c.cell.conns,
+                server_load: bounds::of_cell(c, manifest).and_then(|b| b.server_load),
+                qps: q.mean,
+                qps_high: q.ci95.map_or(q.mean, |ci| ci.high),
+            })
+        })
+        .collect();
+    if points.len() < 2 {
+        out.how = format!(
+            "{} scan point(s) with QPS in {series}; a knee needs 2",
+            points.len()
+        );
+        return out;
+    }
+    let (p, k) = (predicted_knee(&points), measured_knee(&points));
+    out.predicted = p.map(|i| points[i].conns as f64);
+    let at = |i: Option<usize>, none: &str| {
+        i.map_or(none.to_string(), |i| format!("{} conns", points[i].conns))
+    };
+    let loads: Vec<String> = points
+        .iter()
+        .map(|p| match p.server_load {
+            Some(l) => format!("{} {}", p.conns, format::pct(l)),
+            None => format!("{} —", p.conns),
+        })
+        .collect();
+    out.how = format!(
+        "server CPU reaches {} of its core(s) at {}, QPS stops rising beyond its 95% CI at {} (server load by conns: {})",
+        format::pct(bounds::SATURATED),
+        at(p, "no point of the scan"),
+        at(k, "no point of the scan (it rises throughout)"),
+        loads.join(", ")
+    );
+    out.verdict = judge_knee(p, k);
+    out
+}
 
 /// QPS ratio predicted as the denominator's server CPU per request over the numerator's.
 fn cpu_per_request(

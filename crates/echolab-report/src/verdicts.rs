@@ -74,11 +74,7 @@ pub fn rows(
                     .seed_ratio
                     .map(format::times)
                     .unwrap_or_else(|| "—".into()),
-                here: c
-                    .ours
-                    .as_ref()
-                    .map(format::ratio)
-                    .unwrap_or_else(|| "—".into()),
+                here: c.here(),
                 verdict: c.verdict,
                 why: why.join("; "),
             }

@@ -35,6 +35,14 @@ pub enum MechanismKind {
     /// A system call costs the same per call in both cells, so its total time follows its
     /// count (seed 002): the `syscall` total-time ratio is predicted as the count ratio.
     SyscallTime,
+    /// The knee of a connection-count scan is where the server's CPU reaches its core (seed
+    /// 003 §3-4: a single-threaded server's QPS stops rising once its one core is busy): over
+    /// the cells of `series` (one server and mode, varying conns), the predicted knee is the
+    /// smallest conns at which the server's CPU load (its CPU as a share of the CPUs it can
+    /// use) reaches the saturation threshold of the report's bounds (85%); the measured knee is
+    /// the first conns after which QPS does not rise beyond its 95% interval. It holds when
+    /// the two are the same scan point or adjacent ones.
+    Knee,
 }
 
 impl MechanismKind {
@@ -45,6 +53,7 @@ impl MechanismKind {
             MechanismKind::RoundTrips => "round-trips",
             MechanismKind::Wakeups => "wakeups",
             MechanismKind::SyscallTime => "syscall-time",
+            MechanismKind::Knee => "knee",
         }
     }
 }
@@ -62,10 +71,16 @@ pub struct Mechanism {
     /// The claims (by `name`) whose figure it explains.
     #[serde(default)]
     pub explains: Vec<String>,
-    /// The numerator's cell, as for claims.
+    /// The numerator's cell, as for claims (every kind but [`MechanismKind::Knee`]).
+    #[serde(default, skip_serializing_if = "is_unset")]
     pub numerator: CellSelector,
-    /// The denominator's cell.
+    /// The denominator's cell (every kind but [`MechanismKind::Knee`]).
+    #[serde(default, skip_serializing_if = "is_unset")]
     pub denominator: CellSelector,
+    /// [`MechanismKind::Knee`]: the scan, a selector naming server and mode and matching
+    /// several cells that differ in conns (`{server: epoll-et, mode: long}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<CellSelector>,
     /// [`MechanismKind::SyscallTime`]: the system call (`connect`, `close`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscall: Option<String>,
@@ -73,6 +88,11 @@ pub struct Mechanism {
     /// [`DEFAULT_AGREEMENT`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<Percent>,
+}
+
+/// Whether a selector names no coordinate (absent from the file).
+fn is_unset(sel: &CellSelector) -> bool {
+    *sel == CellSelector::default()
 }
 
 /// How close a prediction must come to the measured effect to hold: ±25%, the band the
@@ -97,6 +117,38 @@ impl Mechanism {
             (kind, Some(_)) => {
                 return Err(format!("syscall: not used by a {} mechanism", kind.name()))
             }
+        }
+        match (self.kind, &self.series) {
+            (MechanismKind::Knee, None) => {
+                return Err("series: a knee mechanism names its scan ({server, mode})".into())
+            }
+            (MechanismKind::Knee, Some(sel)) => {
+                if sel.server.is_none() || sel.mode.is_none() || sel.conns.is_some() {
+                    return Err(format!(
+                        "series: {sel} must name server and mode and leave conns to vary"
+                    ));
+                }
+                for (field, sel) in [
+                    ("numerator", &self.numerator),
+                    ("denominator", &self.denominator),
+                ] {
+                    if !is_unset(sel) {
+                        return Err(format!(
+                            "{field}: not used by a knee mechanism (it has a series)"
+                        ));
+                    }
+                }
+                if self.tolerance.is_some() {
+                    return Err(
+                        "tolerance: not used by a knee mechanism (it holds within one scan step)"
+                            .into(),
+                    );
+                }
+            }
+            (kind, Some(_)) => {
+                return Err(format!("series: not used by a {} mechanism", kind.name()))
+            }
+            (_, None) => {}
         }
         let a = self.agreement();
         if !(a > 0.0 && a < 1.0) {

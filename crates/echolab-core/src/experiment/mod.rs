@@ -478,6 +478,15 @@ impl Experiment {
         for (i, m) in self.reference.mechanisms.iter().enumerate() {
             m.validate(&claim_names)
                 .map_err(|e| format!("reference.mechanisms[{i}].{e}"))?;
+            if let Some(sel) = &m.series {
+                let matched = cells.iter().filter(|c| sel.matches(c)).count();
+                if matched < 2 {
+                    return Err(format!(
+                        "reference.mechanisms[{i}].series: {sel} matches {matched} cells of the matrix; a scan needs at least 2"
+                    ));
+                }
+                continue;
+            }
             for (side, sel) in [("numerator", &m.numerator), ("denominator", &m.denominator)] {
                 let matched = cells.iter().filter(|c| sel.matches(c)).count();
                 if matched != 1 {

@@ -77,6 +77,13 @@ pub enum ClaimKind {
     /// A shape: the ratio lies beyond a bound ("QPS falls by more than half between 100 and
     /// 500 connections": ratio below 0.5).
     Shape,
+    /// A spread: the numerator cell's values vary more across repetitions than the
+    /// denominator cell's ("LT's long-connection QPS swings across rounds, ET's is stable").
+    /// The ratio is of the two cells' standard deviations of the logarithms of the metric
+    /// (log-SDs, so that spread is relative and scale-free); the band is above 1×, judged by a
+    /// one-sided F-test on the variances of the logs (NIST/SEMATECH e-Handbook of Statistical
+    /// Methods, §1.3.5.9, "F-Test for Equality of Two Variances").
+    Spread,
 }
 
 /// The side a [`ClaimKind::Direction`] claim puts the numerator on.
@@ -248,7 +255,8 @@ pub struct ReferenceClaim {
     pub numerator: CellSelector,
     /// Cell(s) of the denominator.
     pub denominator: CellSelector,
-    /// The ratio the seed published (required for a magnitude; shown beside ours otherwise).
+    /// The ratio the seed published (required for a magnitude; shown beside ours otherwise;
+    /// for a spread claim, the ratio of the two cells' log-SDs over the seed's repetitions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_ratio: Option<f64>,
     /// Magnitude claims whose words mean a round figure other than the published ratio: the
@@ -339,6 +347,12 @@ impl ReferenceClaim {
                 }),
                 None => Err("direction: a direction claim needs higher or lower".into()),
             },
+            // The numerator's log-SD above the denominator's: ratio above 1.
+            ClaimKind::Spread => Ok(ClaimBand {
+                low: 1.0,
+                high: f64::INFINITY,
+                open: true,
+            }),
             ClaimKind::Shape => {
                 let b = self.bound.unwrap_or_default();
                 let low = b.above.unwrap_or(0.0);
@@ -364,7 +378,7 @@ impl ReferenceClaim {
     /// field is given that the kind does not use.
     pub(super) fn validate(&self) -> Result<(), String> {
         let Some(kind) = self.kind else {
-            return Err("kind: missing; say magnitude, direction or shape".into());
+            return Err("kind: missing; say magnitude, direction, shape or spread".into());
         };
         self.band()?;
         let unused: &[(&str, bool)] = match kind {
@@ -380,6 +394,13 @@ impl ReferenceClaim {
             ClaimKind::Shape => &[
                 ("tolerance", self.tolerance.is_some()),
                 ("direction", self.direction.is_some()),
+                ("expect", self.expect.is_some()),
+            ],
+            // The direction is fixed (numerator more spread) and the test sets the threshold.
+            ClaimKind::Spread => &[
+                ("tolerance", self.tolerance.is_some()),
+                ("direction", self.direction.is_some()),
+                ("bound", self.bound.is_some()),
                 ("expect", self.expect.is_some()),
             ],
         };

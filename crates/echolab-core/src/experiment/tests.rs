@@ -327,3 +327,45 @@ fn the_ring_engine_is_chosen_for_long_connections_only() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_knee_mechanism_names_a_series_and_nothing_a_pair_uses() {
+    let scan = EXP31
+        .replace("conns: [100]", "conns: [100, 500, 1000]")
+        .replace(
+            "numerator: {server: epoll-et, mode: long}",
+            "numerator: {server: epoll-et, mode: long, conns: 100}",
+        )
+        .replace(
+            "denominator: {server: epoll-et, mode: short}",
+            "denominator: {server: epoll-et, mode: short, conns: 100}",
+        );
+    let knee = |extra: &str| {
+        format!("{scan}  mechanisms:\n    - name: k\n      kind: knee\n      source: s\n{extra}")
+    };
+    Experiment::parse(
+        &knee("      series: {server: epoll-et, mode: long}\n"),
+        "ok.yaml",
+    )
+    .unwrap();
+    for (extra, field) in [
+        ("", "series: a knee mechanism names its scan"),
+        ("      series: {server: epoll-et}\n", "series: server=epoll-et must name server and mode"),
+        (
+            "      series: {server: epoll-et, mode: long}\n      numerator: {server: epoll-et, mode: long, conns: 100}\n",
+            "numerator: not used by a knee mechanism",
+        ),
+        (
+            "      series: {server: epoll-et, mode: long}\n      tolerance: 25%\n",
+            "tolerance: not used by a knee mechanism",
+        ),
+    ] {
+        let msg = err(&knee(extra));
+        assert!(msg.contains(&format!("reference.mechanisms[0].{field}")), "{msg}");
+    }
+    // A series that is not a scan: one cell.
+    let one = EXP31.to_string()
+        + "  mechanisms:\n    - name: k\n      kind: knee\n      source: s\n      series: {server: epoll-et, mode: long}\n";
+    let msg = err(&one);
+    assert!(msg.contains("reference.mechanisms[0].series: server=epoll-et mode=long matches 1 cells of the matrix; a scan needs at least 2"), "{msg}");
+}

@@ -244,7 +244,7 @@ impl Hosts for DockerHosts {
                 Err(e) => return Some(Err(e)),
             }
         }
-        Some(super::wiretap::summed(all).map(LinkReading::Wire))
+        Some(super::wiretap::summed(all).map(|w| LinkReading::Wire(Box::new(w))))
     }
 
     async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {

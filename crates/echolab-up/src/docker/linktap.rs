@@ -13,7 +13,7 @@ use super::qdisctap::QdiscSnapshot;
 #[derive(Debug, Clone)]
 pub(crate) enum LinkReading {
     /// The userspace wire's (summed over the wires of a lab run).
-    Wire(WireStats),
+    Wire(Box<WireStats>),
     /// Kernel netem's qdiscs.
     Qdiscs(QdiscSnapshot),
 }

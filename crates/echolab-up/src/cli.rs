@@ -145,7 +145,9 @@ fn listing() -> String {
         }
     };
     format!(
-        "Profiles ({}): {}\nExperiments ({}): {}\n\nExample:\n  echolab-up --profile crossnet --experiment exp31",
+        // Each list on a line of its own, so that how it wraps does not depend on the length
+        // of the checkout's path.
+        "Profiles in {}:\n  {}\nExperiments in {}:\n  {}\n\nExample:\n  echolab-up --profile crossnet --experiment exp31",
         root.join(PROFILES_DIR).display(),
         list(PROFILES_DIR),
         root.join(EXPERIMENTS_DIR).display(),

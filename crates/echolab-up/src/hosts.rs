@@ -148,6 +148,14 @@ pub(crate) trait Hosts {
     async fn stop_server(&mut self, server: Self::Server) -> anyhow::Result<ProcOutput>;
 }
 
+/// [`Hosts::link_counters`] of a backend that has no link to read (its `LinkReading` is
+/// [`std::convert::Infallible`], so there is never a reading to compare).
+pub(crate) fn no_link(
+    before: &std::convert::Infallible,
+) -> anyhow::Result<echolab_core::results::LinkCounters> {
+    match *before {}
+}
+
 /// The seed 002 tracer command line, before the traced program (strace(1): `-f` follows the
 /// client's threads, `-c` counts calls and their time).
 pub(crate) const STRACE_ARGS: &[&str] = &["-f", "-c", "-e", "trace=connect,close"];

@@ -275,7 +275,7 @@ mod tests {
             before: &Self::LinkReading,
             _: &Self::LinkReading,
         ) -> anyhow::Result<echolab_core::results::LinkCounters> {
-            match *before {}
+            crate::hosts::no_link(before)
         }
 
         async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {

@@ -198,6 +198,21 @@ fn assert_nothing_left(e: &engine::Engine, run_id: &str) {
     );
 }
 
+/// Runs `cmd` (an echolab-up writing under `out`), requires it to succeed and its run to be
+/// complete, and returns the run.
+fn completed(cmd: &mut Command, out: &Path) -> ResultsDir {
+    let o = cmd.output().expect("echolab-up runs");
+    assert!(o.status.success(), "echolab-up failed: {}", stderr(&o));
+    let r = results(out);
+    assert_eq!(
+        r.manifest.status,
+        RunStatus::Complete,
+        "{:?}",
+        r.manifest.error
+    );
+    r
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

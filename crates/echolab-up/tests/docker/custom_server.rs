@@ -25,14 +25,7 @@ fn socat_is_measured_beside_echo_server() {
     let e = engine();
     let base = TempDir::new("own-socat");
     let (mut cmd, out) = loopback_experiment(&base, "own.yaml", SOCAT_BESIDE_EPOLL);
-    let o = succeeds(&mut cmd);
-    let r = results(&out);
-    assert_eq!(
-        r.manifest.status,
-        RunStatus::Complete,
-        "{:?}",
-        r.manifest.error
-    );
+    let r = completed(&mut cmd, &out);
     assert!(
         r.manifest.image.binaries.contains_key("socat"),
         "socat went into the image: {:?}",
@@ -62,7 +55,6 @@ fn socat_is_measured_beside_echo_server() {
         "{report}"
     );
     assert_nothing_left(&e, &r.manifest.run_id);
-    drop(o);
 }
 
 #[test]

@@ -365,15 +365,7 @@ fn an_experiment_can_choose_the_ring_engine_for_its_client() {
         "ring.yaml",
         "name: ring\nquestion: q\nrepetitions: 1\nwarmup: 100ms\nwindow: 300ms\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\nbench: {engine: uring}\n",
     );
-    let o = cmd.output().expect("echolab-up runs");
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r = results(&out);
-    assert_eq!(
-        r.manifest.status,
-        RunStatus::Complete,
-        "{:?}",
-        r.manifest.error
-    );
+    let r = completed(&mut cmd, &out);
     let run = &r.runs[0];
     assert_eq!(run.error, None);
     let bench = run.bench.as_ref().expect("measured");

@@ -16,6 +16,11 @@
 //!   of their reports.
 //! - [`cmd`]: the binaries' command lines as typed builders, and their readiness lines and
 //!   JSON outputs as types with parsers.
+//! - [`lab_file`]: the lab file of a run across machines (`--lab`): its engines and roles.
+//! - [`netstat`]: the kernel's TCP counters (`/proc/net/netstat`, `/proc/net/snmp`) and
+//!   their deltas.
+//! - [`protocol`]: the echo protocol's request and reply; [`quiet`]: when a host counts as
+//!   quiet enough to measure on.
 
 pub mod calibration;
 pub mod cli;
@@ -23,6 +28,7 @@ pub mod cmd;
 pub mod experiment;
 pub mod hist;
 pub mod inputs;
+pub mod lab_file;
 pub mod launcher;
 pub mod netstat;
 pub mod results;

@@ -24,7 +24,7 @@ pub type CounterDeltas = BTreeMap<String, i64>;
 const GROUPS: [&str; 2] = ["Tcp", "TcpExt"];
 
 /// Parses the header/value line pairs of one `/proc/net/snmp` or `/proc/net/netstat` text into
-/// `out`, keeping the [`GROUPS`]. Malformed pairs (different field counts, non-numeric values)
+/// `out`, keeping the `GROUPS`. Malformed pairs (different field counts, non-numeric values)
 /// are skipped: a counter file of another kernel must not fail a run.
 pub fn parse_into(text: &str, out: &mut CounterSnapshot) {
     let lines: Vec<&str> = text.lines().collect();

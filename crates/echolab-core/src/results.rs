@@ -238,6 +238,45 @@ pub struct Manifest {
     pub engines: BTreeMap<String, EngineRecord>,
 }
 
+impl Manifest {
+    /// The manifest at the start of a run (status running, nothing done).
+    pub fn running(
+        run_id: &str,
+        args: Vec<String>,
+        backend: &str,
+        experiment: Experiment,
+        profile: serde_json::Value,
+        inputs: BTreeMap<String, String>,
+        runs_planned: u64,
+    ) -> Self {
+        Self {
+            schema: MANIFEST_SCHEMA.to_string(),
+            run_id: run_id.to_string(),
+            status: RunStatus::Running,
+            launcher: crate::launcher::LauncherId::current(),
+            error: None,
+            created_at: crate::utc_now_rfc3339(),
+            finished_at: None,
+            args,
+            backend: backend.to_string(),
+            experiment,
+            profile,
+            inputs,
+            environment: Environment::default(),
+            image: Default::default(),
+            hosts: BTreeMap::new(),
+            link: Default::default(),
+            runs_planned,
+            runs_done: 0,
+            timings: Default::default(),
+            cpu_plan: None,
+            order: None,
+            privileges: BTreeMap::new(),
+            engines: BTreeMap::new(),
+        }
+    }
+}
+
 /// One Docker engine of a multi-machine run and the machine it runs on, as read through
 /// its API and from a host container on it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -13,17 +13,17 @@ use echolab_core::experiment::Cell;
 use echolab_core::profile::Topology;
 use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
 
+use crate::adaptive;
 use crate::cli::{Args, BackendChoice};
-use crate::docker;
-use crate::docker::confinement::Confinement;
-use crate::hosts::Hosts;
 use crate::inputs::{file_digest, preflight, resolve, Inputs};
-use crate::local::LocalHosts;
 use crate::plan;
-use crate::repetitions;
 use crate::results_dir::ResultsWriter;
 use crate::rtt_probe::{calibrate_rtt, failure_message};
 use crate::runner::{check_custom_servers, progress_bar, run_all, RunError};
+use echolab_runtime::docker;
+use echolab_runtime::docker::confinement::Confinement;
+use echolab_runtime::hosts::Hosts;
+use echolab_runtime::local::LocalHosts;
 
 /// Where a run's hosts are.
 enum Hosting {
@@ -32,7 +32,7 @@ enum Hosting {
     /// Containers on one engine.
     Docker(docker::engine::Engine),
     /// Containers on the engines of a lab file, one machine per role.
-    Lab(Box<(crate::lab::Lab, docker::lab::LabEngines)>),
+    Lab(Box<(echolab_core::lab_file::Lab, docker::lab::LabEngines)>),
 }
 
 impl Hosting {
@@ -80,7 +80,7 @@ async fn shutdown_signal() -> &'static str {
 }
 
 /// Runs the whole call; returns the process exit code.
-/// (`--explain` goes to [`crate::explain::run`] instead, which calls [`run_once`] itself.)
+/// (`--explain` goes to [`crate::explain::run`] instead, which calls `run_once` itself.)
 pub async fn main(args: Args, argv: Vec<String>) -> ExitCode {
     run_once(args, argv, &mut None).await
 }
@@ -93,7 +93,7 @@ pub(crate) async fn run_once(
     made: &mut Option<PathBuf>,
 ) -> ExitCode {
     if args.down {
-        return crate::down_cmd::down(&args).await;
+        return crate::down::down(&args).await;
     }
     let inputs = match resolve(&args) {
         Ok(i) => i,
@@ -127,7 +127,7 @@ pub(crate) async fn run_once(
             eprintln!("echolab-up: --cpu-plan: with --lab the server and the client run on machines of their own, unpinned; drop --cpu-plan");
             return ExitCode::from(EXIT_USAGE);
         }
-        Some(path) => match crate::lab::Lab::for_run(
+        Some(path) => match echolab_core::lab_file::Lab::for_run(
             path,
             &inputs.profile,
             args.backend == BackendChoice::Local,
@@ -221,7 +221,7 @@ pub(crate) async fn run_once(
     } else {
         "docker"
     };
-    let mut manifest = plan::new_manifest(
+    let mut manifest = echolab_core::results::Manifest::running(
         &run_id,
         argv,
         backend,
@@ -231,7 +231,7 @@ pub(crate) async fn run_once(
         inputs.runs.len() as u64,
     );
     manifest.created_at = created;
-    manifest.environment = crate::environment::capture(&inputs.root);
+    manifest.environment = echolab_runtime::environment::capture(&inputs.root);
     let has_link = inputs.profile.topology != Topology::Loopback;
     let cpu_plan = if let Hosting::Lab(l) = &hosting {
         let (s, c) = (&l.1.server, l.1.client());
@@ -490,8 +490,8 @@ async fn calibrate_and_run<H: Hosts>(
         // Another round for the cells whose interval is still wider than the target, and for
         // the cells of claims whose interval straddles their band's edge (a verdict that has
         // not settled).
-        let mut pending = repetitions::cells_short_of_target(exp, out.runs());
-        for cell in repetitions::cells_of_unsettled_claims(&out.manifest, out.runs()) {
+        let mut pending = adaptive::cells_short_of_target(exp, out.runs());
+        for cell in adaptive::cells_of_unsettled_claims(&out.manifest, out.runs()) {
             if !pending.contains(&cell) {
                 pending.push(cell);
             }
@@ -579,8 +579,12 @@ async fn run_docker(
 
     let t = Instant::now();
     let cpus = out.manifest.environment.cpus;
-    let confined =
-        Confinement::new(d, &run_inputs(args, inputs, run_id, &image, cpus), out).await?;
+    let confined = Confinement::new(
+        d,
+        &run_inputs(args, inputs, run_id, &image, cpus),
+        &mut out.manifest,
+    )
+    .await?;
     let privileges = confined.privileges.clone();
     let skip = confined.skip();
     match inputs.profile.topology {
@@ -595,7 +599,7 @@ async fn run_docker(
             };
             let (mut hosts, records) =
                 docker::docker_hosts::DockerHosts::loopback(d, &spec).await?;
-            confined.record_hosts(out, records);
+            confined.record_hosts(&mut out.manifest, records);
             out.manifest.link = LinkRecord {
                 backend: "none".into(),
                 reason: "loopback topology: the client shares the server's network namespace and targets 127.0.0.1".into(),
@@ -618,7 +622,7 @@ async fn run_docker(
                 &out.manifest.cpu_plan.clone().unwrap_or_default(),
             )
             .await?;
-            confined.record_hosts(out, up.records.clone());
+            confined.record_hosts(&mut out.manifest, up.records.clone());
             out.manifest.link = up.link.clone();
             out.phase("topology_up", t.elapsed().as_secs_f64())?;
             let t = Instant::now();
@@ -640,7 +644,7 @@ async fn run_docker(
 /// and the client host on the client's ([`docker::lab`]), the real path calibrated, then
 /// every planned run.
 async fn run_lab(
-    lab: &crate::lab::Lab,
+    lab: &echolab_core::lab_file::Lab,
     engines: &docker::lab::LabEngines,
     args: &Args,
     inputs: &Inputs,
@@ -663,7 +667,7 @@ async fn run_lab(
     let server = &engines.server;
     let cpus = server.machine.cpus;
     let what = run_inputs(args, inputs, run_id, &image, cpus);
-    let confined = Confinement::new(&server.engine.docker, &what, out).await?;
+    let confined = Confinement::new(&server.engine.docker, &what, &mut out.manifest).await?;
     let mut up = docker::lab::up(
         engines,
         lab,
@@ -673,7 +677,7 @@ async fn run_lab(
         &inputs.profile,
     )
     .await?;
-    confined.record_hosts(out, up.records.clone());
+    confined.record_hosts(&mut out.manifest, up.records.clone());
     out.manifest.engines = up.engine_records(engines, lab, &per_engine).await;
     out.manifest.link = up.link.clone();
     out.phase("topology_up", t.elapsed().as_secs_f64())?;

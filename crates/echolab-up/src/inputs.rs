@@ -9,8 +9,8 @@ use echolab_core::profile::Profile;
 
 use crate::catalog::{find_root, load_experiment, load_profile};
 use crate::cli::Args;
-use crate::image_archive::sha256_hex;
 use crate::plan::{self, PlannedRun};
+use echolab_runtime::image_archive::sha256_hex;
 
 /// Everything resolved before any host exists.
 pub(crate) struct Inputs {
@@ -89,7 +89,8 @@ fn default_bin_dir(root: &Path) -> PathBuf {
 
 /// Checks, before anything is created, that the binaries an image is built from are there.
 pub(crate) fn preflight(inputs: &Inputs, prebuilt_image: Option<&str>) -> Result<(), String> {
-    if inputs.experiment.bench.strace && crate::image_archive::on_path("strace").is_none() {
+    if inputs.experiment.bench.strace && echolab_runtime::image_archive::on_path("strace").is_none()
+    {
         return Err(format!(
             "{}: bench.strace asks for seed 002's strace cross-check, but strace is not on this machine's PATH (it goes into the lab image from there); install it (apt-get install strace) or set bench.strace: false",
             inputs.experiment_path.display()
@@ -100,7 +101,7 @@ pub(crate) fn preflight(inputs: &Inputs, prebuilt_image: Option<&str>) -> Result
     }
     for custom in inputs.experiment.custom_servers() {
         let program = custom.command.first().map_or("", String::as_str);
-        if let Err(e) = crate::image_archive::find_program(program) {
+        if let Err(e) = echolab_runtime::image_archive::find_program(program) {
             return Err(format!(
                 "{}: server {:?}: {e}",
                 inputs.experiment_path.display(),
@@ -108,7 +109,7 @@ pub(crate) fn preflight(inputs: &Inputs, prebuilt_image: Option<&str>) -> Result
             ));
         }
     }
-    let missing: Vec<&str> = crate::image_archive::REQUIRED_BINARIES
+    let missing: Vec<&str> = echolab_runtime::image_archive::REQUIRED_BINARIES
         .iter()
         .copied()
         .filter(|b| !inputs.bin_dir.join(b).is_file())

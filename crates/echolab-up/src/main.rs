@@ -2,7 +2,8 @@
 
 use std::process::ExitCode;
 
-use echolab_up::{app, cli, custom_server, explain, hold};
+use echolab_runtime::{custom_server, hold};
+use echolab_up::{app, cli, explain};
 
 fn code(c: i32) -> ExitCode {
     ExitCode::from(u8::try_from(c).unwrap_or(1))

@@ -7,10 +7,7 @@
 //! every cell alike instead of always on the first one: an order effect can then widen an
 //! interval but never pass for a difference between models.
 
-use std::collections::BTreeMap;
-
 use echolab_core::experiment::{Cell, Experiment};
-use echolab_core::results::{Environment, Manifest, RunStatus, MANIFEST_SCHEMA};
 
 /// One run: a cell and its 1-based repetition number.
 pub(crate) type PlannedRun = (Cell, u64);
@@ -100,43 +97,6 @@ pub(crate) fn new_run_id(now_rfc3339: &str) -> String {
         "{}-{mix:06x}",
         crate::results_dir::compact_stamp(now_rfc3339)
     )
-}
-
-/// The manifest at the start of a run (status running, nothing done).
-pub(crate) fn new_manifest(
-    run_id: &str,
-    args: Vec<String>,
-    backend: &str,
-    experiment: Experiment,
-    profile: serde_json::Value,
-    inputs: BTreeMap<String, String>,
-    runs_planned: u64,
-) -> Manifest {
-    Manifest {
-        schema: MANIFEST_SCHEMA.to_string(),
-        run_id: run_id.to_string(),
-        status: RunStatus::Running,
-        launcher: echolab_core::launcher::LauncherId::current(),
-        error: None,
-        created_at: echolab_core::utc_now_rfc3339(),
-        finished_at: None,
-        args,
-        backend: backend.to_string(),
-        experiment,
-        profile,
-        inputs,
-        environment: Environment::default(),
-        image: Default::default(),
-        hosts: BTreeMap::new(),
-        link: Default::default(),
-        runs_planned,
-        runs_done: 0,
-        timings: Default::default(),
-        cpu_plan: None,
-        order: None,
-        privileges: BTreeMap::new(),
-        engines: BTreeMap::new(),
-    }
 }
 
 #[cfg(test)]

@@ -247,7 +247,7 @@ mod tests {
             "t.yaml",
         )
         .unwrap();
-        crate::plan::new_manifest(
+        echolab_core::results::Manifest::running(
             "run-1",
             vec![],
             "local",

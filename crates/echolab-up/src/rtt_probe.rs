@@ -4,7 +4,7 @@
 //! run. Behind a link, echolab-netem calibrates instead (`docker::link`).
 //!
 //! RTT is measured the way the profile defines it, as the median of small TCP round trips:
-//! one long connection doing [`RTT_ROUNDS`] request/echo round trips with the lab's own
+//! one long connection doing `RTT_ROUNDS` request/echo round trips with the lab's own
 //! echo-server (epoll-et) and echo-bench (`--mode long`), on the same hosts and path as the
 //! cells. Goodput (link profiles with a rate) comes from the link tool's calibration.
 
@@ -21,7 +21,7 @@ use echolab_core::cmd::{
 use echolab_core::profile::Profile;
 use echolab_core::results::{CalibrationCheck, CalibrationRecord};
 
-use crate::hosts::Hosts;
+use echolab_runtime::hosts::Hosts;
 
 /// Round trips of the RTT probe: enough for a stable median (the median of 2000 samples moves
 /// by well under 1% between runs on an idle path) and well under a second on loopback; 40 s
@@ -131,7 +131,9 @@ pub(crate) async fn calibrate_rtt<H: Hosts>(
             settle,
             ..Default::default()
         });
-        settle = crate::quiet::wait_for_quiet(crate::quiet::Condition::Steady).await;
+        settle =
+            echolab_runtime::settle::wait_for_quiet(echolab_runtime::settle::Condition::Steady)
+                .await;
     }
     unreachable!("the loop returns on its last attempt")
 }
@@ -206,8 +208,8 @@ pub(crate) fn failure_message(profile: &str, record: &CalibrationRecord) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hosts::ProcOutput;
     use echolab_core::cmd::{Ready, ServerLaunch};
+    use echolab_runtime::hosts::ProcOutput;
 
     fn profile(rtt: &str) -> Profile {
         Profile::from_yaml(
@@ -275,7 +277,7 @@ mod tests {
             before: &Self::LinkReading,
             _: &Self::LinkReading,
         ) -> anyhow::Result<echolab_core::results::LinkCounters> {
-            crate::hosts::no_link(before)
+            echolab_runtime::hosts::no_link(before)
         }
 
         async fn fresh_hosts(&mut self) -> anyhow::Result<bool> {

@@ -11,9 +11,9 @@ use echolab_core::results::RunRecord;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::commands::{bench_cmd, server_cmd};
-use crate::hosts::Hosts;
 use crate::plan::PlannedRun;
 use crate::results_dir::ResultsWriter;
+use echolab_runtime::hosts::Hosts;
 
 /// A progress bar of runs done out of planned, with the ETA, on stderr (hidden when stderr is
 /// not a terminal, as indicatif does).
@@ -165,10 +165,13 @@ pub(crate) async fn run_all<H: Hosts>(
         if fresh_hosts || std::mem::take(&mut replace_hosts) {
             match hosts.fresh_hosts().await {
                 Ok(true) => {
-                    rec.settle = crate::quiet::wait_for_quiet(crate::quiet::Condition::Idle).await;
+                    rec.settle = echolab_runtime::settle::wait_for_quiet(
+                        echolab_runtime::settle::Condition::Idle,
+                    )
+                    .await;
                     if let Some(w) = rec
                         .settle
-                        .and_then(|s| crate::quiet::busy_warning(&name, &s))
+                        .and_then(|s| echolab_runtime::settle::busy_warning(&name, &s))
                     {
                         bar.println(w);
                     }
@@ -220,7 +223,8 @@ pub(crate) async fn run_all<H: Hosts>(
         }
         match bench {
             Ok((output, samples)) => {
-                rec.samples = crate::hosts::window_samples(samples, window_start(exp, cell));
+                rec.samples =
+                    echolab_runtime::hosts::window_samples(samples, window_start(exp, cell));
                 match bench_report(&output.stdout) {
                     Ok(report) => rec.bench = Some(report),
                     Err(e) => errors.push(format!("echo-bench {}: {e}", output.describe())),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use echolab_core::experiment::BenchMode;
 use echolab_core::results::{ResultsDir, RunStatus};
-use echolab_up::docker::{cleanup, engine};
+use echolab_runtime::docker::{cleanup, engine};
 
 const BIN: &str = env!("CARGO_BIN_EXE_echolab-up");
 
@@ -716,20 +716,20 @@ fn the_image_id_is_the_same_for_the_same_binaries() {
     let bins = snapshot_bins(&dir);
     let rt = runtime();
     let first = rt
-        .block_on(echolab_up::docker::image::ensure(
+        .block_on(echolab_runtime::docker::image::ensure(
             &e.docker,
             &bins,
             &[],
             None,
         ))
         .unwrap();
-    let archive = echolab_up::image_archive::build_archive(&bins, &[]).unwrap();
+    let archive = echolab_runtime::image_archive::build_archive(&bins, &[]).unwrap();
     assert_eq!(
         first.id, archive.id,
         "the engine's id is the archive's config digest"
     );
     let again = rt
-        .block_on(echolab_up::docker::image::ensure(
+        .block_on(echolab_runtime::docker::image::ensure(
             &e.docker,
             &bins,
             &[],
@@ -738,7 +738,7 @@ fn the_image_id_is_the_same_for_the_same_binaries() {
         .unwrap();
     assert_eq!(first.id, again.id);
     assert!(rt
-        .block_on(echolab_up::docker::image::image_id(
+        .block_on(echolab_runtime::docker::image::image_id(
             &e.docker,
             "echolab:latest"
         ))
@@ -918,7 +918,7 @@ fn a_server_killed_during_a_cell_fails_that_run_and_the_next_cell_gets_a_fresh_o
     let kill = ["echolab-up", "__signal", "echo-server", "KILL"].map(String::from);
     wait_until(Duration::from_secs(120), "no echo-server to kill", || {
         let o = runtime()
-            .block_on(echolab_up::docker::exec::run(
+            .block_on(echolab_runtime::docker::exec::run(
                 &e.docker,
                 &server_host,
                 &kill,

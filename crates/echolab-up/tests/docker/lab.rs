@@ -39,7 +39,7 @@ fn lab_file(
 
 /// The second engine as an [`engine::Engine`], through the same connection code as a run.
 fn connect_second(lab: &Path) -> engine::Engine {
-    let lab = echolab_up::lab::Lab::load(lab).unwrap();
+    let lab = echolab_core::lab_file::Lab::load(lab).unwrap();
     runtime()
         .block_on(engine::connect_lab("b", &lab.engines["b"]))
         .unwrap()

@@ -65,7 +65,7 @@ fn two_cells_args(base: &TempDir, lab: &Path, profile: &str) -> (Vec<String>, Pa
 
 /// Asserts that no engine of `lab` (a, b and c) holds anything of run `run_id`.
 fn assert_nothing_left_on_the_lab(lab: &Path, run_id: &str) {
-    let lab = echolab_up::lab::Lab::load(lab).unwrap();
+    let lab = echolab_core::lab_file::Lab::load(lab).unwrap();
     for name in ["a", "b", "c"] {
         let e = runtime()
             .block_on(engine::connect_lab(name, &lab.engines[name]))

@@ -47,7 +47,7 @@ fn kept_crossnet_run(base: &TempDir, conns: u64) -> KeptRun {
 
 /// A kept crossnet run's container of `role`, as `docker inspect` shows it.
 fn inspect(kept: &KeptRun, role: &str) -> bollard::models::ContainerInspectResponse {
-    let name = echolab_up::docker::object_name(&kept.run_id, role);
+    let name = echolab_runtime::docker::object_name(&kept.run_id, role);
     runtime()
         .block_on(engine().docker.inspect_container(&name, None))
         .unwrap_or_else(|e| panic!("inspect {name}: {e}"))
@@ -160,7 +160,12 @@ fn a_running_labs_containers_hold_only_what_they_need() {
         .unwrap();
     let mut names = left.containers.clone();
     names.sort();
-    let name = |role| format!("/{}", echolab_up::docker::object_name(&kept.run_id, role));
+    let name = |role| {
+        format!(
+            "/{}",
+            echolab_runtime::docker::object_name(&kept.run_id, role)
+        )
+    };
     assert_eq!(
         names,
         [name("client"), name("link"), name("server")],
@@ -196,7 +201,7 @@ fn a_client_host_cannot_change_routes_or_open_raw_sockets() {
     let kept = kept_crossnet_run(&base, 2);
     let e = engine();
     let rt = runtime();
-    let client = echolab_up::docker::object_name(&kept.run_id, "client");
+    let client = echolab_runtime::docker::object_name(&kept.run_id, "client");
     // Runs `cmd` in the client host as its own user, or as `user`; exit code and output.
     let exec = |cmd: &[&str], user: Option<&str>| {
         let opts = bollard::exec::CreateExecOptions {
@@ -280,13 +285,13 @@ fn a_client_host_cannot_change_routes_or_open_raw_sockets() {
 #[test]
 fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot() {
     use echolab_core::cmd::{ServerCmd, ServerModel};
-    use echolab_up::docker::privileges::{Privileges, Seccomp, DEFAULT_WITH_URING};
+    use echolab_runtime::docker::privileges::{Privileges, Seccomp, DEFAULT_WITH_URING};
     let e = engine();
     let rt = runtime();
     let base = TempDir::new("uring");
     let bins = snapshot_bins(&base);
     let image = rt
-        .block_on(echolab_up::docker::image::ensure(
+        .block_on(echolab_runtime::docker::image::ensure(
             &e.docker,
             &bins,
             &[],
@@ -300,7 +305,7 @@ fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot
         .subsec_nanos();
     let run = RemoveRun(format!("it-uring-{}-{nanos}", std::process::id()));
     let (ready, said) = rt
-        .block_on(echolab_up::docker::uring::probe_under(
+        .block_on(echolab_runtime::docker::uring::probe_under(
             &e.docker,
             &run.0,
             &image,
@@ -316,7 +321,7 @@ fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot
     let mut body = bollard::models::ContainerCreateBody {
         image: Some(image),
         cmd: Some(vec!["echolab-up".into(), "__hold".into()]),
-        labels: Some(echolab_up::docker::labels(&run.0, "no-uring")),
+        labels: Some(echolab_runtime::docker::labels(&run.0, "no-uring")),
         host_config: Some(bollard::models::HostConfig {
             network_mode: Some("none".into()),
             ..Default::default()
@@ -328,7 +333,7 @@ fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot
         "no-new-privileges:true".into(),
         format!("seccomp={profile}"),
     ]);
-    let name = echolab_up::docker::object_name(&run.0, "no-uring");
+    let name = echolab_runtime::docker::object_name(&run.0, "no-uring");
     let options = bollard::query_parameters::CreateContainerOptionsBuilder::default()
         .name(&name)
         .build();
@@ -342,7 +347,7 @@ fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot
         e.docker.start_container(&id, None).await.unwrap();
         let mut cmd = vec![ServerCmd::PROGRAM.to_string()];
         cmd.extend(ServerCmd::new(ServerModel::Uring, [127, 0, 0, 1].into(), 0).argv());
-        echolab_up::docker::exec::run(&e.docker, &id, &cmd, Duration::from_secs(60))
+        echolab_runtime::docker::exec::run(&e.docker, &id, &cmd, Duration::from_secs(60))
             .await
             .unwrap()
     });

@@ -7,7 +7,7 @@ use echolab_core::cli::EXIT_USAGE;
 
 use crate::catalog::find_root;
 use crate::cli::Args;
-use crate::docker;
+use echolab_runtime::docker;
 
 /// Runs `--down`; returns the exit code (1 when an engine could not be cleaned up).
 pub(crate) async fn down(args: &Args) -> ExitCode {
@@ -36,7 +36,7 @@ pub(crate) async fn down(args: &Args) -> ExitCode {
             }
         };
     };
-    let lab = match crate::lab::Lab::load(lab_path) {
+    let lab = match echolab_core::lab_file::Lab::load(lab_path) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("echolab-up: {e}");
@@ -88,7 +88,7 @@ async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> (ExitCode, 
     } else {
         format!("engine {name}: ")
     };
-    let outcome = match docker::down::down(docker, all).await {
+    let outcome = match docker::ownership::down(docker, all).await {
         Ok(o) => o,
         Err(e) => {
             eprintln!("echolab-up: {on}{e:#}");
@@ -101,7 +101,12 @@ async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> (ExitCode, 
     // A live run between two cells may have no container using its image for a moment, so
     // the engine's own refusal does not protect it: while any run is kept, images are too.
     let images = if outcome.kept.is_empty() {
-        match docker::cleanup::remove_stale_images(docker, crate::image_archive::IMAGE_REPO).await {
+        match docker::cleanup::remove_stale_images(
+            docker,
+            echolab_runtime::image_archive::IMAGE_REPO,
+        )
+        .await
+        {
             Ok(removed) => removed.len(),
             Err(e) => {
                 eprintln!("echolab-up: {on}{e:#}");

@@ -8,7 +8,7 @@ use echolab_core::results::Environment;
 use crate::hosts::host_mem_bytes;
 
 /// The host's kernel release (`uname -r`), from /proc/sys/kernel/osrelease.
-pub(crate) fn kernel_release() -> String {
+pub fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
@@ -16,14 +16,14 @@ pub(crate) fn kernel_release() -> String {
 
 /// This namespace's default TCP congestion control, from
 /// /proc/sys/net/ipv4/tcp_congestion_control; empty when unreadable.
-pub(crate) fn tcp_congestion_control() -> String {
+pub fn tcp_congestion_control() -> String {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
 
 /// The first "model name" of /proc/cpuinfo.
-pub(crate) fn cpu_model() -> String {
+pub fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -36,7 +36,7 @@ pub(crate) fn cpu_model() -> String {
 }
 
 /// `git rev-parse HEAD` of `root`, with `-dirty` when tracked files differ; empty outside git.
-pub(crate) fn git_rev(root: &Path) -> String {
+pub fn git_rev(root: &Path) -> String {
     let run = |args: &[&str]| {
         Command::new("git")
             .arg("-C")
@@ -58,7 +58,7 @@ pub(crate) fn git_rev(root: &Path) -> String {
 }
 
 /// Everything but the Docker version, which the Docker backend fills in.
-pub(crate) fn capture(root: &Path) -> Environment {
+pub fn capture(root: &Path) -> Environment {
     Environment {
         kernel: kernel_release(),
         cpu_model: cpu_model(),

@@ -21,12 +21,12 @@ use crate::hosts::{
 };
 
 /// Processes from a binary directory (target/release by default).
-pub(crate) struct LocalHosts {
+pub struct LocalHosts {
     bin_dir: PathBuf,
 }
 
 /// A running local echo-server.
-pub(crate) struct LocalServer {
+pub struct LocalServer {
     child: Child,
     pid: u32,
     stdout: JoinHandle<String>,
@@ -38,7 +38,7 @@ impl LocalHosts {
     ///
     /// # Errors
     /// echo-server or echo-bench is missing, with the command that builds them.
-    pub(crate) fn new(bin_dir: &Path) -> anyhow::Result<Self> {
+    pub fn new(bin_dir: &Path) -> anyhow::Result<Self> {
         for name in [ServerCmd::PROGRAM, BenchCmd::PROGRAM] {
             let p = bin_dir.join(name);
             if !p.is_file() {

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use super::engine::{failed, CALL_DEADLINE};
 
 /// A count of creations in flight, and a way to wait for it to reach 0.
-pub(crate) struct Tracker(Arc<watch::Sender<usize>>);
+pub struct Tracker(Arc<watch::Sender<usize>>);
 
 /// This process's creations.
 static CREATIONS: LazyLock<Tracker> = LazyLock::new(Tracker::new);
@@ -43,7 +43,7 @@ impl Tracker {
     }
 
     /// Creations in flight now.
-    pub(crate) fn in_flight(&self) -> usize {
+    pub fn in_flight(&self) -> usize {
         *self.0.borrow()
     }
 
@@ -54,7 +54,7 @@ impl Tracker {
     /// # Errors
     /// The engine's error, or no answer in time, naming `op` and `object`, as
     /// [`super::engine::call`].
-    pub(crate) async fn create<T: Send + 'static>(
+    pub async fn create<T: Send + 'static>(
         &self,
         op: &str,
         object: &str,
@@ -77,7 +77,7 @@ impl Tracker {
 
     /// Waits until no creation is in flight, for at most `deadline`; false when some still
     /// were.
-    pub(crate) async fn settled(&self, deadline: Duration) -> bool {
+    pub async fn settled(&self, deadline: Duration) -> bool {
         let mut rx = self.0.subscribe();
         tokio::time::timeout(deadline, rx.wait_for(|n| *n == 0))
             .await
@@ -89,7 +89,7 @@ impl Tracker {
 ///
 /// # Errors
 /// As [`Tracker::create`].
-pub(crate) async fn create<T: Send + 'static>(
+pub async fn create<T: Send + 'static>(
     op: &str,
     object: &str,
     fut: impl Future<Output = Result<T, bollard::errors::Error>> + Send + 'static,
@@ -98,12 +98,12 @@ pub(crate) async fn create<T: Send + 'static>(
 }
 
 /// [`Tracker::settled`] on this process's creations.
-pub(crate) async fn settled(deadline: Duration) -> bool {
+pub async fn settled(deadline: Duration) -> bool {
     CREATIONS.settled(deadline).await
 }
 
 /// [`Tracker::in_flight`] of this process's creations.
-pub(crate) fn in_flight() -> usize {
+pub fn in_flight() -> usize {
     CREATIONS.in_flight()
 }
 

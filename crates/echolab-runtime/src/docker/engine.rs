@@ -39,7 +39,7 @@ pub async fn connect() -> Result<Engine, String> {
 /// How long a lab engine may take to answer its first calls (ping, version, info) before it
 /// counts as unreachable: a machine on the lab's network answers in milliseconds; an SSH
 /// endpoint needs a login first.
-pub(crate) const REACH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
+pub const REACH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What a lab engine says about itself and its machine (`docker info`).
 #[derive(Debug, Clone, Default)]
@@ -63,9 +63,9 @@ pub struct Machine {
 /// handshake, no answer in time.
 pub async fn connect_lab(
     name: &str,
-    spec: &crate::lab::EngineSpec,
+    spec: &echolab_core::lab_file::EngineSpec,
 ) -> Result<(Engine, Machine), String> {
-    use crate::lab::Endpoint;
+    use echolab_core::lab_file::Endpoint;
     let fail = |e: String| format!("engine {name} ({}): {e}", spec.endpoint_text);
     let timeout = 120;
     let docker = match &spec.endpoint {
@@ -144,14 +144,14 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// The longest the launcher waits for one engine API call (not for what the call starts): an
 /// engine that stops answering must fail the run with a message, not hang it. Container
 /// creation on a loaded 2-core machine takes well under a second.
-pub(crate) const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Awaits the engine call `fut` for at most [`CALL_DEADLINE`]; errors as [`failed`], or say
 /// that the engine did not answer.
 ///
 /// # Errors
 /// The engine's error, or no answer in time, naming `op` and `object`.
-pub(crate) async fn call<T>(
+pub async fn call<T>(
     op: &str,
     object: &str,
     fut: impl std::future::Future<Output = Result<T, bollard::errors::Error>>,
@@ -165,7 +165,7 @@ pub(crate) async fn call<T>(
 }
 
 /// `"<op> <object>: <engine's message>"`, the wording of every Docker error of the launcher.
-pub(crate) fn failed(op: &str, object: &str, e: bollard::errors::Error) -> anyhow::Error {
+pub fn failed(op: &str, object: &str, e: bollard::errors::Error) -> anyhow::Error {
     let message = match e {
         bollard::errors::Error::DockerResponseServerError {
             status_code,

@@ -1,8 +1,8 @@
 //! What a backend provides to the runner: a server host on which echo-server is started and
 //! stopped, and a client host on which echo-bench runs, with the server host's CPU and memory
 //! sampled meanwhile. The Docker backend ([`crate::docker`]) and the local backend
-//! ([`crate::local`]) implement it; the runner ([`crate::runner`]) and calibration
-//! ([`crate::rtt_probe`]) are written once against it.
+//! ([`crate::local`]) implement it; the launcher's per-run loop and its RTT calibration
+//! (echolab-up's `runner` and `rtt_probe`) are written once against it.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -12,15 +12,15 @@ use echolab_core::results::ResourceSample;
 
 /// How long echo-server may take to print its readiness line: generous, since the machine may
 /// have two cores shared with builds and other tests.
-pub(crate) const READY_DEADLINE: Duration = Duration::from_secs(30);
+pub const READY_DEADLINE: Duration = Duration::from_secs(30);
 /// How long echo-server may take to print its final stats and exit after SIGTERM.
-pub(crate) const STOP_DEADLINE: Duration = Duration::from_secs(30);
+pub const STOP_DEADLINE: Duration = Duration::from_secs(30);
 /// Upper bound of one echo-bench run, beyond which it is killed and the run marked failed; far
 /// above any seed cell (the longest, seed 004's sustain, is 60 s plus warm-up).
-pub(crate) const BENCH_DEADLINE: Duration = Duration::from_secs(20 * 60);
+pub const BENCH_DEADLINE: Duration = Duration::from_secs(20 * 60);
 /// Interval of the local backend's /proc samples; the Docker backend gets the engine's stats
 /// stream, one sample per second.
-pub(crate) const SAMPLE_INTERVAL: Duration = Duration::from_millis(500);
+pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A finished process: exit code (None when killed by a signal) and its output.
 #[derive(Debug, Clone, Default)]
@@ -71,7 +71,7 @@ impl ProcOutput {
 
 /// One backend's hosts, already up.
 #[allow(async_fn_in_trait)]
-pub(crate) trait Hosts {
+pub trait Hosts {
     /// A running echo-server.
     type Server;
     /// One reading of the link's counters ([`Hosts::link_snapshot`]); uninhabited where there
@@ -150,7 +150,7 @@ pub(crate) trait Hosts {
 
 /// [`Hosts::link_counters`] of a backend that has no link to read (its `LinkReading` is
 /// [`std::convert::Infallible`], so there is never a reading to compare).
-pub(crate) fn no_link(
+pub fn no_link(
     before: &std::convert::Infallible,
 ) -> anyhow::Result<echolab_core::results::LinkCounters> {
     match *before {}
@@ -158,12 +158,12 @@ pub(crate) fn no_link(
 
 /// The seed 002 tracer command line, before the traced program (strace(1): `-f` follows the
 /// client's threads, `-c` counts calls and their time).
-pub(crate) const STRACE_ARGS: &[&str] = &["-f", "-c", "-e", "trace=connect,close"];
+pub const STRACE_ARGS: &[&str] = &["-f", "-c", "-e", "trace=connect,close"];
 
 /// The sampling schedule of a client run whose measurement window opens `window_start` after
 /// it starts: the first reading at the window's start, so that one sample covers the warm-up
 /// alone, then one every [`SAMPLE_INTERVAL`].
-pub(crate) fn sample_schedule(window_start: Duration) -> tokio::time::Interval {
+pub fn sample_schedule(window_start: Duration) -> tokio::time::Interval {
     let first = if window_start.is_zero() {
         SAMPLE_INTERVAL
     } else {
@@ -175,10 +175,7 @@ pub(crate) fn sample_schedule(window_start: Duration) -> tokio::time::Interval {
 /// The samples of the measurement window: those that end later than half an interval past
 /// `window_start` (a sample is stamped when it ends; the warm-up's ends at `window_start`
 /// plus the time of one reading).
-pub(crate) fn window_samples(
-    samples: Vec<ResourceSample>,
-    window_start: Duration,
-) -> Vec<ResourceSample> {
+pub fn window_samples(samples: Vec<ResourceSample>, window_start: Duration) -> Vec<ResourceSample> {
     if window_start.is_zero() {
         return samples;
     }
@@ -187,7 +184,7 @@ pub(crate) fn window_samples(
 }
 
 /// CPU percent of one core between two readings of cumulative CPU time, as top(1) shows it.
-pub(crate) fn cpu_percent(cpu_delta_s: f64, wall_delta_s: f64) -> f64 {
+pub fn cpu_percent(cpu_delta_s: f64, wall_delta_s: f64) -> f64 {
     if wall_delta_s <= 0.0 {
         0.0
     } else {
@@ -196,7 +193,7 @@ pub(crate) fn cpu_percent(cpu_delta_s: f64, wall_delta_s: f64) -> f64 {
 }
 
 /// Total memory of this machine in bytes, from /proc/meminfo's MemTotal (proc(5)).
-pub(crate) fn host_mem_bytes() -> u64 {
+pub fn host_mem_bytes() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {
@@ -208,7 +205,7 @@ pub(crate) fn host_mem_bytes() -> u64 {
 }
 
 /// Memory as percent of the host's total.
-pub(crate) fn mem_percent(mem_bytes: u64, total: u64) -> f64 {
+pub fn mem_percent(mem_bytes: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
     } else {

@@ -11,7 +11,7 @@ use super::qdisctap::QdiscSnapshot;
 
 /// The link's counters at one moment.
 #[derive(Debug, Clone)]
-pub(crate) enum LinkReading {
+pub enum LinkReading {
     /// The userspace wire's (summed over the wires of a lab run).
     Wire(Box<WireStats>),
     /// Kernel netem's qdiscs.
@@ -24,7 +24,7 @@ impl LinkReading {
     /// # Errors
     /// The readings are of different backends, or kernel netem's counters went down (its
     /// qdisc was replaced in between).
-    pub(crate) fn until(&self, after: &LinkReading) -> anyhow::Result<LinkCounters> {
+    pub fn until(&self, after: &LinkReading) -> anyhow::Result<LinkCounters> {
         match (self, after) {
             (LinkReading::Wire(b), LinkReading::Wire(a)) => Ok(super::wiretap::between(b, a)),
             (LinkReading::Qdiscs(b), LinkReading::Qdiscs(a)) => super::qdisctap::between(b, a),

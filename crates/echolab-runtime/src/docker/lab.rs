@@ -33,10 +33,10 @@ use super::topology::{create_host, HostSpec};
 use super::{image, object_name};
 use crate::hosts::STOP_DEADLINE;
 use crate::image_archive::IMAGE_BIN_DIR;
-use crate::lab::Lab;
+use echolab_core::lab_file::Lab;
 
 /// One engine of a lab run, reached.
-pub(crate) struct LabEngine {
+pub struct LabEngine {
     /// The lab file's name for it.
     pub name: String,
     /// The connection.
@@ -46,7 +46,7 @@ pub(crate) struct LabEngine {
 }
 
 /// The engines of a lab run, by role.
-pub(crate) struct LabEngines {
+pub struct LabEngines {
     /// The server's.
     pub server: LabEngine,
     /// The clients', in the lab file's order (at least one).
@@ -59,7 +59,7 @@ impl LabEngines {
     ///
     /// # Errors
     /// The first engine that cannot be reached, in one line naming it.
-    pub(crate) async fn connect(lab: &Lab) -> Result<Self, String> {
+    pub async fn connect(lab: &Lab) -> Result<Self, String> {
         let reach = |name: &str| {
             let name = name.to_string();
             let spec = lab.engines[&name].clone();
@@ -84,12 +84,12 @@ impl LabEngines {
     }
 
     /// The first client's engine.
-    pub(crate) fn client(&self) -> &LabEngine {
+    pub fn client(&self) -> &LabEngine {
         &self.clients[0]
     }
 
     /// Every engine, the server's first.
-    pub(crate) fn all(&self) -> Vec<&LabEngine> {
+    pub fn all(&self) -> Vec<&LabEngine> {
         std::iter::once(&self.server).chain(&self.clients).collect()
     }
 }
@@ -101,7 +101,7 @@ impl LabEngines {
 ///
 /// # Errors
 /// A missing binary or prebuilt image (naming the engine), or an engine error.
-pub(crate) async fn ensure_image(
+pub async fn ensure_image(
     engines: &LabEngines,
     bin_dir: &Path,
     programs: &[String],
@@ -184,7 +184,7 @@ async fn copy_image(from: &Docker, to: &Docker, reference: &str) -> anyhow::Resu
 }
 
 /// The hosts of a lab run, up, with what the manifest records of them.
-pub(crate) struct LabUp {
+pub struct LabUp {
     /// The hosts for the runner.
     pub hosts: DockerHosts,
     /// `hosts` of the manifest, by role.
@@ -214,7 +214,7 @@ pub(crate) struct LabUp {
 /// # Errors
 /// A container, network or the link could not be made, or the profile is loopback; what is
 /// made carries the run's label, for teardown on each engine.
-pub(crate) async fn up(
+pub async fn up(
     engines: &LabEngines,
     lab: &Lab,
     run_id: &str,
@@ -374,15 +374,12 @@ impl LabUp {
     /// link adds over the baseline, and the total as baseline plus that
     /// (`echolab_core::calibration::sum_rtt_check`), with the wire's counters across it.
     /// With several client machines each path is calibrated in turn and the record holds
-    /// them all ([`combine_paths`]); the run needs every one to pass.
+    /// them all (`combine_paths`); the run needs every one to pass.
     ///
     /// # Errors
     /// The tools could not run or printed no report (a miss is `passed: false`), naming the
     /// client engine.
-    pub(crate) async fn calibrate(
-        &mut self,
-        engines: &LabEngines,
-    ) -> anyhow::Result<CalibrationRecord> {
+    pub async fn calibrate(&mut self, engines: &LabEngines) -> anyhow::Result<CalibrationRecord> {
         use super::link::calibration::{calibrate, Baseline};
         let mut paths = Vec::new();
         for (i, ((docker, host), e)) in self.clients.iter().zip(&engines.clients).enumerate() {
@@ -411,7 +408,7 @@ impl LabUp {
 
     /// The manifest's record of each engine: endpoint, roles, versions, the machine (CPU
     /// model read in the role's host there), and the image.
-    pub(crate) async fn engine_records(
+    pub async fn engine_records(
         &self,
         engines: &LabEngines,
         lab: &Lab,

@@ -83,7 +83,7 @@ async fn kill_calib_server(docker: &Docker, server: &str) {
 }
 
 /// Starts calib-server in `server` on engine `docker` (reached at `server_ip`), waits for a
-/// quiet machine ([`crate::quiet`]; `what` names the measurement in the warning when it does
+/// quiet machine ([`crate::settle`]; `what` names the measurement in the warning when it does
 /// not come), runs the command `make` builds for its address in `client` on engine
 /// `client_docker`, stops calib-server, and returns the command's output and the wait.
 ///
@@ -123,8 +123,8 @@ async fn against_calib_server(
         ));
     };
     let cmd = netem(&make(SocketAddr::new(server_ip, port)));
-    let settle = crate::quiet::wait_for_quiet(crate::quiet::Condition::Steady).await;
-    if let Some(w) = settle.and_then(|s| crate::quiet::busy_warning(&format!("the {what}"), &s)) {
+    let settle = crate::settle::wait_for_quiet(crate::settle::Condition::Steady).await;
+    if let Some(w) = settle.and_then(|s| crate::settle::busy_warning(&format!("the {what}"), &s)) {
         eprintln!("{w}");
     }
     let out = exec::run(client_docker, client, &cmd, CALIBRATION_DEADLINE).await;
@@ -135,7 +135,7 @@ async fn against_calib_server(
 
 /// A baseline as measured: the path's median RTT and the wait for a quiet machine before it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct MeasuredBaseline {
+pub struct MeasuredBaseline {
     /// Median RTT of the path without the link.
     pub rtt: Duration,
     /// The wait before the probes (`None` where /proc/stat cannot be read).
@@ -185,7 +185,7 @@ pub(super) async fn baseline(
 /// The RTT of the path without the link, which calibration checks the link's addition
 /// against.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Baseline {
+pub enum Baseline {
     /// None measured (a lab's `native` path: nothing is added to check).
     None,
     /// Measured on one machine before the link was installed: the total RTT is judged by the
@@ -202,7 +202,7 @@ pub(crate) enum Baseline {
 ///
 /// # Errors
 /// The tools could not run or printed no report (a miss is `passed: false`).
-pub(crate) async fn calibrate(
+pub async fn calibrate(
     docker: &Docker,
     server: &str,
     client_docker: &Docker,

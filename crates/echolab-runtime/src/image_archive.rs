@@ -15,22 +15,22 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 /// Where binaries go in the image; also the image's `PATH`.
-pub(crate) const IMAGE_BIN_DIR: &str = "/usr/local/bin";
+pub const IMAGE_BIN_DIR: &str = "/usr/local/bin";
 /// Repository name of built images (`echolab:<hash>`, `echolab:latest`).
-pub(crate) const IMAGE_REPO: &str = "echolab";
+pub const IMAGE_REPO: &str = "echolab";
 /// The tag compose files use.
-pub(crate) const LATEST_TAG: &str = "echolab:latest";
+pub const LATEST_TAG: &str = "echolab:latest";
 /// Binaries every lab image must hold: the server, the client, and the launcher itself
 /// (its hidden `__hold` and `__signal` commands keep a host alive and stop a server).
-pub(crate) const REQUIRED_BINARIES: &[&str] = &["echo-server", "echo-bench", "echolab-up"];
+pub const REQUIRED_BINARIES: &[&str] = &["echo-server", "echo-bench", "echolab-up"];
 /// Binaries taken when present: the link and calibration tool (needed by link profiles).
-pub(crate) const OPTIONAL_BINARIES: &[&str] = &["echolab-netem"];
+pub const OPTIONAL_BINARIES: &[&str] = &["echolab-netem"];
 /// Tools of this machine taken into the image when they are on its PATH: `strace`, for the
 /// seed 002 cross-check (`bench.strace: true`), which runs the seed's own command.
-pub(crate) const HOST_TOOLS: &[&str] = &["strace"];
+pub const HOST_TOOLS: &[&str] = &["strace"];
 
 /// The first `name` on this process's PATH, as a shell would find it.
-pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
+pub fn on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
         .split(':')
@@ -44,11 +44,11 @@ pub struct ImageArchive {
     /// `sha256:<hex>` of the config: the id Docker will give the image.
     pub id: String,
     /// `echolab:<first 12 hex of the id>`.
-    pub(crate) tag: String,
+    pub tag: String,
     /// The `docker save`-format archive.
-    pub(crate) archive: Vec<u8>,
+    pub archive: Vec<u8>,
     /// SHA-256 (hex) of each binary by name, and of each library by its path in the image.
-    pub(crate) contents: BTreeMap<String, String>,
+    pub contents: BTreeMap<String, String>,
 }
 
 /// A file to put in the image.
@@ -98,7 +98,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// SHA-256 of `data`, lower-case hex.
-pub(crate) fn sha256_hex(data: &[u8]) -> String {
+pub fn sha256_hex(data: &[u8]) -> String {
     hex(&Sha256::digest(data))
 }
 
@@ -107,7 +107,7 @@ pub(crate) fn sha256_hex(data: &[u8]) -> String {
 ///
 /// # Errors
 /// A line saying a library is "not found".
-pub(crate) fn parse_ldd(output: &str) -> Result<Vec<PathBuf>, String> {
+pub fn parse_ldd(output: &str) -> Result<Vec<PathBuf>, String> {
     let mut libs = Vec::new();
     for line in output.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if line.contains("not found") {
@@ -154,7 +154,7 @@ fn library_closure(binary: &Path) -> Result<Vec<PathBuf>, ImageError> {
 ///
 /// # Errors
 /// [`ImageError::MissingBinary`] for the first required binary that is missing.
-pub(crate) fn find_binaries(bin_dir: &Path) -> Result<BTreeMap<String, PathBuf>, ImageError> {
+pub fn find_binaries(bin_dir: &Path) -> Result<BTreeMap<String, PathBuf>, ImageError> {
     let mut found = BTreeMap::new();
     for name in REQUIRED_BINARIES {
         let p = bin_dir.join(name);
@@ -184,7 +184,7 @@ pub(crate) fn find_binaries(bin_dir: &Path) -> Result<BTreeMap<String, PathBuf>,
 ///
 /// # Errors
 /// [`ImageError::MissingProgram`].
-pub(crate) fn find_program(program: &str) -> Result<PathBuf, ImageError> {
+pub fn find_program(program: &str) -> Result<PathBuf, ImageError> {
     let found = if program.contains('/') {
         Some(PathBuf::from(program)).filter(|p| p.is_file())
     } else {

@@ -9,20 +9,20 @@
 //!   rp_filter=0 (forwarded packets re-enter from the wire's TUN devices, which strict
 //!   reverse-path filtering would drop). `echolab-netem probe` decides the backend: kernel
 //!   netem (`echolab-netem apply`, read back) where the kernel has sch_netem, else the
-//!   userspace wire (`echolab-netem wire`, running until teardown) ([`netem`]).
+//!   userspace wire (`echolab-netem wire`, running until teardown) (`netem`).
 //! - Client and server hosts ([`endpoints`]): no added capability. Their route to the other
-//!   network via the link is set by a short-lived helper container ([`helpers`]) that joins
+//!   network via the link is set by a short-lived helper container (`helpers`) that joins
 //!   their network namespace with NET_ADMIN and runs `echolab-netem route`.
-//! - [`networks`]: the two bridges; [`records`]: what goes into the manifest.
+//! - `networks`: the two bridges; `records`: what goes into the manifest.
 //! - [`calibration`]: `echolab-netem calib-server` in the server host, `echolab-netem
 //!   calibrate` from the client host, across the link; it checks RTT and goodput against the
 //!   profile.
 //!
 //! [`up`] does these steps in order; each module does one of them.
 
-pub(crate) mod across;
-pub(crate) mod calibration;
-pub(crate) mod endpoints;
+pub mod across;
+pub mod calibration;
+pub mod endpoints;
 mod helpers;
 mod netem;
 mod networks;
@@ -44,7 +44,7 @@ use networks::{create_network, ip_on, Masquerade};
 use records::Side;
 
 /// The link topology once up.
-pub(crate) struct LinkUp {
+pub struct LinkUp {
     /// Client and server hosts.
     pub hosts: DockerHosts,
     /// Host settings for the manifest.
@@ -94,7 +94,7 @@ pub(super) fn link_host(
 ///
 /// # Errors
 /// Any step, naming the object; what exists carries the run label for teardown.
-pub(crate) async fn up(
+pub async fn up(
     docker: &Docker,
     run_id: &str,
     image: &str,
@@ -182,7 +182,7 @@ impl LinkUp {
     ///
     /// # Errors
     /// The tools could not run or printed no report (a miss is `passed: false`).
-    pub(crate) async fn calibrate(&mut self, docker: &Docker) -> anyhow::Result<CalibrationRecord> {
+    pub async fn calibrate(&mut self, docker: &Docker) -> anyhow::Result<CalibrationRecord> {
         let run = calibration::calibrate(
             docker,
             &self.server,

@@ -17,7 +17,7 @@
 //! needs one.
 //!
 //! Several client machines (`client: [b, c]`) split each short/long run's connections
-//! between them (`echolab_core::shard`), start together and merge into one run record, as
+//! between them (`crate::shard`), start together and merge into one run record, as
 //! distributed load generators do when one client machine cannot saturate the server. On a
 //! link profile each client machine gets its own link host: the profile applies to each
 //! path (its delay, jitter and loss as on separate real paths, its rate per path), which the
@@ -207,10 +207,10 @@ impl Lab {
     /// As [`Lab::load`], or a wrong profile or backend, in one line.
     pub fn for_run(
         path: &Path,
-        profile: &echolab_core::profile::Profile,
+        profile: &crate::profile::Profile,
         local: bool,
     ) -> Result<Lab, String> {
-        use echolab_core::profile::Topology;
+        use crate::profile::Topology;
         let lab = Lab::load(path)?;
         if local {
             return Err(
@@ -235,11 +235,8 @@ impl Lab {
     ///
     /// # Errors
     /// The first cell or key that cannot, in one line naming it.
-    pub fn check_experiment(
-        &self,
-        exp: &echolab_core::experiment::Experiment,
-    ) -> Result<(), String> {
-        use echolab_core::experiment::BenchMode;
+    pub fn check_experiment(&self, exp: &crate::experiment::Experiment) -> Result<(), String> {
+        use crate::experiment::BenchMode;
         let n = self.clients.len() as u64;
         if n == 1 {
             return Ok(());
@@ -514,7 +511,7 @@ mod tests {
                 ""
             };
             let text = format!("name: p\ndescription: d\nsource: s\ntopology: {topology}\n{delays}expected:\n  rtt: {{ value: 0s, minus: 0s, plus: 5ms }}\n");
-            echolab_core::profile::Profile::from_yaml(&text, "p.yaml").unwrap()
+            crate::profile::Profile::from_yaml(&text, "p.yaml").unwrap()
         };
         let native = profile("native");
         assert_eq!(Lab::for_run(&path, &native, false).unwrap().clients, ["b"]);
@@ -557,7 +554,7 @@ mod tests {
         );
         let l = lab(&three).unwrap();
         let exp = |matrix: &str, extra: &str| {
-            echolab_core::experiment::Experiment::parse(
+            crate::experiment::Experiment::parse(
                 &format!("name: e\nquestion: q\nrepetitions: 1\n{extra}matrix:\n  - {matrix}\n"),
                 "e.yaml",
             )

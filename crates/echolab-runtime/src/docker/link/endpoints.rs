@@ -29,7 +29,7 @@ pub(super) fn endpoint_on(role: &str, net: &str) -> HostSpec {
 /// What it takes to make the client and server hosts of a link topology, once the networks
 /// and the link host exist: at start-up, and again for every cell that gets fresh hosts.
 #[derive(Debug, Clone)]
-pub(crate) struct Endpoints {
+pub struct Endpoints {
     pub(super) run_id: String,
     pub(super) image: String,
     pub(super) privileges: RunPrivileges,
@@ -44,7 +44,7 @@ pub(crate) struct Endpoints {
 }
 
 /// Client and server hosts as made by [`Endpoints::make`].
-pub(crate) struct MadeEndpoints {
+pub struct MadeEndpoints {
     /// Server container id.
     pub server: String,
     /// Client container id.
@@ -61,7 +61,7 @@ impl Endpoints {
     ///
     /// # Errors
     /// Any step, naming the object; what exists carries the run label for teardown.
-    pub(crate) async fn make(&self, docker: &Docker) -> anyhow::Result<MadeEndpoints> {
+    pub async fn make(&self, docker: &Docker) -> anyhow::Result<MadeEndpoints> {
         let (run_id, image) = (self.run_id.as_str(), self.image.as_str());
         let mut server_spec = HostSpec {
             privileges: self.privileges.server.clone(),

@@ -15,7 +15,7 @@ use crate::hosts::STOP_DEADLINE;
 use crate::image_archive::IMAGE_BIN_DIR;
 
 /// Kernel netem's qdiscs in the link host: the device whose egress carries each direction.
-pub(crate) struct QdiscTap {
+pub struct QdiscTap {
     docker: Docker,
     link: String,
     uplink_dev: String,
@@ -24,7 +24,7 @@ pub(crate) struct QdiscTap {
 
 /// Both directions' qdisc counters at one moment.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct QdiscSnapshot {
+pub struct QdiscSnapshot {
     /// The uplink's qdisc (client to server; the server-side device's egress).
     pub uplink: QdiscStats,
     /// The downlink's qdisc (the client-side device's egress).
@@ -33,7 +33,7 @@ pub(crate) struct QdiscSnapshot {
 
 impl QdiscTap {
     /// Taps the netem qdiscs on `uplink_dev` and `downlink_dev` of container `link`.
-    pub(crate) fn new(docker: &Docker, link: &str, uplink_dev: &str, downlink_dev: &str) -> Self {
+    pub fn new(docker: &Docker, link: &str, uplink_dev: &str, downlink_dev: &str) -> Self {
         Self {
             docker: docker.clone(),
             link: link.to_string(),
@@ -46,7 +46,7 @@ impl QdiscTap {
     ///
     /// # Errors
     /// `echolab-netem show` failed, or printed no counters (the qdisc is not there).
-    pub(crate) async fn snapshot(&self) -> anyhow::Result<QdiscSnapshot> {
+    pub async fn snapshot(&self) -> anyhow::Result<QdiscSnapshot> {
         Ok(QdiscSnapshot {
             uplink: self.read(&self.uplink_dev).await?,
             downlink: self.read(&self.downlink_dev).await?,
@@ -77,7 +77,7 @@ fn stats_of(stdout: &str) -> Result<QdiscStats, String> {
 
 /// Several link hosts' snapshots (one per client machine of a lab run) as one: every counter
 /// added, so that [`between`] two sums is the sum of what each link did in between.
-pub(crate) fn summed(all: &[QdiscSnapshot]) -> QdiscSnapshot {
+pub fn summed(all: &[QdiscSnapshot]) -> QdiscSnapshot {
     let add = |a: QdiscStats, b: &QdiscStats| QdiscStats {
         bytes: a.bytes + b.bytes,
         packets: a.packets + b.packets,
@@ -101,10 +101,7 @@ pub(crate) fn summed(all: &[QdiscSnapshot]) -> QdiscSnapshot {
 ///
 /// # Errors
 /// A counter went down: the qdisc was replaced in between.
-pub(crate) fn between(
-    before: &QdiscSnapshot,
-    after: &QdiscSnapshot,
-) -> anyhow::Result<LinkCounters> {
+pub fn between(before: &QdiscSnapshot, after: &QdiscSnapshot) -> anyhow::Result<LinkCounters> {
     let direction = |b: &QdiscStats, a: &QdiscStats, name: &str| {
         let d = b
             .delta(a)

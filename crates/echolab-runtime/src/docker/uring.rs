@@ -39,7 +39,7 @@ pub struct UringDecision {
 
 impl UringDecision {
     /// For the manifest's `hosts.server.io_uring`.
-    pub(crate) fn record(&self) -> serde_json::Value {
+    pub fn record(&self) -> serde_json::Value {
         json!({
             "allowed_by_default_seccomp": self.allowed_by_default,
             "server_seccomp": self.server_seccomp.describe(),

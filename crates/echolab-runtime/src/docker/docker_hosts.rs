@@ -20,7 +20,7 @@ use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADL
 use crate::image_archive::IMAGE_BIN_DIR;
 
 /// The hosts of a run on Docker.
-pub(crate) struct DockerHosts {
+pub struct DockerHosts {
     /// The engine the server host is on.
     docker: Docker,
     /// The engine the client host is on: the same as `docker` but in a lab run
@@ -50,7 +50,7 @@ pub(crate) struct DockerHosts {
 
 /// What it takes to make a run's client and server hosts again.
 #[derive(Debug, Clone)]
-pub(crate) enum Remake {
+pub enum Remake {
     /// Loopback: the server in a namespace with only `lo`, the client in the server's.
     Loopback(LoopbackSpec),
     /// Behind a link: each on its own network, routed through the link host.
@@ -62,7 +62,7 @@ pub(crate) enum Remake {
 }
 
 /// A running echo-server exec.
-pub(crate) struct DockerServer {
+pub struct DockerServer {
     stream: exec::Streaming,
     pid: u32,
 }
@@ -83,7 +83,7 @@ impl DockerHosts {
     ///
     /// # Errors
     /// As [`up_loopback`].
-    pub(crate) async fn loopback(
+    pub async fn loopback(
         docker: &Docker,
         spec: &LoopbackSpec,
     ) -> anyhow::Result<(Self, BTreeMap<String, serde_json::Value>)> {
@@ -106,7 +106,7 @@ impl DockerHosts {
     }
 
     /// Hosts behind a link: the server listens on all addresses and is reached at `server_addr`.
-    pub(crate) fn behind_link(
+    pub fn behind_link(
         docker: &Docker,
         made: MadeEndpoints,
         endpoints: Endpoints,
@@ -132,7 +132,7 @@ impl DockerHosts {
     /// at `server_addr`, and a client host on each client machine, given as ((engine,
     /// container), engine name), at least one: host networking, or each behind a link host on
     /// its machine whose wire's counters are read (`wires`, together).
-    pub(crate) fn on_machines(
+    pub fn on_machines(
         (server_docker, server): (&Docker, String),
         clients: Vec<((Docker, String), String)>,
         server_addr: IpAddr,
@@ -168,7 +168,7 @@ impl DockerHosts {
     ///
     /// # Errors
     /// Calibration's, or the wire's counters could not be read.
-    pub(crate) async fn count_link(
+    pub async fn count_link(
         &mut self,
         calibration: impl std::future::Future<
             Output = anyhow::Result<echolab_core::results::CalibrationRecord>,

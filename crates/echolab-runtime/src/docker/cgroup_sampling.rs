@@ -28,14 +28,14 @@ use tokio::task::JoinHandle;
 use crate::hosts::{host_mem_bytes, mem_percent};
 
 /// A running sampler; [`Sampler::stop`] returns what it collected.
-pub(crate) struct Sampler {
+pub struct Sampler {
     stop: oneshot::Sender<()>,
     task: JoinHandle<Vec<ResourceSample>>,
 }
 
 /// The cumulative figures of one stats reading.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Reading {
+pub struct Reading {
     /// Container CPU time, ns.
     pub cpu_ns: u64,
     /// Host CPU time over all CPUs, ns, from the engine; None for cgroup readings, whose CPU
@@ -54,7 +54,7 @@ pub(crate) struct Reading {
 }
 
 /// The figures of one stats response, or None when it lacks CPU counters.
-pub(crate) fn reading_of(s: &ContainerStatsResponse) -> Option<Reading> {
+pub fn reading_of(s: &ContainerStatsResponse) -> Option<Reading> {
     let cpu = s.cpu_stats.as_ref()?;
     let cpu_ns = cpu.cpu_usage.as_ref()?.total_usage?;
     let system_ns = cpu.system_cpu_usage?;
@@ -81,16 +81,24 @@ pub(crate) fn reading_of(s: &ContainerStatsResponse) -> Option<Reading> {
 
 /// Where a container's cgroup counters are on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CgroupFiles {
-    /// cgroup v1: the cpuacct and memory controller directories.
-    V1 { cpuacct: PathBuf, memory: PathBuf },
-    /// cgroup v2: the unified directory.
-    V2 { dir: PathBuf },
+pub enum CgroupFiles {
+    /// cgroup v1: the controller directories.
+    V1 {
+        /// The cpuacct controller's directory (`cpuacct.usage`, `cpuacct.stat`).
+        cpuacct: PathBuf,
+        /// The memory controller's directory (`memory.usage_in_bytes`).
+        memory: PathBuf,
+    },
+    /// cgroup v2: the unified directory (`cpu.stat`, `memory.current`).
+    V2 {
+        /// The container's cgroup directory.
+        dir: PathBuf,
+    },
 }
 
 /// The cgroup directories named by a /proc/PID/cgroup text (cgroups(7)), under `root`
 /// (/sys/fs/cgroup).
-pub(crate) fn cgroup_files(proc_cgroup: &str, root: &Path) -> Option<CgroupFiles> {
+pub fn cgroup_files(proc_cgroup: &str, root: &Path) -> Option<CgroupFiles> {
     let (mut cpuacct, mut memory, mut unified) = (None, None, None);
     for line in proc_cgroup.lines() {
         let mut parts = line.splitn(3, ':');
@@ -129,7 +137,7 @@ fn read_u64(path: &Path) -> Option<u64> {
 
 impl CgroupFiles {
     /// Reads the counters now.
-    pub(crate) fn read(&self) -> Option<Reading> {
+    pub fn read(&self) -> Option<Reading> {
         let (cpu_ns, user_sys_ns, usage, stat, inactive_key) = match self {
             CgroupFiles::V1 { cpuacct, memory } => (
                 read_u64(&cpuacct.join("cpuacct.usage"))?,
@@ -164,7 +172,7 @@ impl CgroupFiles {
     }
 
     /// The cgroup files of `container`, if they are readable here (the engine is local).
-    pub(crate) async fn of(docker: &Docker, container: &str) -> Option<Self> {
+    pub async fn of(docker: &Docker, container: &str) -> Option<Self> {
         let pid = super::engine::call(
             "inspect container",
             container,
@@ -182,7 +190,7 @@ impl CgroupFiles {
 }
 
 /// The sample between two readings, stamped `t_s` (seconds since the client started).
-pub(crate) fn sample_between(
+pub fn sample_between(
     before: &Reading,
     after: &Reading,
     t_s: f64,
@@ -231,7 +239,7 @@ impl Sampler {
     /// Takes the first reading of `container`, then samples it on
     /// [`sample_schedule`](crate::hosts::sample_schedule)`(window_start)` until
     /// [`Sampler::stop`].
-    pub(crate) async fn start(
+    pub async fn start(
         docker: &Docker,
         container: &str,
         window_start: std::time::Duration,
@@ -268,7 +276,7 @@ impl Sampler {
     }
 
     /// Takes the last reading and returns the samples.
-    pub(crate) async fn stop(self) -> Vec<ResourceSample> {
+    pub async fn stop(self) -> Vec<ResourceSample> {
         let _ = self.stop.send(());
         self.task.await.unwrap_or_default()
     }

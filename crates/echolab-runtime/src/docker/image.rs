@@ -45,7 +45,7 @@ async fn tag_latest(docker: &Docker, reference: &str) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// The engine refused it.
-pub(crate) async fn import(docker: &Docker, tar: Vec<u8>, tag: &str) -> anyhow::Result<()> {
+pub async fn import(docker: &Docker, tar: Vec<u8>, tag: &str) -> anyhow::Result<()> {
     let body = bollard::body_full(bytes::Bytes::from(tar));
     let mut progress = docker.import_image(
         ImportImageOptions {
@@ -66,7 +66,7 @@ pub(crate) async fn import(docker: &Docker, tar: Vec<u8>, tag: &str) -> anyhow::
 /// # Errors
 /// The load failed, or the engine's id differs from the archive's (the archive would not be
 /// deterministic, or the engine rewrote it).
-pub(crate) async fn load(docker: &Docker, archive: &ImageArchive) -> anyhow::Result<bool> {
+pub async fn load(docker: &Docker, archive: &ImageArchive) -> anyhow::Result<bool> {
     if image_id(docker, &archive.tag).await?.as_deref() == Some(archive.id.as_str()) {
         tag_latest(docker, &archive.tag).await?;
         return Ok(false);

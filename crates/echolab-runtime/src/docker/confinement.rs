@@ -8,13 +8,12 @@ use echolab_core::cmd::{BenchEngine, ServerModel};
 use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::profile::{Profile, Topology};
 
-use crate::plan::PlannedRun;
-use crate::results_dir::ResultsWriter;
+use echolab_core::results::Manifest;
 
 /// What [`Confinement::new`] needs to know of a run.
-pub(crate) struct RunInputs<'a> {
-    /// The planned runs (which models they use).
-    pub runs: &'a [PlannedRun],
+pub struct RunInputs<'a> {
+    /// The planned runs, each a cell and its repetition number (which models they use).
+    pub runs: &'a [(Cell, u64)],
     /// The experiment.
     pub experiment: &'a Experiment,
     /// The profile.
@@ -31,7 +30,7 @@ pub(crate) struct RunInputs<'a> {
 
 /// What each role's containers may do in a run, after the io_uring probe on the server's
 /// engine where a cell wants the uring model.
-pub(crate) struct Confinement {
+pub struct Confinement {
     /// Each role's privileges.
     pub privileges: super::privileges::RunPrivileges,
     /// Whether the client runs echo-bench's ring engine (`bench.engine: uring`).
@@ -48,10 +47,10 @@ impl Confinement {
     ///
     /// # Errors
     /// The probe could not run.
-    pub(crate) async fn new(
+    pub async fn new(
         d: &bollard::Docker,
         r: &RunInputs<'_>,
-        out: &mut ResultsWriter,
+        manifest: &mut Manifest,
     ) -> anyhow::Result<Self> {
         let server_uring = r
             .runs
@@ -85,7 +84,7 @@ impl Confinement {
                 Default::default()
             },
         );
-        out.manifest.privileges = privileges.record(r.profile.topology == Topology::Link);
+        manifest.privileges = privileges.record(r.profile.topology == Topology::Link);
         Ok(Self {
             privileges,
             client_uring,
@@ -96,7 +95,7 @@ impl Confinement {
 
     /// Skips the uring cells when io_uring is denied (every cell, when the client's engine is
     /// the ring engine).
-    pub(crate) fn skip(&self) -> impl Fn(&Cell) -> Result<(), String> + '_ {
+    pub fn skip(&self) -> impl Fn(&Cell) -> Result<(), String> + '_ {
         move |c: &Cell| match &self.uring_denied {
             Some(reason) if c.model() == Ok(ServerModel::Uring) => Err(reason.clone()),
             // With the ring engine every cell's client needs io_uring.
@@ -106,14 +105,14 @@ impl Confinement {
     }
 
     /// Records the hosts of the run, with the io_uring probe's record.
-    pub(crate) fn record_hosts(
+    pub fn record_hosts(
         &self,
-        out: &mut ResultsWriter,
+        manifest: &mut Manifest,
         hosts: BTreeMap<String, serde_json::Value>,
     ) {
-        out.manifest.hosts = hosts;
+        manifest.hosts = hosts;
         if let Some(u) = &self.uring_record {
-            out.manifest.hosts.insert("io_uring".into(), u.clone());
+            manifest.hosts.insert("io_uring".into(), u.clone());
         }
     }
 }

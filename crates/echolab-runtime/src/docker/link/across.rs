@@ -46,7 +46,7 @@ use crate::docker::topology::{create_host, HostSpec};
 use crate::docker::wiretap::WireTap;
 
 /// The server host of a lab run, on its own engine, reached at `addr`.
-pub(crate) struct RemoteServer<'a> {
+pub struct RemoteServer<'a> {
     /// The server's engine.
     pub docker: &'a Docker,
     /// The server host (host networking).
@@ -58,7 +58,7 @@ pub(crate) struct RemoteServer<'a> {
 }
 
 /// The client side of a lab link, up.
-pub(crate) struct AcrossUp {
+pub struct AcrossUp {
     /// The client host's container id.
     pub client: String,
     /// Manifest records: `link`, `client`, `networks`.
@@ -81,7 +81,7 @@ pub(crate) struct AcrossUp {
 ///
 /// # Errors
 /// Any step, naming the object; what exists carries the run label for teardown.
-pub(crate) async fn up(
+pub async fn up(
     server: &RemoteServer<'_>,
     client_docker: &Docker,
     run_id: &str,

@@ -14,7 +14,7 @@ use super::engine::call;
 use crate::hosts::ProcOutput;
 
 /// A started exec whose output is being collected.
-pub(crate) struct Streaming {
+pub struct Streaming {
     /// Exec id.
     pub exec_id: String,
     /// Fires with the first stderr line that starts with the readiness prefix given to
@@ -28,14 +28,14 @@ pub(crate) struct Streaming {
 }
 
 /// The write end of an exec's stdin ([`start_with_stdin`]).
-pub(crate) type Stdin = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+pub type Stdin = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
 
 /// Starts `cmd` in `container` with stdout and stderr attached, watching stderr for a line
 /// starting with `ready_prefix`.
 ///
 /// # Errors
 /// The exec could not be created or started; the message names the container and command.
-pub(crate) async fn start(
+pub async fn start(
     docker: &Docker,
     container: &str,
     cmd: &[String],
@@ -52,7 +52,7 @@ pub(crate) async fn start(
 ///
 /// # Errors
 /// As [`start`].
-pub(crate) async fn start_with_stdin(
+pub async fn start_with_stdin(
     docker: &Docker,
     container: &str,
     cmd: &[String],
@@ -136,7 +136,7 @@ async fn start_attached(
 ///
 /// # Errors
 /// The deadline passed (the process is still running) or the engine failed.
-pub(crate) async fn finish(
+pub async fn finish(
     docker: &Docker,
     s: Streaming,
     deadline: Duration,

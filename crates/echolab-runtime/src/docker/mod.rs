@@ -17,37 +17,37 @@
 //!   probe.
 //! - [`wiretap`]: the userspace wire's counters, read while it runs.
 //! - [`cleanup`]: removing a run's objects, or every echolab object.
-//! - [`down`]: `--down`: removing the objects of runs whose launcher is gone.
+//! - [`ownership`]: for `--down`, which runs' objects may be removed (those whose launcher is gone).
 //! - [`uring`]: whether io_uring works under the containers' seccomp profile.
 
-pub(crate) mod cgroup_sampling;
+pub mod cgroup_sampling;
 pub mod cleanup;
-pub(crate) mod client_shards;
-pub(crate) mod confinement;
-pub(crate) mod creations;
-pub(crate) mod docker_hosts;
-pub mod down;
+pub mod client_shards;
+pub mod confinement;
+pub mod creations;
+pub mod docker_hosts;
 pub mod engine;
 pub mod exec;
 pub mod image;
-pub(crate) mod lab;
-pub(crate) mod link;
-pub(crate) mod linktap;
+pub mod lab;
+pub mod link;
+pub mod linktap;
+pub mod ownership;
 pub mod privileges;
-pub(crate) mod qdisctap;
-pub(crate) mod topology;
+pub mod qdisctap;
+pub mod topology;
 pub mod uring;
-pub(crate) mod wiretap;
+pub mod wiretap;
 
 /// The label every object of a run carries, with the run id as value.
-pub(crate) const RUN_LABEL: &str = "echolab.run";
+pub const RUN_LABEL: &str = "echolab.run";
 /// The label naming an object's role (`server`, `client`, `link`, `route-helper`, ...).
-pub(crate) const ROLE_LABEL: &str = "echolab.role";
+pub const ROLE_LABEL: &str = "echolab.role";
 
 /// The label naming the launcher process that made an object
 /// ([`echolab_core::launcher::LauncherId::to_label`]), so that `--down` can tell a live run
 /// from an abandoned one.
-pub(crate) const OWNER_LABEL: &str = "echolab.owner";
+pub const OWNER_LABEL: &str = "echolab.owner";
 
 /// This launcher's owner label value, read once (`None` where /proc is unreadable).
 fn owner_label() -> Option<&'static str> {

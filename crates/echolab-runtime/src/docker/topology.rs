@@ -32,13 +32,13 @@ use crate::image_archive::IMAGE_BIN_DIR;
 
 /// Open files per process in every host: the seeds raise it to 65535 before their scans
 /// (seed 003, "ulimit -n 65535") so that descriptors are never the bottleneck.
-pub(crate) const NOFILE: i64 = 65536;
+pub const NOFILE: i64 = 65536;
 
 /// Per-namespace sysctls of client and server namespaces: a listen backlog cap that does not
 /// cut echo-server's `--backlog 4096`, the widest usual ephemeral port range for connection
 /// scans, and reuse of TIME_WAIT ports for new outgoing connections (short-connection
 /// cells open tens of thousands of them); ip-sysctl.txt in the kernel documentation.
-pub(crate) fn endpoint_sysctls() -> HashMap<String, String> {
+pub fn endpoint_sysctls() -> HashMap<String, String> {
     [
         ("net.core.somaxconn", "4096"),
         ("net.ipv4.ip_local_port_range", "1024 65000"),
@@ -51,7 +51,7 @@ pub(crate) fn endpoint_sysctls() -> HashMap<String, String> {
 
 /// How one host container is made.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct HostSpec {
+pub struct HostSpec {
     /// `server`, `client`, `link`, ...
     pub role: String,
     /// Docker network mode (`none`, `container:<id>`, a network name).
@@ -75,7 +75,7 @@ pub(crate) struct HostSpec {
 
 impl HostSpec {
     /// The settings as recorded in the manifest's `hosts`.
-    pub(crate) fn record(&self, name: &str, id: &str) -> serde_json::Value {
+    pub fn record(&self, name: &str, id: &str) -> serde_json::Value {
         let sysctls: BTreeMap<_, _> = self.sysctls.iter().collect();
         let p = &self.privileges;
         json!({
@@ -132,7 +132,7 @@ static REALTIME_REFUSED: std::sync::Mutex<Option<String>> = std::sync::Mutex::ne
 ///
 /// # Errors
 /// The create or start call failed, naming the container.
-pub(crate) async fn create_host(
+pub async fn create_host(
     docker: &Docker,
     run_id: &str,
     image: &str,
@@ -275,7 +275,7 @@ fn endpoint(ip: &Option<String>) -> EndpointSettings {
 
 /// The inputs of [`up_loopback`].
 #[derive(Debug, Clone)]
-pub(crate) struct LoopbackSpec {
+pub struct LoopbackSpec {
     /// Run id (labels, names).
     pub run_id: String,
     /// Image id.
@@ -292,7 +292,7 @@ pub(crate) struct LoopbackSpec {
 ///
 /// # Errors
 /// The engine refused, naming the container.
-pub(crate) async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()> {
+pub async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()> {
     let options = bollard::query_parameters::RemoveContainerOptions {
         force: true,
         v: true,
@@ -307,7 +307,7 @@ pub(crate) async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()>
 }
 
 /// The server and client containers of the loopback topology, as made by [`up_loopback`].
-pub(crate) struct MadeLoopback {
+pub struct MadeLoopback {
     /// Server container id.
     pub server: String,
     /// Client container id (in the server's network namespace).
@@ -318,7 +318,7 @@ pub(crate) struct MadeLoopback {
 ///
 /// # Errors
 /// A container could not be made; what is made carries the run's label for teardown.
-pub(crate) async fn up_loopback(
+pub async fn up_loopback(
     docker: &Docker,
     spec: &LoopbackSpec,
 ) -> anyhow::Result<(MadeLoopback, BTreeMap<String, serde_json::Value>)> {

@@ -690,7 +690,7 @@ mod tests {
     #[test]
     fn the_manifest_keeps_the_records_and_reads_manifests_without_them() {
         let exp = experiment("name: t\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [1]\n");
-        let mut m = crate::plan::new_manifest(
+        let mut m = echolab_core::results::Manifest::running(
             "run-1",
             vec![],
             "docker",

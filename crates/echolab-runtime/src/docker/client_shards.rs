@@ -19,7 +19,7 @@ use crate::image_archive::IMAGE_BIN_DIR;
 
 /// A client host on one machine of the lab.
 #[derive(Clone)]
-pub(crate) struct ClientHost {
+pub struct ClientHost {
     /// Its machine's engine.
     pub docker: Docker,
     /// The host container.
@@ -37,7 +37,7 @@ pub(crate) struct ClientHost {
 /// # Errors
 /// A shard could not be started, ended before it was ready (with its status and stderr), or
 /// the deadline passed; the caller kills what still runs.
-pub(crate) async fn run(
+pub async fn run(
     clients: &[ClientHost],
     bench: &BenchCmd,
     deadline: std::time::Duration,

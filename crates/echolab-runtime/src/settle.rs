@@ -2,14 +2,14 @@
 //! runtime: the condition and its figures are `echolab_core::quiet`'s. Only meaningful when
 //! the engine runs on this machine, which is the only backend that makes hosts per cell.
 
-pub(crate) use echolab_core::quiet::Condition;
+pub use echolab_core::quiet::Condition;
 use echolab_core::quiet::{Look, QuietWait, PROBE};
 use echolab_core::results::Settle;
 
 /// Waits until the machine meets `condition` ([`echolab_core::quiet`]), at most its deadline.
 /// `None` when /proc/stat cannot be read (not Linux, or hidden). The wake-up probe of a
 /// [`Condition::Steady`] wait blocks a thread, so it runs on the blocking pool.
-pub(crate) async fn wait_for_quiet(condition: Condition) -> Option<Settle> {
+pub async fn wait_for_quiet(condition: Condition) -> Option<Settle> {
     let mut wait = QuietWait::start(condition)?;
     loop {
         let wake = match condition {
@@ -34,7 +34,7 @@ pub(crate) async fn wait_for_quiet(condition: Condition) -> Option<Settle> {
 
 /// echolab-up's warning for a measurement named `what` that starts after a wait that ended
 /// without quiet (`None` when it was quiet).
-pub(crate) fn busy_warning(what: &str, settle: &Settle) -> Option<String> {
+pub fn busy_warning(what: &str, settle: &Settle) -> Option<String> {
     echolab_core::quiet::busy_warning("echolab-up", what, settle)
 }
 

@@ -21,7 +21,7 @@ use crate::image_archive::IMAGE_BIN_DIR;
 const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The wire running in the link host, with its stdout lines.
-pub(crate) struct WireTap {
+pub struct WireTap {
     docker: Docker,
     link: String,
     lines: UnboundedReceiver<String>,
@@ -29,7 +29,7 @@ pub(crate) struct WireTap {
 
 impl WireTap {
     /// Taps the wire running in container `link` whose stdout lines arrive on `lines`.
-    pub(crate) fn new(docker: &Docker, link: &str, lines: UnboundedReceiver<String>) -> Self {
+    pub fn new(docker: &Docker, link: &str, lines: UnboundedReceiver<String>) -> Self {
         Self {
             docker: docker.clone(),
             link: link.to_string(),
@@ -40,9 +40,9 @@ impl WireTap {
     /// The wire's counters now.
     ///
     /// # Errors
-    /// The signal could not be sent, or no stats line came within [`ANSWER_DEADLINE`] (the
+    /// The signal could not be sent, or no stats line came within `ANSWER_DEADLINE` (the
     /// wire died or its stdout closed).
-    pub(crate) async fn snapshot(&mut self) -> anyhow::Result<WireStats> {
+    pub async fn snapshot(&mut self) -> anyhow::Result<WireStats> {
         // Lines printed before this request (periodic or earlier answers) are not the answer.
         while self.lines.try_recv().is_ok() {}
         let cmd = vec![
@@ -74,7 +74,7 @@ impl WireTap {
 }
 
 /// What the link did between snapshots `before` and `after` of the same wire.
-pub(crate) fn between(before: &WireStats, after: &WireStats) -> LinkCounters {
+pub fn between(before: &WireStats, after: &WireStats) -> LinkCounters {
     LinkCounters {
         backend: "userspace-wire".into(),
         uplink: direction_between(&before.uplink, &after.uplink),
@@ -90,7 +90,7 @@ pub(crate) fn between(before: &WireStats, after: &WireStats) -> LinkCounters {
 ///
 /// # Errors
 /// No wire, or a release-error histogram that does not decode.
-pub(crate) fn summed(all: Vec<WireStats>) -> anyhow::Result<WireStats> {
+pub fn summed(all: Vec<WireStats>) -> anyhow::Result<WireStats> {
     let mut all = all.into_iter();
     let mut total = all.next().ok_or_else(|| anyhow!("no wire to read"))?;
     for w in all {

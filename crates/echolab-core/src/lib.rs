@@ -16,7 +16,9 @@
 //!   of their reports.
 //! - [`cmd`]: the binaries' command lines as typed builders, and their readiness lines and
 //!   JSON outputs as types with parsers.
-//! - [`lab_file`]: the lab file of a run across machines (`--lab`): its engines and roles.
+//! - [`lab_file`]: the lab file of a run across machines (`--lab`): its engines and roles;
+//!   [`lab_plan`]: the hosts, networks and engines a run needs, with the rules that join its
+//!   inputs.
 //! - [`netstat`]: the kernel's TCP counters (`/proc/net/netstat`, `/proc/net/snmp`) and
 //!   their deltas.
 //! - [`protocol`]: the echo protocol's request and reply; [`quiet`]: when a host counts as
@@ -29,6 +31,7 @@ pub mod experiment;
 pub mod hist;
 pub mod inputs;
 pub mod lab_file;
+pub mod lab_plan;
 pub mod launcher;
 pub mod netstat;
 pub mod results;

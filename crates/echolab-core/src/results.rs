@@ -236,6 +236,11 @@ pub struct Manifest {
     /// `environment` is the one machine).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub engines: BTreeMap<String, EngineRecord>,
+    /// The hosts, networks and engines the run was planned with
+    /// ([`crate::lab_plan::LabPlan`]); `hosts` holds a record for each planned host under the
+    /// same name. Absent in records older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<crate::lab_plan::LabPlan>,
 }
 
 impl Manifest {
@@ -273,6 +278,7 @@ impl Manifest {
             order: None,
             privileges: BTreeMap::new(),
             engines: BTreeMap::new(),
+            plan: None,
         }
     }
 }

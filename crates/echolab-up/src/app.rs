@@ -10,6 +10,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 use echolab_core::cli::EXIT_USAGE;
 use echolab_core::experiment::Cell;
+use echolab_core::lab_plan::{Backend, LabPlan, Shape};
 use echolab_core::profile::Topology;
 use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
 
@@ -116,58 +117,67 @@ pub(crate) async fn run_once(
         return build_image(&inputs, args.image.as_deref()).await;
     }
     let lab = match args.lab.as_deref() {
-        // Each role has a machine of its own there, so a plan of this machine's CPUs means
-        // nothing; refused rather than ignored.
-        Some(_)
-            if matches!(
-                args.cpu_plan,
-                crate::cpuplan::CpuPlanChoice::Explicit { .. }
-            ) =>
-        {
-            eprintln!("echolab-up: --cpu-plan: with --lab the server and the client run on machines of their own, unpinned; drop --cpu-plan");
-            return ExitCode::from(EXIT_USAGE);
-        }
         Some(path) => match echolab_core::lab_file::Lab::for_run(
             path,
             &inputs.profile,
             args.backend == BackendChoice::Local,
         ) {
-            Ok(l) => {
-                if let Err(e) = l.check_experiment(&inputs.experiment) {
-                    eprintln!("echolab-up: {e}");
-                    return ExitCode::from(EXIT_USAGE);
-                }
-                for name in l.unused() {
-                    eprintln!(
-                        "echolab-up: warning: lab file {}: no role names engine {name}; this run does not contact it",
-                        l.path.display()
-                    );
-                }
-                Some(l)
-            }
+            Ok(l) => Some(l),
             Err(e) => {
                 eprintln!("echolab-up: {e}");
                 return ExitCode::from(EXIT_USAGE);
             }
         },
-        None if inputs.profile.topology == Topology::Native => {
-            eprintln!(
-                "echolab-up: profile {} is the real path between two machines, which needs --lab LAB.yaml naming their engines (docs/guide.md, \"Two or more machines\")",
-                inputs.profile.name
-            );
-            return ExitCode::from(EXIT_USAGE);
-        }
         None => None,
     };
-    let engine = match args.backend {
-        _ if lab.is_some() => None,
-        BackendChoice::Local => None,
-        BackendChoice::Docker | BackendChoice::Auto => match docker::engine::connect().await {
+    let explicit_cpu_plan = matches!(
+        args.cpu_plan,
+        crate::cpuplan::CpuPlanChoice::Explicit { .. }
+    );
+    let plan_on = |backend| {
+        LabPlan::new(
+            &inputs.profile,
+            &inputs.experiment,
+            lab.as_ref(),
+            backend,
+            explicit_cpu_plan,
+        )
+    };
+    let requested = match args.backend {
+        BackendChoice::Local => Backend::Processes,
+        BackendChoice::Docker | BackendChoice::Auto => Backend::Containers,
+    };
+    // Every rule that joins two inputs is settled here, before any engine is contacted.
+    let mut lab_plan = match plan_on(requested) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("echolab-up: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if let Some(l) = &lab {
+        for name in l.unused() {
+            eprintln!(
+                "echolab-up: warning: lab file {}: no role names engine {name}; this run does not contact it",
+                l.path.display()
+            );
+        }
+    }
+    let engine = match lab_plan.shape {
+        Shape::Across { .. } | Shape::Local => None,
+        Shape::Loopback | Shape::Link => match docker::engine::connect().await {
             Ok(e) => Some(e),
             Err(reason) if args.backend == BackendChoice::Auto => {
                 eprintln!(
                     "echolab-up: {reason}; using the local backend (processes on this machine)"
                 );
+                lab_plan = match plan_on(Backend::Processes) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        eprintln!("echolab-up: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                };
                 None
             }
             Err(reason) => {
@@ -187,13 +197,6 @@ pub(crate) async fn run_once(
         (None, Some(e)) => Hosting::Docker(e),
         (None, None) => Hosting::Local,
     };
-    if matches!(hosting, Hosting::Local) && inputs.profile.topology != Topology::Loopback {
-        eprintln!(
-            "echolab-up: profile {} needs a link between separate hosts, which only the Docker backend provides; start a Docker engine or use --profile loopback",
-            inputs.profile.name
-        );
-        return ExitCode::FAILURE;
-    }
     let created = echolab_core::utc_now_rfc3339();
     let run_id = plan::new_run_id(&created);
     let mut profile_json = serde_json::to_value(&inputs.profile).unwrap_or_default();
@@ -231,6 +234,7 @@ pub(crate) async fn run_once(
         inputs.runs.len() as u64,
     );
     manifest.created_at = created;
+    manifest.plan = Some(lab_plan.clone());
     manifest.environment = echolab_runtime::environment::capture(&inputs.root);
     let has_link = inputs.profile.topology != Topology::Loopback;
     let cpu_plan = if let Hosting::Lab(l) = &hosting {
@@ -587,8 +591,8 @@ async fn run_docker(
     .await?;
     let privileges = confined.privileges.clone();
     let skip = confined.skip();
-    match inputs.profile.topology {
-        Topology::Loopback => {
+    match out.manifest.plan.as_ref().map(|p| p.shape) {
+        Some(Shape::Loopback) => {
             let cpus = out.manifest.cpu_plan.clone().unwrap_or_default();
             let spec = docker::topology::LoopbackSpec {
                 run_id: run_id.to_string(),
@@ -608,11 +612,7 @@ async fn run_docker(
             out.phase("topology_up", t.elapsed().as_secs_f64())?;
             calibrate_and_run(&mut hosts, inputs, out, None, &skip).await
         }
-        Topology::Native => Err(anyhow!(
-            "profile {} is the real path between two machines; it runs with --lab",
-            inputs.profile.name
-        )),
-        Topology::Link => {
+        Some(Shape::Link) => {
             let mut up = docker::link::up(
                 d,
                 run_id,
@@ -637,6 +637,9 @@ async fn run_docker(
             )
             .await
         }
+        other => Err(anyhow!(
+            "internal: the Docker backend on one engine was handed a plan of shape {other:?}"
+        )),
     }
 }
 

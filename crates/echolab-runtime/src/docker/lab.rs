@@ -34,6 +34,7 @@ use super::{image, object_name};
 use crate::hosts::STOP_DEADLINE;
 use crate::image_archive::IMAGE_BIN_DIR;
 use echolab_core::lab_file::Lab;
+use echolab_core::lab_plan::host_name;
 
 /// One engine of a lab run, reached.
 pub struct LabEngine {
@@ -279,7 +280,7 @@ pub async fn up(
                         "networks" => record,
                         _ => with_engine(record, e),
                     };
-                    records.insert(numbered(&role, i), record);
+                    records.insert(host_name(&role, i), record);
                 }
                 clients.push((docker.clone(), a.client));
                 taps.extend(a.tap);
@@ -349,16 +350,7 @@ async fn host_networked(
 /// The manifest's name for client host `index` (0-based) of a lab run: `client`, then
 /// `client-2`, `client-3`, ...
 fn client_role(index: usize) -> String {
-    numbered("client", index)
-}
-
-/// The manifest's name of a host or record `role` (`client`, `link`, `networks`) of client
-/// machine `index` (0-based): `role` for the first, then `role-2`, `role-3`, ...
-fn numbered(role: &str, index: usize) -> String {
-    match index {
-        0 => role.into(),
-        i => format!("{role}-{}", i + 1),
-    }
+    host_name("client", index)
 }
 
 /// `record` with the name of the engine it is on.
@@ -583,7 +575,7 @@ mod tests {
     fn client_hosts_are_named_in_order() {
         let names: Vec<String> = (0..3).map(client_role).collect();
         assert_eq!(names, ["client", "client-2", "client-3"]);
-        let links: Vec<String> = (0..2).map(|i| numbered("link", i)).collect();
+        let links: Vec<String> = (0..2).map(|i| host_name("link", i)).collect();
         assert_eq!(links, ["link", "link-2"]);
     }
 }

@@ -32,6 +32,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use bollard::Docker;
+use echolab_core::lab_plan::{CLIENT_NET, SERVER_NET};
 use echolab_core::profile::Profile;
 use echolab_core::results::{CalibrationRecord, LinkRecord};
 
@@ -103,9 +104,9 @@ pub async fn up(
     cpus: &echolab_core::results::CpuPlanRecord,
 ) -> anyhow::Result<LinkUp> {
     let (client_net, client_subnet) =
-        create_network(docker, run_id, "client-net", Masquerade::No).await?;
+        create_network(docker, run_id, CLIENT_NET, Masquerade::No).await?;
     let (server_net, server_subnet) =
-        create_network(docker, run_id, "server-net", Masquerade::No).await?;
+        create_network(docker, run_id, SERVER_NET, Masquerade::No).await?;
     let mut link_spec = link_host(privileges, &client_net, &server_net, cpus.link.clone());
     let link = create_host(docker, run_id, image, &mut link_spec).await?;
     let link_client_ip = ip_on(docker, &link, &client_net).await?;

@@ -29,6 +29,7 @@ use std::net::IpAddr;
 
 use bollard::Docker;
 use echolab_core::cmd::Masquerade;
+use echolab_core::lab_plan::{CLIENT_NET, EGRESS_NET};
 use echolab_core::profile::Profile;
 use echolab_core::results::LinkRecord;
 use serde_json::json;
@@ -90,8 +91,8 @@ pub async fn up(
     profile: &Profile,
 ) -> anyhow::Result<AcrossUp> {
     let d = client_docker;
-    let (client_net, client_subnet) = create_network(d, run_id, "client-net", Nat::No).await?;
-    let (egress_net, egress_subnet) = create_network(d, run_id, "egress-net", Nat::Yes).await?;
+    let (client_net, client_subnet) = create_network(d, run_id, CLIENT_NET, Nat::No).await?;
+    let (egress_net, egress_subnet) = create_network(d, run_id, EGRESS_NET, Nat::Yes).await?;
     let mut link_spec = super::link_host(privileges, &client_net, &egress_net, None);
     // The client's packets re-enter from the wire's TUN with the link host's own address as
     // their source (echolab_netem::wire::nat).

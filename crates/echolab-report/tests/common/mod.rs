@@ -306,6 +306,7 @@ pub(crate) fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64
         order: None,
         privileges: Default::default(),
         engines: Default::default(),
+        plan: None,
     }
 }
 

@@ -38,7 +38,7 @@ enum Hosting {
 
 impl Hosting {
     /// The engines to clean up, with their names (`""` for the one engine of a Docker run).
-    fn engines(&self) -> Vec<(&str, &bollard::Docker)> {
+    fn engines(&self) -> Vec<(&str, &docker::Docker)> {
         match self {
             Hosting::Local => vec![],
             Hosting::Docker(e) => vec![("", &e.docker)],

@@ -82,7 +82,7 @@ fn lab_runs_elsewhere(results: &std::path::Path, removed: &[String]) -> Vec<Stri
 
 /// `--down` on one engine (`name` empty: the only one); returns the exit code and the runs
 /// whose objects it removed.
-async fn down_on(name: &str, docker: &bollard::Docker, all: bool) -> (ExitCode, Vec<String>) {
+async fn down_on(name: &str, docker: &docker::Docker, all: bool) -> (ExitCode, Vec<String>) {
     let on = if name.is_empty() {
         String::new()
     } else {

@@ -20,6 +20,9 @@
 //! - [`ownership`]: for `--down`, which runs' objects may be removed (those whose launcher is gone).
 //! - [`uring`]: whether io_uring works under the containers' seccomp profile.
 
+/// The engine's API client, as the launcher holds it (it makes no calls of its own).
+pub use bollard::Docker;
+
 pub mod cgroup_sampling;
 pub mod cleanup;
 pub mod client_shards;

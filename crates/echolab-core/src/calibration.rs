@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use crate::cmd::Check;
 use crate::profile::{LinkSpec, Profile, Topology, MTU_BYTES};
+use crate::results::CalibrationCheck as Check;
 use crate::units::{format_duration, RATE_UNITS};
 
 /// How many times a calibration is measured at most before its miss is the verdict: a miss

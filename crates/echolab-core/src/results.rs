@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::experiment::{Cell, Experiment};
 use crate::stats::{BenchReport, ServerStats};
 
-pub use crate::cmd::MissedAttempt;
+pub use crate::cmd::{CalibrationCheck, MissedAttempt};
 pub use crate::quiet::Settle;
 
 /// Schema tag written into every manifest; bumped on incompatible changes.
@@ -89,23 +89,6 @@ pub struct ImageInfo {
     pub binaries: BTreeMap<String, String>,
 }
 
-/// One comparison of a calibration figure with the range the profile accepts.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CalibrationCheck {
-    /// What was compared: `rtt_median`, `goodput_uplink`, `goodput_downlink`.
-    pub name: String,
-    /// Unit of `measured`, `low` and `high`: `"us"` or `"mbit/s"`.
-    pub unit: String,
-    /// The measured value.
-    pub measured: f64,
-    /// Lowest accepted value.
-    pub low: f64,
-    /// Highest accepted value.
-    pub high: f64,
-    /// Whether `measured` lies in `low..=high`.
-    pub pass: bool,
-}
-
 /// What a calibration measured and whether it met the profile.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRecord {
@@ -144,6 +127,17 @@ pub struct CalibrationRecord {
     /// receiver offered. Absent where no goodput was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bulk_transfer: Option<crate::cmd::BulkTransfer>,
+}
+
+impl CalibrationRecord {
+    /// The key of the median RTT in `measured` and `expected`, µs: the figure every
+    /// calibration has and the report's path share is computed from.
+    pub const RTT_MEDIAN_US: &'static str = "rtt_median_us";
+
+    /// The measured median RTT, µs, when there is one.
+    pub fn rtt_median_us(&self) -> Option<f64> {
+        self.measured.get(Self::RTT_MEDIAN_US).copied()
+    }
 }
 
 /// The link as it was really installed.

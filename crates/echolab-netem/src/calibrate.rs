@@ -731,7 +731,10 @@ mod tests {
         );
     }
 
-    fn check_of<'r>(r: &'r CalibrationReport, name: &str) -> &'r echolab_core::cmd::Check {
+    fn check_of<'r>(
+        r: &'r CalibrationReport,
+        name: &str,
+    ) -> &'r echolab_core::results::CalibrationCheck {
         r.checks.iter().find(|c| c.name == name).unwrap()
     }
 }

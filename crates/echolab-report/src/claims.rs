@@ -282,9 +282,7 @@ pub fn measured_rtt_us(manifest: &Manifest) -> Option<f64> {
         .link
         .calibration
         .as_ref()?
-        .measured
-        .get("rtt_median_us")
-        .copied()
+        .rtt_median_us()
         .filter(|v| *v > 0.0)
 }
 

@@ -68,21 +68,18 @@ pub(crate) fn judge_rtt(profile: &Profile, median_us: f64, record: &mut Calibrat
     let check = rtt_check(profile, median);
     let (lo_us, hi_us) = (check.low, check.high);
     record.expected.insert(
-        "rtt_median_us".into(),
+        CalibrationRecord::RTT_MEDIAN_US.into(),
         profile.expected.rtt.value.0.as_secs_f64() * 1e6,
     );
     record.checks.retain(|c| c.name != check.name);
+    let pass = check.pass;
     record.checks.push(CalibrationCheck {
-        name: check.name,
-        unit: check.unit,
         measured: median_us,
-        low: lo_us,
-        high: hi_us,
-        pass: check.pass,
+        ..check
     });
     let verdict = format!("RTT median {median_us:.1} us, expected {lo_us:.1}..{hi_us:.1} us");
-    record.passed = check.pass;
-    record.reason = if check.pass {
+    record.passed = pass;
+    record.reason = if pass {
         format!("ok: {verdict}")
     } else {
         format!("failed: {verdict}")
@@ -122,11 +119,7 @@ pub(crate) async fn calibrate_rtt<H: Hosts>(
             return Ok(record);
         }
         missed.push(echolab_core::results::MissedAttempt {
-            rtt_median_us: record
-                .measured
-                .get("rtt_median_us")
-                .copied()
-                .unwrap_or_default(),
+            rtt_median_us: record.rtt_median_us().unwrap_or_default(),
             reason: record.reason.clone(),
             settle,
             ..Default::default()
@@ -159,7 +152,10 @@ async fn probe_once<H: Hosts>(
     let stats = stopped.ok().and_then(|o| final_stats(&o.stdout).ok());
     let mut measured = BTreeMap::new();
     measured.insert("rtt_min_us".into(), report.latency_us.min);
-    measured.insert("rtt_median_us".into(), report.latency_us.p50);
+    measured.insert(
+        CalibrationRecord::RTT_MEDIAN_US.into(),
+        report.latency_us.p50,
+    );
     measured.insert("rtt_p99_us".into(), report.latency_us.p99);
     measured.insert("round_trips".into(), report.requests_ok as f64);
     measured.insert("failures".into(), report.requests_failed as f64);

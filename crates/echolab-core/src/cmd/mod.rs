@@ -24,7 +24,7 @@ pub use bench::{
 };
 pub use custom::{CustomServerCmd, ServerLaunch};
 pub use netem::{
-    json_from_stdout, BulkTransfer, CalibServerReady, CalibrationReport, Check, Ipv4Net,
+    json_from_stdout, BulkTransfer, CalibServerReady, CalibrationCheck, CalibrationReport, Ipv4Net,
     Masquerade, MissedAttempt, NetemCmd, ProbeResult, RttReport, WIRE_READY_PREFIX,
 };
 pub use server::{final_stats, Fatal, Ready, ServerCmd, ServerModel, UnknownModel};

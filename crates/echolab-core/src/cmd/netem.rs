@@ -219,22 +219,24 @@ pub struct ProbeResult {
     pub method: String,
 }
 
-/// One comparison of a calibration measurement with the profile.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Check {
+/// One comparison of a calibration figure with the range the profile accepts: the one type
+/// for `echolab-netem calibrate --json`'s checks and the manifest's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationCheck {
     /// What was compared: `rtt_median`, `goodput_uplink`, `goodput_downlink`.
     pub name: String,
-    /// The measured value, in `unit`.
+    /// Unit of `measured`, `low` and `high`: `"us"` or `"mbit/s"`.
+    pub unit: String,
+    /// The measured value.
     pub measured: f64,
     /// Lowest accepted value.
     pub low: f64,
     /// Highest accepted value.
     pub high: f64,
-    /// `"us"` or `"mbit/s"`.
-    pub unit: String,
-    /// Within the range.
+    /// Whether `measured` lies in `low..=high`.
     pub pass: bool,
-    /// Why it passed or failed, in words.
+    /// Why it passed or failed, in words; empty in records older than the field.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
 }
 
@@ -267,7 +269,7 @@ pub struct CalibrationReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bulk_transfer: Option<BulkTransfer>,
     /// Each comparison.
-    pub checks: Vec<Check>,
+    pub checks: Vec<CalibrationCheck>,
     /// True only when every check passed.
     pub pass: bool,
     /// One line: the verdict and the first failure's reason; after missed attempts, which
@@ -537,7 +539,7 @@ mod tests {
 
     #[test]
     fn reports_read_back_with_goodput_absent_as_null() {
-        let text = r#"{"profile":"crossnet","target":"10.0.0.2:7070","probes":40,"rtt_min_us":19800.0,"rtt_median_us":20900.0,"rtt_baseline_median_us":61.5,"added_rtt_us":20838.5,"goodput_uplink_mbit":null,"goodput_downlink_mbit":47.0,"checks":[{"name":"rtt_median","measured":20900.0,"low":18600.0,"high":22100.0,"unit":"us","pass":true,"reason":"ok"}],"pass":true,"reason":"all checks passed"}"#;
+        let text = r#"{"profile":"crossnet","target":"10.0.0.2:7070","probes":40,"rtt_min_us":19800.0,"rtt_median_us":20900.0,"rtt_baseline_median_us":61.5,"added_rtt_us":20838.5,"goodput_uplink_mbit":null,"goodput_downlink_mbit":47.0,"checks":[{"name":"rtt_median","unit":"us","measured":20900.0,"low":18600.0,"high":22100.0,"pass":true,"reason":"ok"}],"pass":true,"reason":"all checks passed"}"#;
         let r: CalibrationReport = json_from_stdout(&format!("{text}\n")).unwrap();
         assert_eq!(
             (r.rtt_baseline_median_us, r.added_rtt_us),

@@ -258,6 +258,7 @@ pub(crate) fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64
         low: 40.0,
         high: 140.0,
         pass: true,
+        reason: String::new(),
     });
     Manifest {
         schema: MANIFEST_SCHEMA.into(),

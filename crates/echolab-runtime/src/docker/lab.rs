@@ -504,6 +504,7 @@ mod tests {
                 low: 0.0,
                 high: 500.0,
                 pass: passed,
+                reason: String::new(),
             }],
             link_counters: None,
             bulk_transfer: None,

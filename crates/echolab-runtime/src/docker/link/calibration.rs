@@ -14,7 +14,7 @@ use echolab_core::cmd::{
     json_from_stdout, CalibServerReady, CalibrationReport, NetemCmd, RttReport,
 };
 use echolab_core::profile::Profile;
-use echolab_core::results::{CalibrationCheck, CalibrationRecord, Settle};
+use echolab_core::results::{CalibrationRecord, Settle};
 use echolab_core::units::Dur;
 
 use super::netem::{bin, netem};
@@ -33,7 +33,10 @@ fn strings(v: &[&str]) -> Vec<String> {
 pub(super) fn record_of(report: &CalibrationReport) -> CalibrationRecord {
     let mut measured = BTreeMap::new();
     measured.insert("rtt_min_us".to_string(), report.rtt_min_us);
-    measured.insert("rtt_median_us".to_string(), report.rtt_median_us);
+    measured.insert(
+        CalibrationRecord::RTT_MEDIAN_US.to_string(),
+        report.rtt_median_us,
+    );
     for (k, v) in [
         ("rtt_baseline_median_us", report.rtt_baseline_median_us),
         ("added_rtt_us", report.added_rtt_us),
@@ -48,18 +51,7 @@ pub(super) fn record_of(report: &CalibrationReport) -> CalibrationRecord {
         passed: report.pass,
         reason: report.reason.clone(),
         measured,
-        checks: report
-            .checks
-            .iter()
-            .map(|c| CalibrationCheck {
-                name: c.name.clone(),
-                unit: c.unit.clone(),
-                measured: c.measured,
-                low: c.low,
-                high: c.high,
-                pass: c.pass,
-            })
-            .collect(),
+        checks: report.checks.clone(),
         settle: report
             .settle
             .map(|s| BTreeMap::from([("calibration_repeat".to_string(), s)]))

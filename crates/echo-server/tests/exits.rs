@@ -11,9 +11,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{connect, process_tree, round_trip, stop_ok, wait_until, DEADLINE};
+use common::{connect, process_tree, round_trip, stop_ok, DEADLINE};
 use echolab_core::cmd::{Fatal, Ready};
-use echolab_testkit::{spawn_echo_server, workspace_bin};
+use echolab_testkit::{spawn_echo_server, wait_until, workspace_bin};
 
 /// An echo-server started here rather than by the testkit, to see how it exits.
 struct Server {
@@ -72,7 +72,7 @@ impl Server {
         };
         // The stderr reader ends at EOF, shortly after the exit.
         wait_until("stderr to close", DEADLINE, || {
-            Arc::strong_count(&self.stderr) == 1
+            (Arc::strong_count(&self.stderr) == 1).then_some(())
         });
         let err = self.stderr.lock().unwrap().clone();
         (status, err)
@@ -187,14 +187,14 @@ fn killed_workers_are_replaced(victims: usize) {
     let server = spawn_echo_server("prefork", &["--workers", "2"]);
     let pid = server.pid();
     wait_until("both workers to run", DEADLINE, || {
-        workers_of(pid).len() == WORKERS
+        (workers_of(pid).len() == WORKERS).then_some(())
     });
     let before = workers_of(pid);
     for &w in &before[..victims] {
         signal(w as i32, libc::SIGKILL);
     }
     wait_until("a line per replaced worker", DEADLINE, || {
-        restart_lines(&server.stderr()).len() == victims
+        (restart_lines(&server.stderr()).len() == victims).then_some(())
     });
     let lines = restart_lines(&server.stderr());
     for &w in &before[..victims] {
@@ -238,12 +238,14 @@ fn prefork_gives_up_on_workers_that_keep_dying_and_says_why() {
     let pid = s.pid() as u32;
     // The 11th death within 10 s is one restart too many (RESTART_LIMIT = 10).
     for kill in 1..=11 {
-        wait_until("the worker to run", DEADLINE, || workers_of(pid).len() == 1);
+        wait_until("the worker to run", DEADLINE, || {
+            (workers_of(pid).len() == 1).then_some(())
+        });
         let w = workers_of(pid)[0];
         signal(w as i32, libc::SIGKILL);
         if kill <= 10 {
             wait_until("the replacement", DEADLINE, || {
-                restart_lines(&s.stderr.lock().unwrap()).len() == kill
+                (restart_lines(&s.stderr.lock().unwrap()).len() == kill).then_some(())
             });
         }
     }

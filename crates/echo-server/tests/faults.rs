@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::*;
 use echolab_core::protocol::reply_body;
-use echolab_testkit::spawn_echo_server;
+use echolab_testkit::{spawn_echo_server, wait_until};
 use socket2::{Domain, SockRef, Socket, Type};
 
 /// A client socket whose send and receive buffers are `bufsize` bytes (the kernel doubles it,
@@ -98,7 +98,7 @@ fn slow_late_reader_8mib(model: &str) {
         if now != last.0 {
             last = (now, std::time::Instant::now());
         }
-        now == TOTAL || last.1.elapsed() >= Duration::from_millis(300)
+        (now == TOTAL || last.1.elapsed() >= Duration::from_millis(300)).then_some(())
     });
     let mut got = 0;
     let mut buf = [0u8; 4096];
@@ -265,7 +265,7 @@ fn half_close_and_vanish_leave_no_close_wait(model: &str) {
     // Connect and leave.
     drop(connect(server.addr));
     wait_until("no server socket in CLOSE_WAIT", DEADLINE, || {
-        close_wait_count(port) == 0
+        (close_wait_count(port) == 0).then_some(())
     });
     let st = stop_ok(server);
     assert_eq!(st.totals.accepted, 4);
@@ -286,7 +286,10 @@ fn emfile_no_spin_and_recovery(model: &str) {
     let pid = server.pid();
     let clients: Vec<TcpStream> = (0..CLIENTS).map(|_| connect(server.addr)).collect();
     wait_until("the server's descriptor table to fill", DEADLINE, || {
-        tree_fd_counts(pid).iter().any(|&n| n as u64 >= LIMIT)
+        tree_fd_counts(pid)
+            .iter()
+            .any(|&n| n as u64 >= LIMIT)
+            .then_some(())
     });
     // The episode: accept fails while connections wait in the backlog.
     let cpu = cpu_during(pid, Duration::from_secs(2));

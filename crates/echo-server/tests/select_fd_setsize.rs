@@ -8,6 +8,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 
 use common::*;
+use echolab_testkit::wait_until;
 
 /// More connections than select can watch: the server's own descriptors (0-2, listener, signal
 /// pipe) plus these exceed 1024.
@@ -87,7 +88,7 @@ fn select_closes_and_counts_descriptors_over_fd_setsize() {
         || {
             let ok = served(&mut connect(server.addr), b"new\n");
             refused_later += u64::from(!ok);
-            ok
+            ok.then_some(())
         },
     );
     let st = stop_ok(server);

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{closed_loop_runs, manifest, shipped, write_dir, TempDir};
+use common::{closed_loop_runs, manifest, shipped, temp_dir, write_dir};
 use echolab_core::experiment::BenchMode;
 use echolab_core::results::RunStatus;
 use echolab_report::compare::{compare, markdown, DEFAULT_MARGIN};
@@ -26,8 +26,8 @@ fn run(dir: &std::path::Path, long: f64, git: &str) {
 
 #[test]
 fn a_run_against_itself_is_the_same_everywhere_and_a_changed_one_is_not() {
-    let tmp = TempDir::new("compare");
-    let (a, b) = (tmp.0.join("a"), tmp.0.join("b"));
+    let tmp = temp_dir("compare");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     run(&a, 1.0, "r1");
     run(&b, 0.5, "r2");
     let itself = compare(&[a.clone(), a.clone()], DEFAULT_MARGIN).unwrap();
@@ -66,10 +66,10 @@ fn a_run_against_itself_is_the_same_everywhere_and_a_changed_one_is_not() {
 
 #[test]
 fn different_experiments_are_refused_by_name() {
-    let tmp = TempDir::new("compare-other");
-    let a = tmp.0.join("a");
+    let tmp = temp_dir("compare-other");
+    let a = tmp.path().join("a");
     run(&a, 1.0, "r1");
-    let b = tmp.0.join("b");
+    let b = tmp.path().join("b");
     let mut e = shipped("exp31");
     e.name = "exp32".into();
     write_dir(&b, &manifest(e, RunStatus::Complete, 0), &[]);
@@ -78,5 +78,5 @@ fn different_experiments_are_refused_by_name() {
         err.contains("different experiments") && err.contains("exp32"),
         "{err}"
     );
-    assert!(compare(&[tmp.0.join("a")], DEFAULT_MARGIN).is_err());
+    assert!(compare(&[tmp.path().join("a")], DEFAULT_MARGIN).is_err());
 }

@@ -27,11 +27,11 @@ fn failures_by_kind_and_the_load_model_are_stated_beside_qps() {
             b.target_rate = Some(20000.0);
         }
     }
-    let tmp = TempDir::new("failures");
+    let tmp = temp_dir("failures");
     let m = manifest(e, RunStatus::Complete, runs.len() as u64);
-    write_dir(&tmp.0, &m, &runs);
-    echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    write_dir(tmp.path(), &m, &runs);
+    echolab_report::render(tmp.path()).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     let quad = section(&md, "QPS matrix");
     assert_eq!(
         row(quad, "epoll-et")[4],
@@ -90,11 +90,11 @@ fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
         link.uplink.overloaded_spells = if troubled { r.repetition } else { 0 };
         r.link = Some(link);
     }
-    let tmp = TempDir::new("counters");
+    let tmp = temp_dir("counters");
     let m = manifest(e, RunStatus::Complete, runs.len() as u64);
-    write_dir(&tmp.0, &m, &runs);
-    echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    write_dir(tmp.path(), &m, &runs);
+    echolab_report::render(tmp.path()).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     let s = section(&md, "Kernel and link counters");
     let bad = row(s, "epoll-lt_short_c100_r10");
     assert_eq!(bad[1], "TW 1000, TWRecycled 0", "{s}");
@@ -164,10 +164,10 @@ fn runs_that_started_on_a_busy_machine_are_named_at_the_top_and_in_why_results_d
 
 #[test]
 fn readme_results_script_splices_a_real_report_between_the_markers() {
-    let tmp = TempDir::new("readme");
-    let dir = tmp.0.join("run");
+    let tmp = temp_dir("readme");
+    let dir = tmp.path().join("run");
     results_dir(&dir, RunStatus::Complete, |_, _| true, |_, _| None);
-    let readme = tmp.0.join("README.md");
+    let readme = tmp.path().join("README.md");
     let before = format!(
         "# echolab\n\nIntro.\n\n{}\nhand-written text\n{}\n\n## Next\n",
         echolab_report::readme::BEGIN,
@@ -229,7 +229,7 @@ fn readme_results_script_splices_a_real_report_between_the_markers() {
     assert_eq!(std::fs::read_to_string(&readme).unwrap(), after);
 
     // A partial run is refused, and the README is left alone.
-    let partial = tmp.0.join("partial");
+    let partial = tmp.path().join("partial");
     results_dir(
         &partial,
         RunStatus::Interrupted,
@@ -265,11 +265,11 @@ fn the_clients_own_choices_are_stated_once_each() {
             "auto: one source address, the kernel's".into()
         };
     }
-    let tmp = TempDir::new("client-choices");
+    let tmp = temp_dir("client-choices");
     let m = manifest(e, RunStatus::Complete, runs.len() as u64);
-    write_dir(&tmp.0, &m, &runs);
-    echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    write_dir(tmp.path(), &m, &runs);
+    echolab_report::render(tmp.path()).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     let why = section(&md, "Why results may differ");
     assert!(
         why.contains(
@@ -283,11 +283,11 @@ fn the_clients_own_choices_are_stated_once_each() {
 #[test]
 fn records_without_the_clients_choices_add_no_client_line() {
     let (e, runs) = steady_exp31();
-    let tmp = TempDir::new("client-choices-old");
+    let tmp = temp_dir("client-choices-old");
     let m = manifest(e, RunStatus::Complete, runs.len() as u64);
-    write_dir(&tmp.0, &m, &runs);
-    echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    write_dir(tmp.path(), &m, &runs);
+    echolab_report::render(tmp.path()).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     assert!(!md.contains("Client: echo-bench"), "{md}");
 }
 
@@ -308,13 +308,13 @@ fn kernel_netem_counters_flag_qdisc_drops_only_where_the_profile_has_no_loss() {
             link.downlink.overlimits = 4;
             r.link = Some(link);
         }
-        let tmp = TempDir::new(if lossy { "qdisc-lossy" } else { "qdisc" });
+        let tmp = temp_dir(if lossy { "qdisc-lossy" } else { "qdisc" });
         let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
         m.profile =
             serde_json::json!({"name": "p", "uplink": {"loss": if lossy { 1.0 } else { 0.0 }}});
-        write_dir(&tmp.0, &m, &runs);
-        echolab_report::render(&tmp.0).unwrap();
-        std::fs::read_to_string(tmp.0.join("report.md")).unwrap()
+        write_dir(tmp.path(), &m, &runs);
+        echolab_report::render(tmp.path()).unwrap();
+        std::fs::read_to_string(tmp.path().join("report.md")).unwrap()
     };
     let md = render(false);
     let s = section(&md, "Kernel and link counters");

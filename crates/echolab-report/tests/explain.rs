@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{closed_loop_runs, manifest, rendered, row, section, shipped, write_dir, TempDir};
+use common::{closed_loop_runs, manifest, rendered, row, section, shipped, temp_dir, write_dir};
 use echolab_core::experiment::{BenchMode, Cell};
 use echolab_core::results::{ResourceSample, RunRecord, RunStatus};
 use echolab_core::stats::{CpuTime, ServerStats};
@@ -203,23 +203,23 @@ fn variant(root: &std::path::Path, name: &str, settings: &[&str], long_factor: f
 
 #[test]
 fn the_attribution_names_the_setting_that_moves_a_claim_and_not_the_one_that_does_not() {
-    let tmp = TempDir::new("attribution");
+    let tmp = temp_dir("attribution");
     let (e, runs) = exp31_runs();
-    write_dir(&tmp.0, &manifest(e, RunStatus::Complete, 12), &runs);
+    write_dir(tmp.path(), &manifest(e, RunStatus::Complete, 12), &runs);
     let index = ExplainIndex {
         claims: vec!["long/short QPS gain, LT server".into()],
         variants: vec![
-            variant(&tmp.0, HERE, &[], 1.0),
+            variant(tmp.path(), HERE, &[], 1.0),
             // Long cells at 60%: LT's gain 3.09× → 1.86×, toward the seed's 1.48×.
-            variant(&tmp.0, "cpu-plan", &["CPU plan"], 0.6),
-            variant(&tmp.0, "hosts", &["hosts"], 1.0),
+            variant(tmp.path(), "cpu-plan", &["CPU plan"], 0.6),
+            variant(tmp.path(), "hosts", &["hosts"], 1.0),
         ],
         cannot_vary: vec!["kernel: 3.10 in the seed, 6.1 here".into()],
     };
-    index.save(&tmp.0).unwrap();
-    let summary = echolab_report::render(&tmp.0).unwrap();
+    index.save(tmp.path()).unwrap();
+    let summary = echolab_report::render(tmp.path()).unwrap();
     assert!(summary.complete);
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     let s = section(&md, "Attribution: the gap to the seed, setting by setting");
     assert!(
         s.contains("Settings that move it toward the seed: CPU plan."),
@@ -235,7 +235,7 @@ fn the_attribution_names_the_setting_that_moves_a_claim_and_not_the_one_that_doe
         "{s}"
     );
     assert!(s.contains("Left unexplained"), "{s}");
-    let lines = echolab_report::attribution::text(&tmp.0);
+    let lines = echolab_report::attribution::text(tmp.path());
     assert_eq!(
         lines,
         "  long/short QPS gain, LT server: toward the seed under CPU plan\n"

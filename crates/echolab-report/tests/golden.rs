@@ -11,10 +11,10 @@ use common::*;
 
 #[test]
 fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
-    let tmp = TempDir::new("complete");
-    results_dir(&tmp.0, RunStatus::Complete, |_, _| true, |_, _| None);
-    let summary = echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let tmp = temp_dir("complete");
+    results_dir(tmp.path(), RunStatus::Complete, |_, _| true, |_, _| None);
+    let summary = echolab_report::render(tmp.path()).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
 
     // Header: what the numbers are.
     for needle in [
@@ -229,7 +229,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     assert_eq!(summary.littles_law_flagged, vec![CLIENT_BOUND.to_string()]);
 
     // (5) Plots with labelled axes: 1-2-5 ticks on the log axes, each labelled once.
-    let plots = tmp.0.join("plots");
+    let plots = tmp.path().join("plots");
     let qps_texts = svg_texts(&std::fs::read_to_string(plots.join("qps_vs_conns.svg")).unwrap());
     // Connections 100 and 500: the axis runs from 50 to 1000 (1-2-5 ends around 100/1.1 and
     // 500 × 1.1).
@@ -280,7 +280,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     assert!(plots.join("sustain_cpu.svg").is_file());
     assert!(md.contains("![QPS vs connections](plots/qps_vs_conns.svg)"));
     // report.html: the same tables and the plots inlined, one file.
-    let html = std::fs::read_to_string(tmp.0.join("report.html")).unwrap();
+    let html = std::fs::read_to_string(tmp.path().join("report.html")).unwrap();
     assert!(html.contains("<h2>QPS matrix, server × mode (100 connections, 10 rounds)</h2>"));
     assert!(
         html.contains("<td>epoll-et</td><td>25000 [24000–26000] (95% CI 22622–27599)</td>"),
@@ -296,7 +296,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     );
 
     // summary.csv: a header and one row per run, numbers in full.
-    let csv = std::fs::read_to_string(tmp.0.join("summary.csv")).unwrap();
+    let csv = std::fs::read_to_string(tmp.path().join("summary.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 1 + 42);
     assert!(lines[0].starts_with("run_file,status,cell_id,server,mode,conns"));
@@ -305,11 +305,11 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
 
 #[test]
 fn a_partial_directory_marks_missing_and_failed_cells() {
-    let tmp = TempDir::new("partial");
+    let tmp = temp_dir("partial");
     // LT long: repetition 1 failed, 2 and 3 never ran; ET short: repetition 3 never ran;
     // select storm at 300: nothing at all.
     results_dir(
-        &tmp.0,
+        tmp.path(),
         RunStatus::Interrupted,
         |id, rep| {
             let gone = (id == "epoll-lt_long_c100_r10" && rep > 1)
@@ -319,8 +319,8 @@ fn a_partial_directory_marks_missing_and_failed_cells() {
         },
         |id, _| (id == "epoll-lt_long_c100_r10").then_some("server did not start: address in use"),
     );
-    let summary = echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let summary = echolab_report::render(tmp.path()).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     assert!(!summary.complete);
     assert_eq!(
         (
@@ -387,7 +387,7 @@ fn a_partial_directory_marks_missing_and_failed_cells() {
         "{holes}"
     );
 
-    let csv = std::fs::read_to_string(tmp.0.join("summary.csv")).unwrap();
+    let csv = std::fs::read_to_string(tmp.path().join("summary.csv")).unwrap();
     assert!(
         csv.contains("select_connect-storm_c300_rep1.json,missing,"),
         "{csv}"

@@ -7,10 +7,11 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{closed_loop_runs, manifest, rendered, shipped, svg_texts, TempDir};
+use common::{closed_loop_runs, manifest, rendered, shipped, svg_texts};
 use echolab_core::experiment::BenchMode;
 use echolab_core::results::RunStatus;
 use echolab_core::stats::IntervalRecord;
+use echolab_testkit::TempDir;
 
 /// exp31 with three repetitions per cell at differing QPS, each long-cell run recorded over
 /// three 1 s intervals.
@@ -49,7 +50,7 @@ fn exp31() -> (TempDir, String) {
 #[test]
 fn the_plots_draw_what_their_captions_say() {
     let (dir, md) = exp31();
-    let plots = dir.0.join("plots");
+    let plots = dir.path().join("plots");
     let cells = svg_texts(&std::fs::read_to_string(plots.join("qps_per_cell.svg")).unwrap());
     for id in [
         "epoll-lt_short_c100_d1s",
@@ -140,8 +141,8 @@ fn chromium() -> String {
 #[test]
 fn a_headless_browser_renders_report_html() {
     let (dir, _) = exp31();
-    let page = dir.0.join("report.html");
-    let shot = dir.0.join("report.png");
+    let page = dir.path().join("report.html");
+    let shot = dir.path().join("report.png");
     let out = Command::new(chromium())
         .args([
             "--headless",

@@ -183,8 +183,8 @@ fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context()
     assert!(lab_md.contains(cores), "no {cores:?} in:\n{lab_md}");
     // The y axis of a 20 ms path's latency plot carries numbers: short requests take 42.7–90.4
     // ms (0.9 and 1.9 × the mean), so the axis runs 20000–100000 µs, ticked at 1-2-5 values.
-    let svg =
-        std::fs::read_to_string(tmp.0.join("plots/latency_epoll-et_short_c100_r10.svg")).unwrap();
+    let svg = std::fs::read_to_string(tmp.path().join("plots/latency_epoll-et_short_c100_r10.svg"))
+        .unwrap();
     let texts = svg_texts(&svg);
     assert_ticks_once(&texts, &["20000", "50000", "100000"]);
 }
@@ -263,7 +263,7 @@ fn every_shipped_experiment_on_every_profile_has_no_negative_bound_or_unexplaine
                     .iter()
                     .flat_map(|c| (1..=e.repetitions).map(move |rep| record(c, rep)))
                     .collect();
-                let tmp = TempDir::new("all");
+                let tmp = temp_dir("all");
                 let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
                 m.profile = serde_json::json!({"name": profile, "topology": topology, "description": "test"});
                 m.link
@@ -272,8 +272,8 @@ fn every_shipped_experiment_on_every_profile_has_no_negative_bound_or_unexplaine
                     .unwrap()
                     .measured
                     .insert("rtt_median_us".into(), rtt_us);
-                write_dir(&tmp.0, &m, &runs);
-                let report = echolab_report::build(&tmp.0).unwrap();
+                write_dir(tmp.path(), &m, &runs);
+                let report = echolab_report::build(tmp.path()).unwrap();
                 let md = report.markdown;
                 assert_no_negative_bound(&md);
                 for (i, _) in md.match_indices("no CI") {

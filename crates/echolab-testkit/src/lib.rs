@@ -7,8 +7,14 @@
 //! `cargo nextest run -p CRATE` builds only CRATE's, so [`workspace_bin`] refuses a sibling
 //! binary that is older than its sources, with the command that rebuilds it, rather than let a
 //! test pass or fail against code that is no longer there.
+//!
+//! [`fixtures`] holds what many tests repeat: a scratch directory removed on drop
+//! ([`TempDir`]) and a bounded wait ([`wait_until`]).
 
+pub mod fixtures;
 pub mod second_engine;
+
+pub use fixtures::{wait_until, TempDir};
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

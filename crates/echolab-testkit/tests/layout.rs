@@ -1,6 +1,7 @@
 //! The workspace's layout rules, checked on every test run: no source file under
-//! `crates/*/src` is over 800 lines, and within each crate no two modules import each other,
-//! directly or round a longer circle (docs/architecture.md, "Crates").
+//! `crates/*/src` and no test file under `crates/*/tests` is over 800 lines, and within each
+//! crate no two modules import each other, directly or round a longer circle
+//! (docs/architecture.md, "Crates").
 //!
 //! The import graph is read from the source text: each module (a file; `#[cfg(test)]` items
 //! left out, since tests reach into what they test) points at every module that its `use`
@@ -17,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Most lines a source file may have.
+/// Most lines a source or test file may have.
 const MAX_LINES: usize = 800;
 
 /// Breaches of these rules that another branch is removing, as the checks below word them,
@@ -71,34 +72,85 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The `src` directories of the workspace's crates.
-fn crate_sources() -> Vec<PathBuf> {
+/// The `name` directories (`src`, `tests`) of the workspace's crates that have one.
+fn crate_dirs(name: &str) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(crates_dir())
         .unwrap()
-        .map(|e| e.unwrap().path().join("src"))
+        .map(|e| e.unwrap().path().join(name))
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
+    dirs
+}
+
+/// The `src` directories of the workspace's crates.
+fn crate_sources() -> Vec<PathBuf> {
+    let dirs = crate_dirs("src");
     assert!(dirs.len() >= 7, "only {} crates found", dirs.len());
     dirs
 }
 
-#[test]
-fn no_source_file_is_over_800_lines() {
+/// The `.rs` files under `dirs`, at any depth, that are over [`MAX_LINES`] lines, each as
+/// `PATH (N lines)`, PATH relative to `base`.
+fn long_files(dirs: &[PathBuf], base: &Path) -> Vec<String> {
     let mut files = Vec::new();
-    for src in crate_sources() {
-        rust_files(&src, &mut files);
+    for dir in dirs {
+        rust_files(dir, &mut files);
     }
-    let long: Vec<String> = files
+    files
         .iter()
         .map(|f| (f, std::fs::read_to_string(f).unwrap().lines().count()))
         .filter(|(_, n)| *n > MAX_LINES)
-        .map(|(f, n)| format!("{} ({n} lines)", relative(f).display()))
-        .collect();
+        .map(|(f, n)| {
+            let rel = f.strip_prefix(base).unwrap_or(f);
+            format!("{} ({n} lines)", rel.display())
+        })
+        .collect()
+}
+
+#[test]
+fn no_source_file_is_over_800_lines() {
     check(
-        long,
-        |e| e.ends_with(" lines)"),
-        &format!("over {MAX_LINES} lines"),
+        long_files(&crate_sources(), &crates_dir()),
+        |e| e.ends_with(" lines)") && e.contains("/src/"),
+        &format!("source files over {MAX_LINES} lines"),
+    );
+}
+
+#[test]
+fn no_test_file_under_crates_tests_is_over_800_lines() {
+    let dirs = crate_dirs("tests");
+    // Most crates have integration tests; finding few means the walk looks in the wrong place
+    // and would pass whatever the files hold.
+    assert!(
+        dirs.len() >= 5,
+        "only {} tests directories found",
+        dirs.len()
+    );
+    check(
+        long_files(&dirs, &crates_dir()),
+        |e| e.ends_with(" lines)") && e.contains("/tests/"),
+        &format!("test files over {MAX_LINES} lines"),
+    );
+}
+
+/// The line count on made-up files: a long test module deep under `tests/` is found, one at the
+/// limit and a long file that is not Rust are not.
+#[test]
+fn the_line_count_finds_a_long_test_module_at_any_depth() {
+    let tmp = echolab_testkit::TempDir::new("layout-lines");
+    let tests = tmp.path().join("krate/tests");
+    std::fs::create_dir_all(tests.join("big/deeper")).unwrap();
+    let lines = |n: usize| "x\n".repeat(n);
+    std::fs::write(tests.join("big.rs"), lines(MAX_LINES)).unwrap();
+    std::fs::write(tests.join("big/deeper/part.rs"), lines(MAX_LINES + 1)).unwrap();
+    std::fs::write(tests.join("big/data.txt"), lines(MAX_LINES + 1)).unwrap();
+    assert_eq!(
+        long_files(&[tests], tmp.path()),
+        [format!(
+            "krate/tests/big/deeper/part.rs ({} lines)",
+            MAX_LINES + 1
+        )]
     );
 }
 

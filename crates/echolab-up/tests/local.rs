@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use echolab_core::results::{ResultsDir, RunStatus};
+use echolab_testkit::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_echolab-up");
 
@@ -19,24 +20,6 @@ fn bin_dir() -> PathBuf {
     dir.expect("binaries have a directory")
 }
 
-/// A scratch directory removed on drop, even when the test fails.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("echolab-up-local-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Self(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn local_run(base: &TempDir, profile: &str, experiment: &str) -> Output {
     Command::new(BIN)
         .args([
@@ -48,7 +31,7 @@ fn local_run(base: &TempDir, profile: &str, experiment: &str) -> Output {
             experiment,
         ])
         .arg("--out")
-        .arg(base.0.join("results"))
+        .arg(base.path().join("results"))
         .arg("--bin-dir")
         .arg(bin_dir())
         .output()
@@ -57,7 +40,7 @@ fn local_run(base: &TempDir, profile: &str, experiment: &str) -> Output {
 
 /// The one results directory under `base/results`, loaded.
 fn the_run(base: &TempDir) -> ResultsDir {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(base.0.join("results"))
+    let dirs: Vec<PathBuf> = std::fs::read_dir(base.path().join("results"))
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
@@ -67,7 +50,7 @@ fn the_run(base: &TempDir) -> ResultsDir {
 
 /// Writes the experiment `yaml` into `base` as `file_name` and runs it on loopback.
 fn run_experiment_file(base: &TempDir, file_name: &str, yaml: &str) -> Output {
-    let exp = base.0.join(file_name);
+    let exp = base.path().join(file_name);
     std::fs::write(&exp, yaml).unwrap();
     local_run(base, "loopback", exp.to_str().unwrap())
 }
@@ -78,7 +61,7 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn loopback_runs_as_local_processes() {
-    let base = TempDir::new("run");
+    let base = TempDir::new("up-local-run");
     let o = run_experiment_file(
         &base,
         "tiny.yaml",
@@ -122,7 +105,7 @@ fn loopback_runs_as_local_processes() {
 
 #[test]
 fn a_profile_that_needs_a_link_is_refused_before_anything_is_created() {
-    let base = TempDir::new("needs-link");
+    let base = TempDir::new("up-local-needs-link");
     let o = local_run(&base, "crossnet", "smoke");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
@@ -132,7 +115,7 @@ fn a_profile_that_needs_a_link_is_refused_before_anything_is_created() {
         "{err}"
     );
     assert!(
-        !base.0.join("results").exists(),
+        !base.path().join("results").exists(),
         "no results directory for a run that cannot start"
     );
 }
@@ -143,7 +126,7 @@ fn a_run_in_which_no_request_succeeded_is_a_failed_run() {
     // so every request fails by timeout and the run measured nothing. Up to 2 repetitions: a
     // cell with no usable value repeats, and its failures count against the maximum, so it
     // stops at the second, and both rounds' failures are counted.
-    let base = TempDir::new("nothing");
+    let base = TempDir::new("up-local-nothing");
     let o = run_experiment_file(
         &base,
         "hopeless.yaml",
@@ -182,7 +165,7 @@ fn adaptive_repetitions_go_on_to_the_maximum_while_the_target_is_out_of_reach() 
     // repeats to the maximum. (Stopping at a loose target is not tested here: whether 3
     // repetitions on a machine busy with other tests fall within any target below 100% is
     // itself noise; `echolab_report::inference::repetition_status` has that rule's tests.)
-    let base = TempDir::new("adaptive");
+    let base = TempDir::new("up-local-adaptive");
     let o = run_experiment_file(
         &base,
         "adaptive.yaml",
@@ -206,7 +189,7 @@ fn a_server_of_your_own_runs_as_a_local_process_with_its_children_sampled() {
             .is_ok_and(|o| o.status.success()),
         "socat is not installed (scripts/test installs it)"
     );
-    let base = TempDir::new("own");
+    let base = TempDir::new("up-local-own");
     // socat forks one process per connection: the server's CPU is its whole process tree's.
     let o = run_experiment_file(
         &base,

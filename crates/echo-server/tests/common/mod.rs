@@ -1,13 +1,13 @@
 //! Helpers shared by echo-server's integration tests: spawning with a descriptor limit, reading
-//! a server's CPU time, descriptors, memory and TCP states from /proc, and polling a condition
-//! with a deadline (never a bare sleep where a readiness check belongs).
+//! a server's CPU time, descriptors, memory and TCP states from /proc. A condition is waited for
+//! with the testkit's `wait_until` (never a bare sleep where a readiness check belongs).
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt as _;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use echolab_testkit::{workspace_bin, ServerProcess};
 
@@ -71,18 +71,6 @@ pub(crate) fn raise_own_nofile() {
         assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
         lim.rlim_cur = lim.rlim_max;
         assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
-    }
-}
-
-/// Polls `cond` every 10 ms until it holds; panics naming `what` after `deadline`.
-pub(crate) fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + deadline;
-    while !cond() {
-        assert!(
-            Instant::now() < end,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

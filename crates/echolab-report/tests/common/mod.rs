@@ -5,8 +5,7 @@
 //! Each test file uses a part of it.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 
 use echolab_core::experiment::{BenchMode, Cell, Experiment};
 use echolab_core::hist::{self, LatencySummary};
@@ -17,33 +16,12 @@ use echolab_core::results::{
 };
 use echolab_core::stats::{BenchReport, SyscallStat};
 use echolab_report::claims::Verdict;
+use echolab_testkit::TempDir;
 
-/// A directory under the system temp dir, removed on drop (also when a test fails), unless
-/// `ECHOLAB_REPORT_KEEP` is set, to look at the report a test made.
-pub(crate) struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub(crate) fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "echolab-report-test-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::env::var_os("ECHOLAB_REPORT_KEEP").is_some() {
-            eprintln!("kept {}", self.0.display());
-            return;
-        }
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh directory for a test's results, removed on drop unless `ECHOLAB_REPORT_KEEP` is set,
+/// to look at the report a test made.
+pub(crate) fn temp_dir(tag: &str) -> TempDir {
+    TempDir::new(&format!("report-test-{tag}")).kept_when_set("ECHOLAB_REPORT_KEEP")
 }
 
 pub(crate) const EXPERIMENT: &str = r#"
@@ -472,10 +450,10 @@ pub(crate) fn rendered(
     manifest: &Manifest,
     runs: &[RunRecord],
 ) -> (TempDir, echolab_report::ReportSummary, String) {
-    let tmp = TempDir::new(tag);
-    write_dir(&tmp.0, manifest, runs);
-    let summary = echolab_report::render(&tmp.0).unwrap();
-    let md = std::fs::read_to_string(tmp.0.join("report.md")).unwrap();
+    let tmp = temp_dir(tag);
+    write_dir(tmp.path(), manifest, runs);
+    let summary = echolab_report::render(tmp.path()).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     (tmp, summary, md)
 }
 

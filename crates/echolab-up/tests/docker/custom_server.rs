@@ -3,7 +3,12 @@
 //! lab image, checked to echo, measured beside echo-server, and refused by name when it does
 //! not echo.
 
-use super::*;
+use std::process::Command;
+
+use echolab_core::results::RunStatus;
+use echolab_testkit::TempDir;
+
+use super::common::*;
 
 /// socat serving the echo protocol (PIPE writes back what it reads), one process per
 /// connection, beside epoll-et.
@@ -23,7 +28,7 @@ fn socat_is_measured_beside_echo_server() {
         "socat is not installed (scripts/test installs it)"
     );
     let e = engine();
-    let base = TempDir::new("own-socat");
+    let base = TempDir::new("up-docker-own-socat");
     let (mut cmd, out) = loopback_experiment(&base, "own.yaml", SOCAT_BESIDE_EPOLL);
     let r = completed(&mut cmd, &out);
     assert!(
@@ -64,7 +69,7 @@ fn a_server_that_does_not_echo_is_named_before_any_cell() {
         "socat is not installed (scripts/test installs it)"
     );
     let e = engine();
-    let base = TempDir::new("own-mute");
+    let base = TempDir::new("up-docker-own-mute");
     // Reads go to /dev/null and nothing comes back: it accepts but does not echo.
     let mute = SOCAT_BESIDE_EPOLL
         .replace("PIPE]", "\"OPEN:/dev/null\"]")

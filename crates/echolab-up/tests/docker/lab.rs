@@ -4,8 +4,17 @@
 //! The last test reaches the second engine through ssh instead (its sshd, `up --ssh`).
 //! A submodule of tests/docker.rs, for its helpers.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use echolab_core::experiment::BenchMode;
+use echolab_core::results::RunStatus;
 use echolab_testkit::second_engine::SecondEngine;
+use echolab_testkit::{wait_until, TempDir};
+use echolab_runtime::docker::{cleanup, engine};
+
+use super::common::*;
 
 /// The second engine, or the test fails with why it could not start (CI must be able to).
 pub(super) fn second_engine() -> SecondEngine {
@@ -22,7 +31,7 @@ fn lab_file(
     cert: &Path,
     key: &Path,
 ) -> PathBuf {
-    let path = base.0.join("lab.yaml");
+    let path = base.path().join("lab.yaml");
     std::fs::write(
         &path,
         format!(
@@ -84,11 +93,11 @@ struct LabRun {
 impl LabRun {
     fn new(tag: &str, second: SecondEngine, experiment: &str) -> Self {
         let a = engine();
-        let base = TempDir::new(tag);
+        let base = TempDir::new(&format!("up-docker-{tag}"));
         let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
-        let exp = base.0.join("experiment.yaml");
+        let exp = base.path().join("experiment.yaml");
         std::fs::write(&exp, experiment).unwrap();
-        let out = base.0.join("results");
+        let out = base.path().join("results");
         let bins = snapshot_bins(&base);
         Self {
             a,
@@ -228,7 +237,7 @@ pub(super) fn lan100_wide(base: &TempDir) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem/lan100.yaml"),
     )
     .unwrap();
-    let profile = base.0.join("lan100-wide.yaml");
+    let profile = base.path().join("lan100-wide.yaml");
     std::fs::write(
         &profile,
         shipped.replace(
@@ -255,7 +264,7 @@ fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
     assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
     // Kernel netem where this kernel has sch_netem, with the kernel's masquerade; else the
     // wire, which translates by itself.
-    let backend = super::expected_link_backend();
+    let backend = expected_link_backend();
     assert_eq!(m.link.backend, backend, "{:?}", m.link);
     let translator = if backend == "kernel-netem" {
         "the kernel's source NAT (an nftables masquerade in the link host) translates the client's address"
@@ -347,14 +356,14 @@ fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
 fn an_unreachable_or_untrusted_engine_is_one_line_and_nothing_is_created() {
     let a = engine();
     let second = second_engine();
-    let base = TempDir::new("lab-bad");
+    let base = TempDir::new("up-docker-lab-bad");
     let bins = snapshot_bins(&base);
-    let out = base.0.join("results");
+    let out = base.path().join("results");
     let before = runtime()
         .block_on(cleanup::list_labelled(&a.docker, None))
         .unwrap();
     // A certificate from a CA the engine does not trust.
-    let rogue = base.0.join("rogue");
+    let rogue = base.path().join("rogue");
     std::fs::create_dir_all(&rogue).unwrap();
     let sh = |cmd: &str| {
         let s = Command::new("sh")
@@ -600,7 +609,7 @@ fn an_ssh_engine_runs_the_client_and_leaves_nothing_behind() {
     // in accept-new mode). The engine's `ssh` first in PATH checks its sshd's host key against
     // its own known_hosts, not ~/.ssh's (an earlier engine's key for the same address there
     // would fail the login); a state directory of the test's own shows every master closed.
-    let state = base.0.join("xdg");
+    let state = base.path().join("xdg");
     let o = launch(out, bins, &args)
         .env("PATH", ssh.path_env())
         .env("XDG_STATE_HOME", &state)
@@ -636,8 +645,8 @@ fn an_ssh_engine_runs_the_client_and_leaves_nothing_behind() {
         state.display()
     );
     wait_until(
+        "the ssh masters to exit after echolab-up",
         Duration::from_secs(5),
-        "ssh masters left after echolab-up exited",
         || {
             let dirs = std::fs::read_dir(&state).unwrap().count();
             (dirs == 0 && processes_mentioning(&state).is_empty()).then_some(())

@@ -3,12 +3,20 @@
 //! namespace behind its own veth pair), every run split between them and merged.
 //! A submodule of tests/docker.rs, for its helpers.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use echolab_core::experiment::BenchMode;
+use echolab_core::results::{ResultsDir, RunStatus};
+use echolab_testkit::second_engine::SecondEngine;
+use echolab_testkit::TempDir;
+use echolab_runtime::docker::engine;
+
+use super::common::*;
 use super::lab::{
     assert_server_saw_a_two_cells_run, interface_bytes, lan100_wide, second_engine,
     LAN100_ADDED_US, TWO_CELLS,
 };
-use super::*;
-use echolab_testkit::second_engine::SecondEngine;
 
 /// `- { endpoint: ..., tls: ... }` of `engine` for a lab file.
 fn tls_engine(engine: &SecondEngine) -> String {
@@ -35,7 +43,7 @@ fn two_clients(base: &TempDir, route: bool) -> (SecondEngine, SecondEngine, Path
                 .args(["via", &c.peer_addr.to_string()]),
         );
     }
-    let lab = base.0.join("lab.yaml");
+    let lab = base.path().join("lab.yaml");
     std::fs::write(
         &lab,
         format!(
@@ -52,9 +60,9 @@ fn two_clients(base: &TempDir, route: bool) -> (SecondEngine, SecondEngine, Path
 /// The arguments of a [`TWO_CELLS`] run on `profile` with `lab`, its results directory and
 /// binaries in `base`.
 fn two_cells_args(base: &TempDir, lab: &Path, profile: &str) -> (Vec<String>, PathBuf, PathBuf) {
-    let exp = base.0.join("experiment.yaml");
+    let exp = base.path().join("experiment.yaml");
     std::fs::write(&exp, TWO_CELLS).unwrap();
-    let (out, bins) = (base.0.join("results"), snapshot_bins(base));
+    let (out, bins) = (base.path().join("results"), snapshot_bins(base));
     let mut args: Vec<String> = profile_experiment(profile, exp.to_str().unwrap())
         .iter()
         .map(|a| a.to_string())
@@ -131,7 +139,7 @@ fn a_whole_two_cells_run(
 
 #[test]
 fn two_client_machines_split_every_run_and_merge_it() {
-    let base = TempDir::new("lab-clients");
+    let base = TempDir::new("up-docker-lab-clients");
     let (_engines, lab, r) = a_successful_run_through_both_veths(&base, "native");
     let m = &r.manifest;
     assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
@@ -179,7 +187,7 @@ fn two_client_machines_split_every_run_and_merge_it() {
 
 #[test]
 fn a_client_machine_that_cannot_reach_the_server_stops_the_run_at_calibration() {
-    let base = TempDir::new("lab-clients-unrouted");
+    let base = TempDir::new("up-docker-lab-clients-unrouted");
     // c's namespace has no route to the server's address.
     let (_b, _c, lab) = two_clients(&base, false);
     let (args, out, bins) = two_cells_args(&base, &lab, "native");
@@ -204,7 +212,7 @@ fn a_client_machine_that_cannot_reach_the_server_stops_the_run_at_calibration() 
 
 #[test]
 fn two_client_machines_on_lan100_each_get_a_link_and_the_run_counts_both() {
-    let base = TempDir::new("lab-clients-lan100");
+    let base = TempDir::new("up-docker-lab-clients-lan100");
     // Two wires, two calibrations and a server on two cores: goodput is judged within 6%
     // (88.50..99.80 Mbit/s) instead of 3%, still far below what an unshaped veth carries.
     let profile = lan100_wide(&base);
@@ -219,7 +227,7 @@ fn two_client_machines_on_lan100_each_get_a_link_and_the_run_counts_both() {
     let (_engines, lab, r) = a_successful_run_through_both_veths(&base, profile.to_str().unwrap());
     let m = &r.manifest;
     assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
-    let backend = super::expected_link_backend();
+    let backend = expected_link_backend();
     assert_eq!(m.link.backend, backend, "{:?}", m.link);
     assert!(
         m.link

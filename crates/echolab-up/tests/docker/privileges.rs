@@ -2,7 +2,12 @@
 //! crossnet run, and what a client host cannot do. A submodule of tests/docker.rs, for its
 //! helpers.
 
-use super::*;
+use std::time::Duration;
+
+use echolab_testkit::TempDir;
+use echolab_runtime::docker::cleanup;
+
+use super::common::*;
 
 /// Removes every object labelled with its run id on drop (never `--down`), even when the
 /// test fails.
@@ -24,13 +29,13 @@ struct KeptRun {
 
 /// One long-connection cell of `conns` connections on crossnet, kept up afterwards.
 fn kept_crossnet_run(base: &TempDir, conns: u64) -> KeptRun {
-    let exp = base.0.join("one-cell.yaml");
+    let exp = base.path().join("one-cell.yaml");
     std::fs::write(
         &exp,
         format!("name: one-cell\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [{conns}]\n    rounds: [2]\n"),
     )
     .unwrap();
-    let out = base.0.join("results");
+    let out = base.path().join("results");
     let bins = snapshot_bins(base);
     let mut args = profile_experiment("crossnet", exp.to_str().unwrap()).to_vec();
     args.push("--keep");
@@ -55,7 +60,7 @@ fn inspect(kept: &KeptRun, role: &str) -> bollard::models::ContainerInspectRespo
 
 #[test]
 fn a_running_labs_containers_hold_only_what_they_need() {
-    let base = TempDir::new("privs");
+    let base = TempDir::new("up-docker-privs");
     let kept = kept_crossnet_run(&base, 40);
     let cpus = std::thread::available_parallelism().unwrap().get() as i64;
     assert_eq!(kept.manifest.environment.cpus as i64, cpus);
@@ -197,7 +202,7 @@ fn in_host_raw_socket_and_nofile() {
 
 #[test]
 fn a_client_host_cannot_change_routes_or_open_raw_sockets() {
-    let base = TempDir::new("noroute");
+    let base = TempDir::new("up-docker-noroute");
     let kept = kept_crossnet_run(&base, 2);
     let e = engine();
     let rt = runtime();
@@ -288,7 +293,7 @@ fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot
     use echolab_runtime::docker::privileges::{Privileges, Seccomp, DEFAULT_WITH_URING};
     let e = engine();
     let rt = runtime();
-    let base = TempDir::new("uring");
+    let base = TempDir::new("up-docker-uring");
     let bins = snapshot_bins(&base);
     let image = rt
         .block_on(echolab_runtime::docker::image::ensure(
@@ -364,7 +369,7 @@ fn the_io_uring_profile_lets_the_uring_server_run_and_without_its_rule_it_cannot
 #[test]
 fn an_experiment_can_choose_the_ring_engine_for_its_client() {
     let e = engine();
-    let base = TempDir::new("ring-client");
+    let base = TempDir::new("up-docker-ring-client");
     let (mut cmd, out) = loopback_experiment(
         &base,
         "ring.yaml",

@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use echolab_core::results::{ResultsDir, RunStatus};
-use echolab_testkit::{wait_until, TempDir};
 use echolab_runtime::docker::cleanup;
+use echolab_testkit::{wait_until, TempDir};
 
 use super::common::*;
 

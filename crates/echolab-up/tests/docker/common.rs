@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use echolab_core::experiment::BenchMode;
 use echolab_core::results::{ResultsDir, RunStatus};
-use echolab_testkit::{wait_until, TempDir};
 use echolab_runtime::docker::engine;
+use echolab_testkit::{wait_until, TempDir};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_echolab-up");
 
@@ -156,7 +156,35 @@ pub(crate) fn completed(cmd: &mut Command, out: &Path) -> ResultsDir {
         "{:?}",
         r.manifest.error
     );
+    assert_hosts_as_planned(&r.manifest);
     r
+}
+
+/// The manifest holds a host record for every host of the plan it recorded, on the plan's
+/// engine, and no host the plan does not name: the runtime made what the plan said.
+pub(crate) fn assert_hosts_as_planned(m: &echolab_core::results::Manifest) {
+    let plan = m.plan.as_ref().expect("the manifest records its plan");
+    for h in &plan.hosts {
+        let record = m.hosts.get(&h.name).unwrap_or_else(|| {
+            panic!(
+                "planned host {} has no record: {:?}",
+                h.name,
+                m.hosts.keys()
+            )
+        });
+        if let Some(engine) = &h.engine {
+            assert_eq!(record["engine"], engine.as_str(), "host {}", h.name);
+        }
+    }
+    let planned = plan.host_names();
+    for name in m.hosts.keys() {
+        // The io_uring probe's and each link's network records sit beside the hosts'.
+        let beside = name == "io_uring" || name.starts_with("networks");
+        assert!(
+            beside || planned.contains(name),
+            "host record {name} is not in the plan {planned:?}"
+        );
+    }
 }
 
 pub(crate) fn stderr(o: &Output) -> String {
@@ -181,6 +209,7 @@ pub(crate) fn check_complete_smoke(
     let r = results(base);
     let m = &r.manifest;
     assert_eq!(m.status, RunStatus::Complete, "{:?}", m.error);
+    assert_hosts_as_planned(m);
     assert_eq!(
         (m.runs_done, m.runs_planned, r.runs.len() as u64),
         (8, 8, 8)

@@ -2,8 +2,8 @@
 
 use std::process::Command;
 
-use echolab_testkit::TempDir;
 use echolab_runtime::docker::cleanup;
+use echolab_testkit::TempDir;
 
 use super::common::*;
 

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use echolab_core::experiment::BenchMode;
 use echolab_core::results::RunStatus;
+use echolab_runtime::docker::{cleanup, engine};
 use echolab_testkit::second_engine::SecondEngine;
 use echolab_testkit::{wait_until, TempDir};
-use echolab_runtime::docker::{cleanup, engine};
 
 use super::common::*;
 
@@ -183,6 +183,7 @@ fn native_across_two_engines_runs_and_leaves_nothing_on_either() {
         !eb.cpu_model.is_empty() && eb.cpus > 0 && eb.mem_bytes > 0,
         "{eb:?}"
     );
+    assert_hosts_as_planned(m);
     assert_eq!(m.hosts["server"]["network_mode"], "host");
     assert_eq!(m.hosts["client"]["engine"], "b");
     assert_eq!(m.cpu_plan.as_ref().unwrap().mode, "machines");
@@ -279,6 +280,7 @@ fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
         m.link.reason
     );
     // The client is behind the link host on its own machine; the server is on the other.
+    assert_hosts_as_planned(m);
     assert_eq!(m.hosts["server"]["network_mode"], "host");
     assert_eq!(m.hosts["client"]["engine"], "b");
     assert_eq!(m.hosts["link"]["engine"], "b");

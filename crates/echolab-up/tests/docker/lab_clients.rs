@@ -8,9 +8,9 @@ use std::process::Command;
 
 use echolab_core::experiment::BenchMode;
 use echolab_core::results::{ResultsDir, RunStatus};
+use echolab_runtime::docker::engine;
 use echolab_testkit::second_engine::SecondEngine;
 use echolab_testkit::TempDir;
-use echolab_runtime::docker::engine;
 
 use super::common::*;
 use super::lab::{
@@ -158,6 +158,7 @@ fn two_client_machines_split_every_run_and_merge_it() {
         "{}",
         m.link.reason
     );
+    assert_hosts_as_planned(m);
     assert_eq!(m.hosts["client"]["engine"], "b");
     assert_eq!(m.hosts["client-2"]["engine"], "c");
     // Both paths calibrated: b's figures under their own names, c's prefixed.
@@ -237,6 +238,7 @@ fn two_client_machines_on_lan100_each_get_a_link_and_the_run_counts_both() {
         m.link.reason
     );
     // Each client machine holds its client host, its link host and their networks.
+    assert_hosts_as_planned(m);
     for (role, engine) in [
         ("client", "b"),
         ("link", "b"),

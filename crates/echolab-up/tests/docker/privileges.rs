@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use echolab_testkit::TempDir;
 use echolab_runtime::docker::cleanup;
+use echolab_testkit::TempDir;
 
 use super::common::*;
 

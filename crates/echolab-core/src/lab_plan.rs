@@ -126,6 +126,24 @@ pub enum Shape {
     },
 }
 
+/// Why a run cannot be planned, in one line naming the flag or file and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanRefusal {
+    /// The inputs contradict each other (exit status 2, as every usage error).
+    Usage(String),
+    /// The inputs are consistent but the chosen backend cannot run them (exit status 1, as
+    /// when no engine is reachable).
+    Unsupported(String),
+}
+
+impl std::fmt::Display for PlanRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanRefusal::Usage(m) | PlanRefusal::Unsupported(m) => f.write_str(m),
+        }
+    }
+}
+
 /// Which hosts, networks and engines a run needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -152,34 +170,35 @@ impl LabPlan {
     /// `lab` if given; `explicit_cpu_plan` is whether `--cpu-plan` named CPUs.
     ///
     /// # Errors
-    /// One line naming the flag or file and what to do: `--cpu-plan` with `--lab`; a native
-    /// profile without `--lab`; a link or native profile on local processes; an experiment
-    /// the lab file cannot run ([`Lab::check_experiment`]).
+    /// [`PlanRefusal::Usage`]: `--cpu-plan` with `--lab`; a native profile without `--lab`;
+    /// an experiment the lab file cannot run ([`Lab::check_experiment`]).
+    /// [`PlanRefusal::Unsupported`]: a link profile on local processes.
     pub fn new(
         profile: &Profile,
         experiment: &Experiment,
         lab: Option<&Lab>,
         backend: Backend,
         explicit_cpu_plan: bool,
-    ) -> Result<LabPlan, String> {
+    ) -> Result<LabPlan, PlanRefusal> {
         if let Some(lab) = lab {
             if explicit_cpu_plan {
                 // Each role has a machine of its own there, so a plan of this machine's CPUs
                 // means nothing; refused rather than ignored.
-                return Err("--cpu-plan: with --lab the server and the client run on machines of their own, unpinned; drop --cpu-plan".into());
+                return Err(PlanRefusal::Usage("--cpu-plan: with --lab the server and the client run on machines of their own, unpinned; drop --cpu-plan".into()));
             }
-            lab.check_experiment(experiment)?;
+            lab.check_experiment(experiment)
+                .map_err(PlanRefusal::Usage)?;
             return Ok(Self::across(profile, lab));
         }
         match (profile.topology, backend) {
-            (Topology::Native, _) => Err(format!(
+            (Topology::Native, _) => Err(PlanRefusal::Usage(format!(
                 "profile {} is the real path between two machines, which needs --lab LAB.yaml naming their engines (docs/guide.md, \"Two or more machines\")",
                 profile.name
-            )),
-            (Topology::Link, Backend::Processes) => Err(format!(
+            ))),
+            (Topology::Link, Backend::Processes) => Err(PlanRefusal::Unsupported(format!(
                 "profile {} needs a link between separate hosts, which only the Docker backend provides; start a Docker engine or use --profile loopback",
                 profile.name
-            )),
+            ))),
             (Topology::Loopback, Backend::Processes) => Ok(LabPlan {
                 shape: Shape::Local,
                 hosts: vec![

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use echolab_core::experiment::Experiment;
 use echolab_core::lab_file::Lab;
-use echolab_core::lab_plan::{Attachment, Backend, LabPlan, Role, Shape};
+use echolab_core::lab_plan::{Attachment, Backend, LabPlan, PlanRefusal, Role, Shape};
 use echolab_core::profile::{Profile, Topology};
 
 fn root() -> PathBuf {
@@ -153,7 +153,9 @@ fn every_experiment_on_every_profile_on_one_machine_has_its_hosts_and_networks()
                         c.iter().all(|n| !s.contains(n)),
                         "{what}: client and server share no network, so every packet crosses the link host"
                     );
-                    let e = processes.unwrap_err();
+                    let PlanRefusal::Unsupported(e) = processes.unwrap_err() else {
+                        panic!("{what}: a link on local processes is unsupported, not bad usage")
+                    };
                     assert!(
                         e.contains(&profile.name) && e.contains("Docker backend"),
                         "{what}: {e}"
@@ -161,6 +163,9 @@ fn every_experiment_on_every_profile_on_one_machine_has_its_hosts_and_networks()
                 }
                 Topology::Native => {
                     for e in [containers.unwrap_err(), processes.unwrap_err()] {
+                        let PlanRefusal::Usage(e) = e else {
+                            panic!("{what}: {e}")
+                        };
                         assert!(e.contains("--lab LAB.yaml"), "{what}: {e}");
                     }
                 }
@@ -187,7 +192,8 @@ fn every_experiment_a_lab_can_run_gets_the_server_on_its_machine_and_each_client
                         Err(e) => {
                             // Only a split the lab file cannot make is refused, with its reason.
                             assert!(clients.len() > 1, "{what}: {e}");
-                            assert_eq!(Err(e), lab.check_experiment(&exp), "{what}");
+                            assert_eq!(Err(e.to_string()), lab.check_experiment(&exp), "{what}");
+                            assert!(matches!(e, PlanRefusal::Usage(_)), "{what}");
                             continue;
                         }
                     };
@@ -258,7 +264,9 @@ fn rules_that_join_two_inputs_are_refused_before_any_engine() {
         .into_iter()
         .find(|p| p.topology == Topology::Native)
         .unwrap();
-    let e = LabPlan::new(&native, &exp, Some(&lab(&["b"])), Backend::Containers, true).unwrap_err();
+    let e = LabPlan::new(&native, &exp, Some(&lab(&["b"])), Backend::Containers, true)
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("--cpu-plan: with --lab"), "{e}");
     assert!(LabPlan::new(
         &native,

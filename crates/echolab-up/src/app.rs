@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 use echolab_core::cli::EXIT_USAGE;
 use echolab_core::experiment::Cell;
-use echolab_core::lab_plan::{Backend, LabPlan, Shape};
+use echolab_core::lab_plan::{Backend, LabPlan, PlanRefusal, Shape};
 use echolab_core::profile::Topology;
 use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
 
@@ -152,7 +152,10 @@ pub(crate) async fn run_once(
         Ok(p) => p,
         Err(e) => {
             eprintln!("echolab-up: {e}");
-            return ExitCode::from(EXIT_USAGE);
+            return match e {
+                PlanRefusal::Usage(_) => ExitCode::from(EXIT_USAGE),
+                PlanRefusal::Unsupported(_) => ExitCode::FAILURE,
+            };
         }
     };
     if let Some(l) = &lab {

@@ -6,7 +6,11 @@
 //! - **holds here**: the measured effect's 95% interval lies within the mechanism's
 //!   agreement band around the prediction (±25% unless the file says otherwise);
 //! - **does not hold here**: it lies wholly outside;
-//! - **inconclusive**: it straddles an edge, or an input is missing (said which).
+//! - **inconclusive**: it straddles an edge, or an input is missing (said which);
+//! - **not testable here**: the mechanism's premise is absent from this run, so its
+//!   prediction says nothing either way: a server-cost mechanism (`cpu-per-request`) on
+//!   cells none of which the server paces (all path-, client-bound or unsaturated, as
+//!   [`crate::bounds`] labels them), e.g. exp31 on crossnet, where round trips set QPS.
 //!
 //! A knee mechanism ([`MechanismKind::Knee`]) is judged on a scan instead (see [`knee`]):
 //! it holds here when the predicted and the measured knee are the same scan point or
@@ -36,6 +40,8 @@ pub enum MechanismVerdict {
     DoesNotHold,
     /// See the module doc.
     Inconclusive,
+    /// See the module doc.
+    NotTestable,
 }
 
 impl MechanismVerdict {
@@ -45,6 +51,7 @@ impl MechanismVerdict {
             MechanismVerdict::Holds => "holds here",
             MechanismVerdict::DoesNotHold => "does not hold here",
             MechanismVerdict::Inconclusive => "inconclusive",
+            MechanismVerdict::NotTestable => "not testable here",
         }
     }
 }
@@ -169,7 +176,19 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
         Verdict::Refuted => MechanismVerdict::DoesNotHold,
         _ => MechanismVerdict::Inconclusive,
     };
+    if m.kind == MechanismKind::CpuPerRequest && server_paces_none(manifest, &[num, den]) {
+        // The band would still sort the figures, but by where the prediction happens to
+        // fall, not by anything the server did.
+        out.verdict = MechanismVerdict::NotTestable;
+    }
     out
+}
+
+/// Whether every one of `cells` has a bound label and none of them involves the server.
+fn server_paces_none(manifest: &Manifest, cells: &[&CellData<'_>]) -> bool {
+    cells
+        .iter()
+        .all(|c| bounds::of_cell(c, manifest).is_some_and(|b| !b.bound.involves_server()))
 }
 
 type Prediction = (Option<f64>, Option<Ratio>, String);

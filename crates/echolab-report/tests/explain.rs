@@ -170,6 +170,41 @@ fn the_gain_is_predicted_from_the_servers_cpu_per_request() {
     assert!(p50.contains("predicts 0.463×, which holds here"), "{p50}");
 }
 
+#[test]
+fn a_server_cost_mechanism_on_cells_the_server_does_not_pace_is_not_testable() {
+    // The ET cells at a third of a core on both sides (unsaturated, as exp31 on crossnet is
+    // path-bound): the server's cost cannot set QPS there, whatever the prediction says.
+    let (e, runs) = exp31_runs();
+    let runs: Vec<RunRecord> = runs
+        .into_iter()
+        .map(|mut r| {
+            if r.cell.server == "epoll-et" {
+                let load = 30.0 + r.repetition as f64;
+                r.samples[0].cpu_pct = load;
+                r.samples[0].cpu_user_pct = Some(load / 4.0);
+                r.samples[0].cpu_sys_pct = Some(load * 3.0 / 4.0);
+                let b = r.bench.as_mut().unwrap();
+                b.client_cpu = CpuTime {
+                    user_s: load / 100.0 * 0.1,
+                    sys_s: load / 100.0 * 0.9,
+                };
+            }
+            r
+        })
+        .collect();
+    let (_tmp, _, md) = rendered("untestable", &manifest(e, RunStatus::Complete, 12), &runs);
+    let s = section(&md, "Mechanisms, checked from this run's costs");
+    let line = |what: &str| s.lines().find(|l| l.contains(what)).unwrap().to_string();
+    let et = line("the gain is the server's CPU per request (ET)");
+    assert!(et.contains("): not testable here"), "{et}");
+    // LT keeps a cell the server paces (its long cell), so it is judged as before.
+    let lt = line("the gain is the server's CPU per request (LT)");
+    assert!(!lt.contains("not testable"), "{lt}");
+    // The round-trip mechanism is not a server-cost one: judged on the same ET cells.
+    let p50 = line("P50 follows round trips (ET)");
+    assert!(!p50.contains("not testable"), "{p50}");
+}
+
 /// A results directory under `explain/<name>/` whose long cells run at `long_factor` of the
 /// main run's QPS.
 fn variant(root: &std::path::Path, name: &str, settings: &[&str], long_factor: f64) -> Variant {

@@ -13,6 +13,10 @@ use echolab_core::experiment::Cell;
 use echolab_core::lab_plan::{Backend, LabPlan, PlanRefusal, Shape};
 use echolab_core::profile::Topology;
 use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
+use echolab_runtime::docker;
+use echolab_runtime::docker::confinement::Confinement;
+use echolab_runtime::hosts::Hosts;
+use echolab_runtime::local::LocalHosts;
 
 use crate::adaptive;
 use crate::cli::{Args, BackendChoice};
@@ -21,10 +25,6 @@ use crate::plan;
 use crate::results_dir::ResultsWriter;
 use crate::rtt_probe::{calibrate_rtt, failure_message};
 use crate::runner::{check_custom_servers, progress_bar, run_all, RunError};
-use echolab_runtime::docker;
-use echolab_runtime::docker::confinement::Confinement;
-use echolab_runtime::hosts::Hosts;
-use echolab_runtime::local::LocalHosts;
 
 /// Where a run's hosts are.
 enum Hosting {

@@ -4,10 +4,10 @@
 use std::process::ExitCode;
 
 use echolab_core::cli::EXIT_USAGE;
+use echolab_runtime::docker;
 
 use crate::catalog::find_root;
 use crate::cli::Args;
-use echolab_runtime::docker;
 
 /// Runs `--down`; returns the exit code (1 when an engine could not be cleaned up).
 pub(crate) async fn down(args: &Args) -> ExitCode {

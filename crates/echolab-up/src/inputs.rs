@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use echolab_core::experiment::Experiment;
 use echolab_core::profile::Profile;
+use echolab_runtime::image_archive::sha256_hex;
 
 use crate::catalog::{find_root, load_experiment, load_profile};
 use crate::cli::Args;
 use crate::plan::{self, PlannedRun};
-use echolab_runtime::image_archive::sha256_hex;
 
 /// Everything resolved before any host exists.
 pub(crate) struct Inputs {

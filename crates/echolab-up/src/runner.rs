@@ -8,12 +8,12 @@ use anyhow::Context as _;
 use echolab_core::cmd::{bench_report, final_stats, ServerCpus};
 use echolab_core::experiment::Experiment;
 use echolab_core::results::RunRecord;
+use echolab_runtime::hosts::Hosts;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::commands::{bench_cmd, server_cmd};
 use crate::plan::PlannedRun;
 use crate::results_dir::ResultsWriter;
-use echolab_runtime::hosts::Hosts;
 
 /// A progress bar of runs done out of planned, with the ETA, on stderr (hidden when stderr is
 /// not a terminal, as indicatif does).

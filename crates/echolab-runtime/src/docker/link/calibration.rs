@@ -159,15 +159,7 @@ pub(super) async fn baseline(
         |target| NetemCmd::Rtt { target, pace },
     )
     .await?;
-    if out.exit_code != Some(0) && out.stdout.trim().is_empty() {
-        return Err(anyhow!("echolab-netem rtt: {}", out.describe()));
-    }
-    let report: RttReport = json_from_stdout(&out.stdout).map_err(|e| {
-        anyhow!(
-            "echolab-netem rtt printed no report ({e}; {})",
-            out.describe()
-        )
-    })?;
+    let report: RttReport = printed_report(&out, "rtt", "report")?;
     Ok(MeasuredBaseline {
         rtt: Duration::from_secs_f64(report.rtt_median_us / 1e6),
         settle,
@@ -224,17 +216,7 @@ pub async fn calibrate(
         },
     )
     .await?;
-    // A calibration that ran prints its report even when it fails; no output means the tool
-    // could not measure, and its own message says why.
-    if out.exit_code != Some(0) && out.stdout.trim().is_empty() {
-        return Err(anyhow!("echolab-netem calibrate: {}", out.describe()));
-    }
-    let report: CalibrationReport = json_from_stdout(&out.stdout).map_err(|e| {
-        anyhow!(
-            "echolab-netem calibrate printed no calibration report ({e}; {})",
-            out.describe()
-        )
-    })?;
+    let report: CalibrationReport = printed_report(&out, "calibrate", "calibration report")?;
     let mut record = record_of(&report);
     let waits = [
         ("baseline", measured_baseline.and_then(|b| b.settle)),
@@ -246,6 +228,29 @@ pub async fn calibrate(
         }
     }
     Ok(record)
+}
+
+/// The JSON report `echolab-netem <tool>` printed on stdout. A run that measured prints its
+/// report even when its checks fail; one that printed nothing could not measure, and its own
+/// output says why.
+///
+/// # Errors
+/// Nothing on stdout after a failed exit (naming the exit and stderr), or stdout that is not
+/// the report (naming the parse error as `<what>`).
+fn printed_report<T: serde::de::DeserializeOwned>(
+    out: &ProcOutput,
+    tool: &str,
+    what: &str,
+) -> anyhow::Result<T> {
+    if out.exit_code != Some(0) && out.stdout.trim().is_empty() {
+        return Err(anyhow!("echolab-netem {tool}: {}", out.describe()));
+    }
+    json_from_stdout(&out.stdout).map_err(|e| {
+        anyhow!(
+            "echolab-netem {tool} printed no {what} ({e}; {})",
+            out.describe()
+        )
+    })
 }
 
 #[cfg(test)]

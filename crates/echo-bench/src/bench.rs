@@ -29,12 +29,12 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
         Mode::Long => Pattern::Long,
     };
     // Refused before anything is resolved, checked or started.
-    setup::engine_runs(args.load.engine, pattern)?;
+    setup::engine_runs(args.client.engine, pattern)?;
     crate::short_sockets::resolve(
         args.sock.short_sockets,
         pattern,
-        args.sock.linger0,
-        args.load.engine == crate::engine::EngineKind::Event,
+        args.client.linger0,
+        args.client.engine == crate::engine::EngineKind::Event,
         args.rate.is_some(),
     )
     .map_err(SetupError::usage)?;
@@ -56,13 +56,18 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
             request,
             interval: args.duration.map(|_| INTERVAL),
             shard: args.shard,
-            engine: args.load.engine,
+            engine: args.client.engine,
         },
+        &args.client,
         &args.sock,
     )?;
-    let outcome = setup::run_engine(&plan, args.load.engine)?;
-    let mut report =
-        crate::report::base_report(&plan, &outcome, args.load.engine, &format!("{host}:{port}"));
+    let outcome = setup::run_engine(&plan, args.client.engine)?;
+    let mut report = crate::report::base_report(
+        &plan,
+        &outcome,
+        args.client.engine,
+        &format!("{host}:{port}"),
+    );
     crate::report::note_setup_failures(&mut report, &outcome);
     if outcome.recorder.warmup_completed > 0 {
         report.extra.insert(
@@ -94,7 +99,7 @@ fn run_processes(args: &RunArgs, conns: u64) -> Result<Finished, SetupError> {
     }
     // Connecting in long mode takes at most one --timeout per connection a worker makes in a
     // row; a generous bound that still ends a shard that hangs.
-    let deadline = args.sock.timeout * 2 + std::time::Duration::from_secs(60);
+    let deadline = args.client.timeout.0 * 2 + std::time::Duration::from_secs(60);
     let env_fail = |message: String| SetupError {
         message,
         exit_code: 1,

@@ -5,10 +5,9 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use echolab_core::cmd::ServerCpus;
+use echolab_core::cmd::{ClientOpts, ServerCpus};
 use echolab_core::units;
 
-use crate::engine::EngineKind;
 use crate::short_sockets::ShortSockets;
 use crate::sources::SourceChoice;
 
@@ -136,10 +135,13 @@ pub struct RunArgs {
     /// Internal: run as shard K of N (0-based) of a `--processes N` run.
     #[arg(long, hide = true, value_name = "K/N", value_parser = crate::shard::parse_shard)]
     pub shard: Option<crate::shard::Shard>,
-    /// Engine, warm-up, sockets and output.
+    /// Warm-up.
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Socket options and deadlines.
+    /// Engine, threads, deadlines and socket options (an experiment's `bench:`).
+    #[command(flatten)]
+    pub client: ClientOpts,
+    /// Socket and thread choices of echo-bench's own.
     #[command(flatten)]
     pub sock: SocketArgs,
     /// Output options.
@@ -157,7 +159,10 @@ pub struct StormArgs {
     /// Connections to establish (each needs a file descriptor and an ephemeral port).
     #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub n: u64,
-    /// Socket options and deadlines.
+    /// Engine (event only), threads, deadlines and socket options (an experiment's `bench:`).
+    #[command(flatten)]
+    pub client: ClientOpts,
+    /// Socket and thread choices of echo-bench's own.
     #[command(flatten)]
     pub sock: SocketArgs,
     /// Output options.
@@ -190,10 +195,13 @@ pub struct SustainArgs {
     /// send time.
     #[arg(long, value_name = "R", value_parser = positive_rate)]
     pub rate: Option<f64>,
-    /// Engine and warm-up.
+    /// Warm-up.
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Socket options and deadlines.
+    /// Engine, threads, deadlines and socket options (an experiment's `bench:`).
+    #[command(flatten)]
+    pub client: ClientOpts,
+    /// Socket and thread choices of echo-bench's own.
     #[command(flatten)]
     pub sock: SocketArgs,
     /// Output options.
@@ -201,28 +209,18 @@ pub struct SustainArgs {
     pub out: OutputArgs,
 }
 
-/// Engine choice and warm-up.
+/// Warm-up: launcher-owned (an experiment's top-level `warmup`), so not in [`ClientOpts`].
 #[derive(Debug, Args)]
 pub struct LoadArgs {
-    /// event: epoll workers multiplexing all connections; thread: one blocking thread per
-    /// connection, like seed 000's tool (for comparison); uring: io_uring workers, one
-    /// io_uring_enter(2) per batch of sends and receives (long connections only, Linux 5.11+;
-    /// fewer system calls per request; docs/measurements.md says what that saved where measured).
-    #[arg(long, value_enum, default_value_t = EngineKind::Event)]
-    pub engine: EngineKind,
     /// Run the same load this long first and discard its results (e.g. "2s").
     #[arg(long, default_value = "0s", value_parser = duration)]
     pub warmup: Duration,
 }
 
-/// Socket options, deadlines and worker threads.
+/// Socket and thread choices that only echo-bench's own runs and the launcher's CPU plan set;
+/// the options an experiment may set are [`ClientOpts`].
 #[derive(Debug, Args)]
 pub struct SocketArgs {
-    /// Event-engine worker threads [default: auto: the CPUs this process may use, halved for
-    /// long connections when the server runs on the same CPUs (see --server-cpus), since it
-    /// needs the other half; the choice is in --json's threads_reason].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub threads: Option<u64>,
     /// Whether the server under test runs on this client's CPUs, for the automatic --threads:
     /// auto (yes when the target is an address of this host), shared (e.g. another namespace
     /// on the same cores) or separate (CPUs of its own). echolab-up passes it from its CPU plan.
@@ -237,16 +235,6 @@ pub struct SocketArgs {
     #[arg(long, value_name = "auto|kernel|LIST", default_value = "auto",
           value_parser = crate::sources::parse_choice)]
     pub source_addrs: SourceChoice,
-    /// Deadline of one connect, and of one request's send plus receive.
-    #[arg(long, default_value = "5s", value_parser = duration_nonzero)]
-    pub timeout: Duration,
-    /// TCP_NODELAY on every socket; --nodelay=false leaves Nagle's algorithm on.
-    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub nodelay: bool,
-    /// Close with SO_LINGER 0: the client sends RST and keeps no TIME_WAIT.
-    #[arg(long)]
-    pub linger0: bool,
     /// Short connections' sockets: fresh (socket(2) ... close(2) per request, as neper's
     /// tcp_crr) or reuse (each connection re-connects its one socket after connect(2) with
     /// AF_UNSPEC, which sends the RST that close(2) with --linger0 would: the server sees the
@@ -335,7 +323,7 @@ mod tests {
             (c.run.conns, c.run.rounds, c.run.mode),
             (Some(100), Some(10), Mode::Short)
         );
-        assert!(c.run.sock.nodelay);
+        assert!(c.run.client.nodelay);
         let c = parse(&["connect-storm", "127.0.0.1", "9988", "200"]).unwrap();
         assert!(matches!(
             c.command,
@@ -354,7 +342,7 @@ mod tests {
         match c.command {
             Some(Command::Sustain(s)) => {
                 assert_eq!(
-                    (s.reply_bytes, s.duration, s.sock.nodelay),
+                    (s.reply_bytes, s.duration, s.client.nodelay),
                     (1024, Duration::from_secs(2), false)
                 )
             }

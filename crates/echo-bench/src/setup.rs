@@ -11,6 +11,7 @@ use socket2::SockAddr;
 use crate::cli::SocketArgs;
 use crate::engine::{self, EngineKind, Pattern, Plan, RunOutcome, Stop};
 use crate::syscalls::SocketOptions;
+use echolab_core::cmd::ClientOpts;
 
 /// Descriptors needed besides the connections: stdio, epoll instances, the Rust runtime.
 pub(crate) const FD_HEADROOM: u64 = 64;
@@ -95,12 +96,13 @@ pub(crate) fn ensure_fd_limit(conns: u64) -> Result<u64, SetupError> {
 /// most of the work is the client's (2 threads 58k/s, 1 thread 40k/s with `--linger0`).
 /// Never more workers than connections.
 pub(crate) fn threads(
+    client: &ClientOpts,
     sock: &SocketArgs,
     target: &SockAddr,
     pattern: Pattern,
     conns: u64,
 ) -> (usize, String) {
-    if let Some(t) = sock.threads {
+    if let Some(t) = client.threads {
         return (t as usize, format!("--threads {t}"));
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -182,7 +184,11 @@ pub(crate) struct PlanInputs {
 /// # Errors
 /// See [`ensure_fd_limit`]; a `--source-addrs` address that is not local or not of the
 /// target's family, or `--short-sockets reuse` where it cannot run (exit code 2).
-pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupError> {
+pub(crate) fn plan(
+    inputs: PlanInputs,
+    client: &ClientOpts,
+    sock: &SocketArgs,
+) -> Result<Plan, SetupError> {
     let total = inputs.conns as usize;
     let ids = match inputs.shard {
         Some(s) => crate::engine::window::share(total, s.count as usize, s.index as usize),
@@ -193,19 +199,20 @@ pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupE
         &sock.source_addrs,
         &inputs.addr,
         inputs.pattern,
-        sock.linger0,
+        client.linger0,
         inputs.conns,
     )
     .map_err(SetupError::usage)?;
     let socket_reuse = crate::short_sockets::resolve(
         sock.short_sockets,
         inputs.pattern,
-        sock.linger0,
+        client.linger0,
         inputs.engine == EngineKind::Event,
         inputs.rate.is_some(),
     )
     .map_err(SetupError::usage)?;
-    let (threads, threads_reason) = threads(sock, &inputs.addr, inputs.pattern, ids.len() as u64);
+    let (threads, threads_reason) =
+        threads(client, sock, &inputs.addr, inputs.pattern, ids.len() as u64);
     Ok(Plan {
         addr: inputs.addr,
         pattern: inputs.pattern,
@@ -218,10 +225,10 @@ pub(crate) fn plan(inputs: PlanInputs, sock: &SocketArgs) -> Result<Plan, SetupE
         rate: inputs.rate,
         request: inputs.request,
         expected_reply: inputs.expected_reply,
-        timeout: sock.timeout,
+        timeout: client.timeout.0,
         sock: SocketOptions {
-            nodelay: sock.nodelay,
-            linger0: sock.linger0,
+            nodelay: client.nodelay,
+            linger0: client.linger0,
             blocking_timeout: None,
             source: None,
         },

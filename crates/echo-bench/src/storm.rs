@@ -27,6 +27,12 @@ pub(crate) const PROOF_BYTES: usize = 1;
 /// # Errors
 /// Unresolvable host, too few file descriptors, or an engine that could not start.
 pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
+    if args.client.engine != EngineKind::Event {
+        return Err(SetupError::usage(format!(
+            "--engine {}: connect-storm runs on the event engine only",
+            args.client.engine
+        )));
+    }
     let request = protocol::payload(PROOF_BYTES);
     let plan = setup::plan(
         PlanInputs {
@@ -42,6 +48,7 @@ pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
             shard: None,
             engine: EngineKind::Event,
         },
+        &args.client,
         &args.sock,
     )?;
     let outcome = setup::run_engine(&plan, EngineKind::Event)?;

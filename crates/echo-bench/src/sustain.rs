@@ -31,13 +31,14 @@ pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
             expected_reply: protocol::reply_body(args.reply_bytes as usize),
             interval: Some(args.interval),
             shard: None,
-            engine: args.load.engine,
+            engine: args.client.engine,
         },
+        &args.client,
         &args.sock,
     )?;
-    let outcome = setup::run_engine(&plan, args.load.engine)?;
+    let outcome = setup::run_engine(&plan, args.client.engine)?;
     let target = format!("{}:{}", args.host, args.port);
-    let mut report = crate::report::base_report(&plan, &outcome, args.load.engine, &target);
+    let mut report = crate::report::base_report(&plan, &outcome, args.client.engine, &target);
     report.mode = "sustain".into();
     report.reply_bytes = Some(args.reply_bytes);
     report

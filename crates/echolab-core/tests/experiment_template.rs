@@ -326,7 +326,7 @@ fn the_template_uses_every_key_and_value_of_the_schema() {
         "Experiment",
         "MatrixBlock",
         "ServerOptions",
-        "BenchOptions",
+        "ClientOpts",
         "Reference",
     ] {
         assert!(

@@ -249,17 +249,15 @@ pub fn rows(manifest: &Manifest) -> Vec<SettingRow> {
             )
         }),
     );
-    let engine = |e: Option<echolab_core::cmd::BenchEngine>| match e {
-        Some(echolab_core::cmd::BenchEngine::Thread) => "one thread per connection".to_string(),
-        Some(echolab_core::cmd::BenchEngine::Uring) => "ring engine (io_uring workers)".to_string(),
-        Some(echolab_core::cmd::BenchEngine::Event) | None => {
-            "event engine (epoll workers)".to_string()
-        }
+    let engine = |e: echolab_core::cmd::BenchEngine| match e {
+        echolab_core::cmd::BenchEngine::Thread => "one thread per connection".to_string(),
+        echolab_core::cmd::BenchEngine::Uring => "ring engine (io_uring workers)".to_string(),
+        echolab_core::cmd::BenchEngine::Event => "event engine (epoll workers)".to_string(),
     };
     if let Some(client) = seed.client {
         row(
             Setting::Client,
-            engine(Some(client)),
+            engine(client),
             engine(manifest.experiment.bench.engine),
         );
     }

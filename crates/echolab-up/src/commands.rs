@@ -6,8 +6,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use echolab_core::cmd::{
-    BenchCmd, LoadOpts, RunCmd, RunMode, ServerCmd, ServerCpus, ServerLaunch, SocketOpts, StormCmd,
-    SustainCmd, UnknownModel,
+    BenchCmd, RunCmd, RunMode, ServerCmd, ServerCpus, ServerLaunch, StormCmd, SustainCmd,
+    UnknownModel,
 };
 use echolab_core::experiment::{BenchMode, Cell, Experiment};
 
@@ -50,17 +50,7 @@ pub fn bench_cmd(
     target: SocketAddr,
     server_cpus: ServerCpus,
 ) -> BenchCmd {
-    let b = &exp.bench;
-    let load = LoadOpts {
-        warmup: exp.warmup,
-        engine: b.engine,
-    };
-    let sock = SocketOpts {
-        threads: b.threads,
-        timeout: b.timeout,
-        linger0: b.linger0,
-        server_cpus: Some(server_cpus),
-    };
+    let (client, warmup, server_cpus) = (exp.bench.clone(), exp.warmup, Some(server_cpus));
     let run = |mode| {
         BenchCmd::Run(RunCmd {
             target,
@@ -70,8 +60,9 @@ pub fn bench_cmd(
             duration: cell.duration,
             payload_size: Some(cell.payload).filter(|&p| p != 12),
             rate: None,
-            load: load.clone(),
-            sock: sock.clone(),
+            warmup,
+            server_cpus,
+            client: client.clone(),
             json: true,
         })
     };
@@ -81,7 +72,8 @@ pub fn bench_cmd(
         BenchMode::ConnectStorm => BenchCmd::ConnectStorm(StormCmd {
             target,
             n: cell.conns,
-            sock,
+            server_cpus,
+            client,
             json: true,
         }),
         BenchMode::Sustain => BenchCmd::Sustain(SustainCmd {
@@ -90,8 +82,9 @@ pub fn bench_cmd(
             duration: cell.duration,
             reply_bytes: cell.reply_bytes,
             rate: None,
-            load,
-            sock,
+            warmup,
+            server_cpus,
+            client,
             json: true,
         }),
     }
@@ -103,7 +96,7 @@ mod tests {
 
     fn exp() -> Experiment {
         Experiment::parse(
-            "name: t\nquestion: q\nrepetitions: 1\nwarmup: 1s\nmatrix:\n  - servers: [epoll-et]\n    modes: [long, connect-storm]\n    conns: [100]\n    rounds: [10]\nserver: {workers: 2}\nbench: {timeout: 5s}\n",
+            "name: t\nquestion: q\nrepetitions: 1\nwarmup: 1s\nmatrix:\n  - servers: [epoll-et]\n    modes: [long, connect-storm]\n    conns: [100]\n    rounds: [10]\nserver: {workers: 2}\nbench: {timeout: 2s}\n",
             "t.yaml",
         )
         .unwrap()
@@ -125,13 +118,13 @@ mod tests {
             bench_cmd(&e, &cells[0], t, ServerCpus::Shared)
                 .argv()
                 .join(" "),
-            "10.0.0.2 9988 100 10 --mode long --warmup 1s --timeout 5s --server-cpus shared --json"
+            "10.0.0.2 9988 100 10 --mode long --warmup 1s --server-cpus shared --timeout 2s --json"
         );
         assert_eq!(
             bench_cmd(&e, &cells[1], t, ServerCpus::Separate)
                 .argv()
                 .join(" "),
-            "connect-storm 10.0.0.2 9988 100 --timeout 5s --server-cpus separate --json"
+            "connect-storm 10.0.0.2 9988 100 --server-cpus separate --timeout 2s --json"
         );
     }
 

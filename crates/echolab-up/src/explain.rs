@@ -181,7 +181,7 @@ async fn explain(args: &Args, dir: &Path, main: &ResultsDir) -> Result<(), Strin
     let here_exp = root.join("experiment.yaml");
     write_experiment(&exp, &here_exp)?;
     let mut thread_exp = exp.clone();
-    thread_exp.bench.engine = Some(BenchEngine::Thread);
+    thread_exp.bench.engine = BenchEngine::Thread;
     let client_exp = root.join("experiment-client-thread.yaml");
     write_experiment(&thread_exp, &client_exp)?;
     let mut index = ExplainIndex {

@@ -15,8 +15,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use echolab_core::calibration::rtt_check;
 use echolab_core::cmd::{
-    bench_report, final_stats, BenchCmd, LoadOpts, RunCmd, RunMode, ServerCmd, ServerModel,
-    SocketOpts,
+    bench_report, final_stats, BenchCmd, ClientOpts, RunCmd, RunMode, ServerCmd, ServerModel,
 };
 use echolab_core::profile::Profile;
 use echolab_core::results::{CalibrationCheck, CalibrationRecord};
@@ -53,8 +52,9 @@ pub fn probe_bench_cmd(target: SocketAddr, rounds: u64) -> BenchCmd {
         duration: None,
         payload_size: None,
         rate: None,
-        load: LoadOpts::default(),
-        sock: SocketOpts::default(),
+        warmup: None,
+        server_cpus: None,
+        client: ClientOpts::default(),
         json: true,
     })
 }

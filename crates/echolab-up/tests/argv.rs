@@ -14,13 +14,13 @@ use std::iter::once;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use clap::{Parser as _, ValueEnum as _};
+use clap::Parser as _;
 use echo_bench::cli::{Command, LoadArgs, Mode, SocketArgs};
 use echolab_core::cmd::{
-    BenchCmd, BenchEngine, CustomServerCmd, LoadOpts, NetemCmd, RunCmd, RunMode, ServerCmd,
-    ServerCpus, ServerLaunch, ServerModel, SocketOpts, StormCmd, SustainCmd,
+    BenchCmd, BenchEngine, ClientOpts, CustomServerCmd, NetemCmd, RunCmd, RunMode, ServerCmd,
+    ServerCpus, ServerLaunch, ServerModel, StormCmd, SustainCmd,
 };
-use echolab_core::experiment::{BenchMode, BenchOptions, Experiment, MatrixBlock, ServerOptions};
+use echolab_core::experiment::{BenchMode, Experiment, MatrixBlock, ServerOptions};
 use echolab_core::profile::Profile;
 use echolab_core::units::{ByteSize, Dur};
 use echolab_netem::cli::{Cmd as NetemParsed, ProfileArg};
@@ -72,27 +72,26 @@ fn check_server(cmd: &ServerCmd) {
     assert_eq!(a.nodelay, cmd.nodelay, "{line}");
 }
 
-fn check_load(a: &LoadArgs, c: &LoadOpts, line: &str) {
-    if let Some(w) = c.warmup {
-        assert_eq!(a.warmup, w.0, "{line}");
-    }
-    if let Some(e) = c.engine {
-        let parsed = a.engine.to_possible_value().expect("engines have names");
-        assert_eq!(parsed.get_name(), e.to_string(), "{line}");
-    }
+/// echo-bench parses the client options into the struct the launcher sent (the same type, so
+/// one comparison covers every field); `strace` is the launcher's and never on the line.
+fn check_client(parsed: &ClientOpts, sent: &ClientOpts, line: &str) {
+    let on_the_line = ClientOpts {
+        strace: false,
+        ..sent.clone()
+    };
+    assert_eq!(parsed, &on_the_line, "{line}");
 }
 
-fn check_sock(a: &SocketArgs, c: &SocketOpts, line: &str) {
-    assert_eq!(a.threads, c.threads, "{line}");
-    if let Some(t) = c.timeout {
-        assert_eq!(a.timeout, t.0, "{line}");
-    }
-    assert_eq!(a.linger0, c.linger0, "{line}");
+fn check_sock(a: &SocketArgs, server_cpus: Option<ServerCpus>, line: &str) {
     assert_eq!(
         a.server_cpus,
-        c.server_cpus.unwrap_or(ServerCpus::Auto),
+        server_cpus.unwrap_or(ServerCpus::Auto),
         "{line}"
     );
+}
+
+fn check_warmup(a: &LoadArgs, warmup: Option<Dur>, line: &str) {
+    assert_eq!(a.warmup, warmup.unwrap_or_default().0, "{line}");
 }
 
 /// Parses `cmd` with echo-bench's clap and checks that each flag landed on its field.
@@ -117,14 +116,16 @@ fn check_bench(cmd: &BenchCmd) {
             // echo-bench's default request is the seed's 12 bytes.
             assert_eq!(r.payload_size, c.payload_size.unwrap_or(12), "{line}");
             assert_eq!(r.rate, c.rate, "{line}");
-            check_load(&r.load, &c.load, &line);
-            check_sock(&r.sock, &c.sock, &line);
+            check_warmup(&r.load, c.warmup, &line);
+            check_client(&r.client, &c.client, &line);
+            check_sock(&r.sock, c.server_cpus, &line);
             assert_eq!(r.out.json, c.json, "{line}");
         }
         (BenchCmd::ConnectStorm(c), Some(Command::ConnectStorm(a))) => {
             assert_eq!(a.host, c.target.ip().to_string(), "{line}");
             assert_eq!((a.port, a.n), (c.target.port(), c.n), "{line}");
-            check_sock(&a.sock, &c.sock, &line);
+            check_client(&a.client, &c.client, &line);
+            check_sock(&a.sock, c.server_cpus, &line);
             assert_eq!(a.out.json, c.json, "{line}");
         }
         (BenchCmd::Sustain(c), Some(Command::Sustain(a))) => {
@@ -137,8 +138,9 @@ fn check_bench(cmd: &BenchCmd) {
                 assert_eq!(a.reply_bytes, r, "{line}");
             }
             assert_eq!(a.rate, c.rate, "{line}");
-            check_load(&a.load, &c.load, &line);
-            check_sock(&a.sock, &c.sock, &line);
+            check_warmup(&a.load, c.warmup, &line);
+            check_client(&a.client, &c.client, &line);
+            check_sock(&a.sock, c.server_cpus, &line);
             assert_eq!(a.out.json, c.json, "{line}");
         }
         (c, parsed) => panic!("echo-bench {line}: {c:?} parsed as {parsed:?}"),
@@ -345,10 +347,11 @@ fn every_experiment_option_parses_for_every_model_and_mode() {
             workers: Some(2),
             backlog: Some(128),
         };
-        exp.bench = BenchOptions {
+        exp.bench = ClientOpts {
             threads: Some(1),
-            timeout: Some(dur("5s")),
-            engine: Some(engine),
+            timeout: dur("3s"),
+            engine,
+            nodelay: false,
             linger0,
             strace: true,
         };
@@ -379,16 +382,15 @@ fn every_field_of_every_builder_parses() {
         });
         check_server(&ServerCmd::new(model, "0.0.0.0".parse().unwrap(), 0));
     }
-    let load = LoadOpts {
-        warmup: Some(dur("2s")),
-        engine: Some(BenchEngine::Thread),
-    };
-    let sock = SocketOpts {
+    let client = ClientOpts {
+        engine: BenchEngine::Thread,
         threads: Some(4),
-        timeout: Some(dur("750ms")),
+        timeout: dur("750ms"),
+        nodelay: false,
         linger0: true,
-        server_cpus: Some(ServerCpus::Separate),
+        strace: false,
     };
+    let (warmup, server_cpus) = (Some(dur("2s")), Some(ServerCpus::Separate));
     let mut variants = [false; 3];
     let mut seen = |c: &BenchCmd| {
         variants[match c {
@@ -410,15 +412,20 @@ fn every_field_of_every_builder_parses() {
             duration,
             payload_size: Some(100),
             rate: Some(20000.0),
-            load: load.clone(),
-            sock: sock.clone(),
+            warmup,
+            server_cpus,
+            client: client.clone(),
             json: true,
         }));
     }
     cmds.push(BenchCmd::ConnectStorm(StormCmd {
         target,
         n: 1000,
-        sock: sock.clone(),
+        server_cpus,
+        client: ClientOpts {
+            engine: BenchEngine::Event,
+            ..client.clone()
+        },
         json: true,
     }));
     cmds.push(BenchCmd::Sustain(SustainCmd {
@@ -427,8 +434,9 @@ fn every_field_of_every_builder_parses() {
         duration: Some(dur("60s")),
         reply_bytes: Some(2048),
         rate: Some(5000.0),
-        load: load.clone(),
-        sock: sock.clone(),
+        warmup,
+        server_cpus,
+        client: client.clone(),
         json: true,
     }));
     cmds.push(BenchCmd::Sustain(SustainCmd {
@@ -437,8 +445,9 @@ fn every_field_of_every_builder_parses() {
         duration: None,
         reply_bytes: None,
         rate: None,
-        load: LoadOpts::default(),
-        sock: SocketOpts::default(),
+        warmup: None,
+        server_cpus: None,
+        client: ClientOpts::default(),
         json: false,
     }));
     for c in &cmds {

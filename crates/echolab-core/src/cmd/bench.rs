@@ -85,41 +85,103 @@ impl fmt::Display for RunMode {
     }
 }
 
-/// Engine and warm-up (echo-bench's `LoadArgs`, shared by the short/long form and sustain).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LoadOpts {
-    /// `--warmup`: the same load this long first, discarded.
-    pub warmup: Option<Dur>,
-    /// `--engine`.
-    pub engine: Option<BenchEngine>,
-}
-
-impl LoadOpts {
-    fn push(&self, a: &mut Argv) {
-        a.opt("warmup", self.warmup).opt("engine", self.engine);
-    }
-}
-
-/// Sockets, deadlines and worker threads (echo-bench's `SocketArgs`, shared by every form).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SocketOpts {
-    /// `--threads`: event-engine worker threads.
+/// echo-bench's client options that an experiment may set, defined once: echo-bench's clap
+/// flattens this struct into each of its forms (its `--help` is these docstrings), an
+/// experiment file's `bench:` block is this struct read from YAML, and the launcher's argv is
+/// produced from it ([`ClientOpts::argv`]). A field added here is a flag of echo-bench, a key
+/// of `bench:` and a part of every argv the launcher builds, with nothing else to edit;
+/// `parse(argv(x)) == x` holds it (this module's tests).
+///
+/// Defaults are clap's (`default_value`); [`Default`] and YAML's missing keys take the same
+/// ones, and [`ClientOpts::argv`] leaves out what equals them.
+#[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientOpts {
+    /// event: epoll workers multiplexing all connections; thread: one blocking thread per
+    /// connection, like seed 000's tool (for comparison); uring: io_uring workers, one
+    /// io_uring_enter(2) per batch of sends and receives (long connections only, Linux 5.11+;
+    /// fewer system calls per request; docs/measurements.md says what that saved where
+    /// measured). connect-storm runs on the event engine only.
+    #[arg(long, value_enum, default_value_t = BenchEngine::Event)]
+    pub engine: BenchEngine,
+    /// Event- and ring-engine worker threads [default: auto: the CPUs this process may use,
+    /// halved for long connections when the server runs on the same CPUs (see
+    /// --server-cpus), since it needs the other half; the choice is in --json's
+    /// threads_reason].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<u64>,
-    /// `--timeout`: deadline of one connect, and of one request's send plus receive.
-    pub timeout: Option<Dur>,
-    /// `--linger0`: close with RST, no TIME_WAIT on the client.
+    /// Deadline of one connect, and of one request's send plus receive.
+    #[arg(long, default_value = "5s", value_parser = nonzero_duration)]
+    pub timeout: Dur,
+    /// TCP_NODELAY on every socket; --nodelay=false leaves Nagle's algorithm on.
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub nodelay: bool,
+    /// Close with SO_LINGER 0: the client sends RST and keeps no TIME_WAIT.
+    #[arg(long)]
     pub linger0: bool,
-    /// `--server-cpus`: whether the server runs on the client's CPUs.
-    pub server_cpus: Option<ServerCpus>,
+    /// Not an echo-bench flag: the launcher also runs the client under
+    /// `strace -f -c -e trace=connect,close` where the image has strace (seed 002's
+    /// cross-check), recorded beside the run, never instead of it.
+    #[arg(skip)]
+    pub strace: bool,
 }
 
-impl SocketOpts {
-    fn push(&self, a: &mut Argv) {
-        a.opt("threads", self.threads)
-            .opt("timeout", self.timeout)
-            .flag("linger0", self.linger0)
-            .opt("server-cpus", self.server_cpus);
+impl Default for ClientOpts {
+    /// clap's defaults, so that a YAML key left out and a flag left out mean the same.
+    fn default() -> Self {
+        Self::parse(&[]).expect("echo-bench's client defaults parse")
     }
+}
+
+impl ClientOpts {
+    fn command() -> clap::Command {
+        <Self as clap::Args>::augment_args(
+            clap::Command::new(BenchCmd::PROGRAM).no_binary_name(true),
+        )
+    }
+
+    /// These options read from echo-bench flags (`--engine thread --threads 2`), with
+    /// echo-bench's own rules (value ranges, a nonzero `--timeout`).
+    ///
+    /// # Errors
+    /// clap's error for a flag echo-bench would refuse; it names the flag and the value.
+    pub fn parse(args: &[String]) -> Result<Self, clap::Error> {
+        let matches = Self::command().try_get_matches_from(args)?;
+        <Self as clap::FromArgMatches>::from_arg_matches(&matches)
+    }
+
+    /// The flags that give these options, leaving out those at echo-bench's defaults: each
+    /// flag of [`ClientOpts`]'s clap definition, its value taken from the field of the same
+    /// name as serialized (`--linger0` for a `true` switch, `--nodelay=false` for a flag whose
+    /// value is optional, `--timeout 2s` otherwise).
+    pub fn argv(&self) -> Vec<String> {
+        let mut a = Argv::default();
+        a.options(self);
+        a.done()
+    }
+
+    /// The options an experiment gave, checked as echo-bench will check them.
+    ///
+    /// # Errors
+    /// The first value echo-bench would refuse, as clap's one-line message (e.g.
+    /// "invalid value '0' for '--threads <THREADS>': 0 is not in 1..=1024").
+    pub fn check(&self) -> Result<(), String> {
+        Self::parse(&self.argv())
+            .map(|_| ())
+            .map_err(|e| crate::cli::one_line_error(&e.render().to_string()))
+    }
+}
+
+fn nonzero_duration(s: &str) -> Result<Dur, String> {
+    let d: Dur = s
+        .parse()
+        .map_err(|e: crate::units::UnitError| e.to_string())?;
+    if d.0.is_zero() {
+        return Err(format!("invalid duration {s:?}: must be greater than zero"));
+    }
+    Ok(d)
 }
 
 /// `echo-bench HOST PORT CONNS [ROUNDS] --mode M`: seed 000's short/long run. echo-bench
@@ -140,10 +202,12 @@ pub struct RunCmd {
     pub payload_size: Option<u64>,
     /// `--rate`: open loop at this many requests/s in total.
     pub rate: Option<f64>,
-    /// Engine and warm-up.
-    pub load: LoadOpts,
-    /// Sockets and deadlines.
-    pub sock: SocketOpts,
+    /// `--warmup`: the same load this long first, discarded.
+    pub warmup: Option<Dur>,
+    /// `--server-cpus`: whether the server runs on the client's CPUs (from the CPU plan).
+    pub server_cpus: Option<ServerCpus>,
+    /// The options an experiment sets.
+    pub client: ClientOpts,
     /// `--json`: print only the BenchReport.
     pub json: bool,
 }
@@ -155,8 +219,10 @@ pub struct StormCmd {
     pub target: SocketAddr,
     /// N: connections to establish.
     pub n: u64,
-    /// Sockets and deadlines.
-    pub sock: SocketOpts,
+    /// `--server-cpus`: whether the server runs on the client's CPUs (from the CPU plan).
+    pub server_cpus: Option<ServerCpus>,
+    /// The options an experiment sets (`engine` must be `event`).
+    pub client: ClientOpts,
     /// `--json`.
     pub json: bool,
 }
@@ -174,10 +240,12 @@ pub struct SustainCmd {
     pub reply_bytes: Option<u64>,
     /// `--rate`: open loop at this many requests/s in total.
     pub rate: Option<f64>,
-    /// Engine and warm-up.
-    pub load: LoadOpts,
-    /// Sockets and deadlines.
-    pub sock: SocketOpts,
+    /// `--warmup`: the same load this long first, discarded.
+    pub warmup: Option<Dur>,
+    /// `--server-cpus`: whether the server runs on the client's CPUs (from the CPU plan).
+    pub server_cpus: Option<ServerCpus>,
+    /// The options an experiment sets.
+    pub client: ClientOpts,
     /// `--json`.
     pub json: bool,
 }
@@ -209,18 +277,20 @@ impl BenchCmd {
                 a.val("mode", c.mode)
                     .opt("duration", c.duration)
                     .opt("payload-size", c.payload_size)
-                    .opt("rate", c.rate);
-                c.load.push(&mut a);
-                c.sock.push(&mut a);
-                a.flag("json", c.json);
+                    .opt("rate", c.rate)
+                    .opt("warmup", c.warmup)
+                    .opt("server-cpus", c.server_cpus)
+                    .options(&c.client)
+                    .flag("json", c.json);
             }
             BenchCmd::ConnectStorm(c) => {
                 a.arg("connect-storm")
                     .arg(c.target.ip())
                     .arg(c.target.port())
-                    .arg(c.n);
-                c.sock.push(&mut a);
-                a.flag("json", c.json);
+                    .arg(c.n)
+                    .opt("server-cpus", c.server_cpus)
+                    .options(&c.client)
+                    .flag("json", c.json);
             }
             BenchCmd::Sustain(c) => {
                 a.arg("sustain")
@@ -229,10 +299,11 @@ impl BenchCmd {
                     .arg(c.n)
                     .opt("duration", c.duration)
                     .opt("reply-bytes", c.reply_bytes)
-                    .opt("rate", c.rate);
-                c.load.push(&mut a);
-                c.sock.push(&mut a);
-                a.flag("json", c.json);
+                    .opt("rate", c.rate)
+                    .opt("warmup", c.warmup)
+                    .opt("server-cpus", c.server_cpus)
+                    .options(&c.client)
+                    .flag("json", c.json);
             }
         }
         a.done()
@@ -317,6 +388,71 @@ mod tests {
         "10.0.0.2:9988".parse().unwrap()
     }
 
+    /// Every field away from its default (a literal without `..`: a field added to
+    /// [`ClientOpts`] does not compile until it is set here, so the round trip covers it).
+    fn every_option_set() -> ClientOpts {
+        ClientOpts {
+            engine: BenchEngine::Thread,
+            threads: Some(3),
+            timeout: "250ms".parse().unwrap(),
+            nodelay: false,
+            linger0: true,
+            strace: false,
+        }
+    }
+
+    #[test]
+    fn client_options_survive_their_own_argv() {
+        for opts in [ClientOpts::default(), every_option_set()] {
+            assert_eq!(
+                ClientOpts::parse(&opts.argv()).unwrap(),
+                opts,
+                "{:?}",
+                opts.argv()
+            );
+        }
+        assert!(ClientOpts::default().argv().is_empty());
+        assert_eq!(
+            every_option_set().argv().join(" "),
+            "--engine thread --threads 3 --timeout 250ms --nodelay=false --linger0"
+        );
+        // Each field alone, so that one flag cannot hide behind another's default.
+        let all = every_option_set();
+        let all_json = serde_json::to_value(&all).unwrap();
+        for (key, value) in all_json.as_object().unwrap() {
+            let mut one = serde_json::to_value(ClientOpts::default()).unwrap();
+            one[key] = value.clone();
+            let one: ClientOpts = serde_json::from_value(one).unwrap();
+            assert_eq!(ClientOpts::parse(&one.argv()).unwrap(), one, "{key}");
+        }
+    }
+
+    #[test]
+    fn client_options_read_from_yaml_with_the_flags_defaults() {
+        let o: ClientOpts = serde_yaml::from_str("{linger0: true}").unwrap();
+        assert_eq!(
+            o,
+            ClientOpts {
+                linger0: true,
+                ..ClientOpts::default()
+            }
+        );
+        assert_eq!(
+            ClientOpts::default().timeout.0,
+            std::time::Duration::from_secs(5)
+        );
+        assert!(ClientOpts::default().nodelay);
+        let e = serde_yaml::from_str::<ClientOpts>("{threds: 2}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `threds`"), "{e}");
+        let zero: ClientOpts = serde_yaml::from_str("{threads: 0}").unwrap();
+        let e = zero.check().unwrap_err();
+        assert!(e.contains("--threads") && e.contains('0'), "{e}");
+        let zero: ClientOpts = serde_yaml::from_str("{timeout: 0s}").unwrap();
+        assert!(zero.check().unwrap_err().contains("--timeout"));
+    }
+
     #[test]
     fn each_form_spells_its_positionals_and_flags() {
         let run = BenchCmd::Run(RunCmd {
@@ -327,27 +463,25 @@ mod tests {
             duration: None,
             payload_size: Some(64),
             rate: Some(2500.5),
-            load: LoadOpts {
-                warmup: Some("1s".parse().unwrap()),
-                engine: Some(BenchEngine::Thread),
-            },
-            sock: SocketOpts {
+            warmup: Some("1s".parse().unwrap()),
+            server_cpus: Some(ServerCpus::Shared),
+            client: ClientOpts {
                 threads: Some(1),
-                timeout: Some("5s".parse().unwrap()),
                 linger0: true,
-                server_cpus: Some(ServerCpus::Shared),
+                ..ClientOpts::default()
             },
             json: true,
         });
         assert_eq!(
             run.argv().join(" "),
             "10.0.0.2 9988 100 10 --mode short --payload-size 64 --rate 2500.5 --warmup 1s \
-             --engine thread --threads 1 --timeout 5s --linger0 --server-cpus shared --json"
+             --server-cpus shared --threads 1 --linger0 --json"
         );
         let storm = BenchCmd::ConnectStorm(StormCmd {
             target: target(),
             n: 300,
-            sock: SocketOpts::default(),
+            server_cpus: None,
+            client: ClientOpts::default(),
             json: false,
         });
         assert_eq!(storm.argv().join(" "), "connect-storm 10.0.0.2 9988 300");
@@ -357,8 +491,9 @@ mod tests {
             duration: Some("60s".parse().unwrap()),
             reply_bytes: Some(1024),
             rate: None,
-            load: LoadOpts::default(),
-            sock: SocketOpts::default(),
+            warmup: None,
+            server_cpus: None,
+            client: ClientOpts::default(),
             json: true,
         });
         assert_eq!(
@@ -372,6 +507,7 @@ mod tests {
         for (text, e) in [
             ("event", BenchEngine::Event),
             ("thread", BenchEngine::Thread),
+            ("uring", BenchEngine::Uring),
         ] {
             assert_eq!(serde_yaml::from_str::<BenchEngine>(text).unwrap(), e);
             assert_eq!(e.to_string(), text);

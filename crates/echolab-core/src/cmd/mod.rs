@@ -11,7 +11,10 @@
 //! echolab-netem's probe ([`ProbeResult`]), calibration report ([`CalibrationReport`]) and
 //! readiness lines ([`CalibServerReady`], [`WIRE_READY_PREFIX`]).
 //!
-//! Adding a flag is one field here (with its line in `argv()`) and one in the binary's clap.
+//! echo-bench's client options are one struct both sides use ([`ClientOpts`]: clap for the
+//! binary, serde for experiment files, and the argv from the two): adding such a flag is one
+//! field. The other flags are one field here (with its line in `argv()`) and one in the
+//! binary's clap, held together by `tests/argv.rs`.
 
 mod bench;
 mod custom;
@@ -19,8 +22,8 @@ mod netem;
 mod server;
 
 pub use bench::{
-    bench_report, BenchCmd, BenchEngine, LoadOpts, RunCmd, RunMode, ServerCpus, SocketOpts,
-    StormCmd, SustainCmd,
+    bench_report, BenchCmd, BenchEngine, ClientOpts, RunCmd, RunMode, ServerCpus, StormCmd,
+    SustainCmd,
 };
 pub use custom::{CustomServerCmd, ServerLaunch};
 pub use netem::{
@@ -71,6 +74,38 @@ impl Argv {
     fn flag(&mut self, name: &str, on: bool) -> &mut Self {
         if on {
             self.0.push(format!("--{name}"));
+        }
+        self
+    }
+
+    /// The flags of a clap `Args` struct whose field values differ from its [`Default`], each
+    /// value read from the field's serde serialization under the flag's id (clap's id is the
+    /// field name, as serde's key is): a `true` switch (`ArgAction::SetTrue`) as `--name`, a
+    /// flag whose value is optional as `--name=VALUE`, anything else as `--name VALUE`. One
+    /// definition of the struct thus gives the parser, the YAML keys and the argv.
+    fn options<T: clap::Args + serde::Serialize + Default>(&mut self, opts: &T) -> &mut Self {
+        let value = |t: &T| serde_json::to_value(t).expect("option structs serialize");
+        let (now, default) = (value(opts), value(&T::default()));
+        let command = T::augment_args(clap::Command::new("options"));
+        for arg in command.get_arguments() {
+            let (Some(long), id) = (arg.get_long(), arg.get_id().as_str()) else {
+                continue;
+            };
+            let Some(v) = now.get(id).filter(|&v| Some(v) != default.get(id)) else {
+                continue;
+            };
+            let text = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Null => continue,
+                other => other.to_string(),
+            };
+            match arg.get_action() {
+                clap::ArgAction::SetTrue => self.flag(long, v == &serde_json::Value::Bool(true)),
+                _ if arg.get_num_args().is_some_and(|n| n.min_values() == 0) => {
+                    self.eq(long, Some(text))
+                }
+                _ => self.val(long, text),
+            };
         }
         self
     }

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::{BenchEngine, ServerModel, UnknownModel};
+use crate::cmd::{BenchEngine, ClientOpts, ServerModel, UnknownModel};
 use crate::units::{ByteSize, Dur, Percent};
 
 mod mechanism;
@@ -100,28 +100,6 @@ pub struct ServerOptions {
     pub backlog: Option<u64>,
 }
 
-/// Client options applied to every cell.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BenchOptions {
-    /// `--threads` (default: echo-bench's, the number of cores).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<u64>,
-    /// `--timeout` per request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<Dur>,
-    /// `--engine` (`event`, `thread`, or `uring` for long connections only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<BenchEngine>,
-    /// `--linger0`: close with RST, no TIME_WAIT on the client.
-    #[serde(default)]
-    pub linger0: bool,
-    /// Also run the client under `strace -f -c -e trace=connect,close` where the image has
-    /// strace (seed 002's cross-check); recorded beside the run, never instead of it.
-    #[serde(default)]
-    pub strace: bool,
-}
-
 /// An experiment file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -158,9 +136,10 @@ pub struct Experiment {
     /// Server options.
     #[serde(default)]
     pub server: ServerOptions,
-    /// Client options.
+    /// Client options: echo-bench's own, by their flag names
+    /// ([`crate::cmd::ClientOpts`]), and `strace`.
     #[serde(default)]
-    pub bench: BenchOptions,
+    pub bench: ClientOpts,
     /// The seed's published figures.
     #[serde(default)]
     pub reference: Reference,
@@ -349,6 +328,7 @@ impl Experiment {
         if self.matrix.is_empty() {
             return Err("matrix: needs at least one block".into());
         }
+        self.bench.check().map_err(|e| format!("bench: {e}"))?;
         for (i, b) in self.matrix.iter().enumerate() {
             let at = |field: &str| format!("matrix[{i}].{field}");
             if b.servers.is_empty() {
@@ -422,11 +402,19 @@ impl Experiment {
                 }
             }
             // echo-bench's ring engine drives long connections only (its `--engine uring`).
-            if self.bench.engine == Some(BenchEngine::Uring) && b.modes.contains(&BenchMode::Short)
-            {
+            if self.bench.engine == BenchEngine::Uring && b.modes.contains(&BenchMode::Short) {
                 return Err(format!(
                     "bench.engine: uring runs long connections only (modes long and sustain), \
                      but {} has mode short; use engine event or thread for it",
+                    at("modes")
+                ));
+            }
+            if self.bench.engine != BenchEngine::Event && b.modes.contains(&BenchMode::ConnectStorm)
+            {
+                return Err(format!(
+                    "bench.engine: {} cannot run {} mode connect-storm, which runs on the event \
+                     engine only; put connect-storm in an experiment of its own",
+                    self.bench.engine,
                     at("modes")
                 ));
             }

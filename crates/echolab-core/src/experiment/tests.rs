@@ -96,7 +96,7 @@ fn options_the_client_cannot_take_are_caught_at_load() {
         .to_string();
     assert!(msg.contains("threads") && msg.contains("thread"), "{msg}");
     let e = Experiment::parse(&format!("{sustain}bench: {{engine: thread}}\n"), "s.yaml").unwrap();
-    assert_eq!(e.bench.engine, Some(BenchEngine::Thread));
+    assert_eq!(e.bench.engine, BenchEngine::Thread);
     assert_eq!(e.cells()[0].model(), Ok(ServerModel::Select));
 }
 
@@ -316,7 +316,7 @@ fn a_bad_server_of_your_own_is_named_with_its_field() {
 fn the_ring_engine_is_chosen_for_long_connections_only() {
     let long = "name: r\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\nbench: {engine: uring}\n";
     let e = Experiment::parse(long, "r.yaml").unwrap();
-    assert_eq!(e.bench.engine, Some(BenchEngine::Uring));
+    assert_eq!(e.bench.engine, BenchEngine::Uring);
     assert_eq!(BenchEngine::Uring.to_string(), "uring");
     let msg = Experiment::parse(&long.replace("[long]", "[short, long]"), "r.yaml")
         .unwrap_err()

@@ -58,7 +58,7 @@ impl Confinement {
             .any(|(c, _)| c.model() == Ok(ServerModel::Uring));
         // echo-bench's ring engine needs io_uring in the client's container as the uring
         // model does in the server's: the same probe decides both.
-        let client_uring = r.experiment.bench.engine == Some(BenchEngine::Uring);
+        let client_uring = r.experiment.bench.engine == BenchEngine::Uring;
         let wants_uring = server_uring || client_uring;
         let uring = if wants_uring {
             Some(super::uring::probe(d, r.run_id, r.image, r.allow_uring_unconfined).await?)

@@ -340,43 +340,10 @@ pub(crate) fn abandon(w: &mut impl Connections, end: Instant, now: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Stop;
-    use crate::pattern::Pattern;
-    use crate::syscalls::{Call, SocketOptions};
+    use crate::engine::{test_plan as plan, Stop};
+    use crate::syscalls::Call;
 
     const MS: Duration = Duration::from_millis(1);
-
-    /// A plan with what the window reads: stop, warm-up, `--timeout`, threads, connections.
-    fn plan(stop: Stop, warmup: Duration, timeout: Duration, threads: usize, conns: usize) -> Plan {
-        Plan {
-            addr: socket2::SockAddr::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9))),
-            pattern: Pattern::Long,
-            conns,
-            first_id: 0,
-            conns_total: conns,
-            start_signal: None,
-            stop,
-            warmup,
-            rate: None,
-            request: vec![],
-            expected_reply: vec![],
-            timeout,
-            sock: SocketOptions {
-                nodelay: true,
-                linger0: false,
-                blocking_timeout: None,
-                source: None,
-            },
-            threads,
-            threads_reason: String::new(),
-            sources: crate::sources::Sources {
-                addrs: vec![],
-                reason: String::new(),
-            },
-            socket_reuse: Default::default(),
-            interval: None,
-        }
-    }
 
     fn calls(n: usize) -> SyscallCounters {
         let mut c = SyscallCounters::default();

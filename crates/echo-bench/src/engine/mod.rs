@@ -6,6 +6,7 @@
 //!   for comparison.
 //! - [`uring`]: `--threads` io_uring workers, long connections only.
 
+pub(crate) mod conn;
 pub(crate) mod event;
 pub(crate) mod thread;
 pub(crate) mod uring;

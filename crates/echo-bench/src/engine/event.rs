@@ -1,6 +1,7 @@
 //! The event engine: `--threads` workers, each an epoll reactor over its share of the
-//! connections, every connection a small state machine driven closed-loop (the next request
-//! leaves when the previous reply is verified) or open-loop (by its [`Pacer`]).
+//! connections, every connection a [`Conn`] state machine driven closed-loop (the next
+//! request leaves when the previous reply is verified) or open-loop (by its
+//! [`Pacer`](super::Pacer)); the reactor does the I/O each one asks for.
 //!
 //! Sockets are non-blocking and registered once, edge-triggered for both directions
 //! (`EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET`, epoll(7)), so a round trip costs one write(2),
@@ -18,14 +19,11 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use echolab_core::hist;
-use hdrhistogram::Histogram;
-
+use super::conn::{Conn, Context, Next, State};
 use super::window::{
-    abandon, begin_drain, impl_connections, run_workers, sweep, worker_count, RunClock, WindowStep,
-    WorkerResult,
+    impl_connections, run_workers, sweep, take_step, worker_count, RunClock, WorkerResult,
 };
-use super::{Pacer, Pattern, Plan, RunOutcome};
+use super::{Pattern, Plan, RunOutcome};
 use crate::gate::{StartGate, Ticket};
 use crate::recorder::FailureKind;
 use crate::syscalls::{self as sys, SocketOptions, SyscallCounters};
@@ -41,44 +39,6 @@ pub(crate) fn run(plan: &Plan) -> io::Result<RunOutcome> {
         let hold = hold_gate.ticket();
         move |start| Worker::new(plan, ids).and_then(|wk| wk.run(start, hold))
     })
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// No request in flight: between requests, or waiting for an open-loop slot.
-    Idle,
-    /// Non-blocking connect(2) in progress.
-    Connecting,
-    /// Request being written and/or reply being read.
-    Exchanging,
-    /// Storm: proven and kept open until the whole storm is established.
-    Held,
-    /// No more requests.
-    Done,
-}
-
-struct Conn {
-    /// Global connection index (for the open-loop stagger).
-    id: usize,
-    fd: RawFd,
-    /// Bumped for every new socket, so that a stale event of a closed socket is ignored.
-    generation: u32,
-    state: State,
-    sent: usize,
-    received: usize,
-    /// Latency origin: connect start (short, storm), send start (long), or intended time.
-    origin: Instant,
-    connect_start: Instant,
-    deadline: Instant,
-    rounds_left: u64,
-    pacer: Option<Pacer>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Long mode: connecting everything before the start barrier; nothing is recorded.
-    Setup,
-    Run,
 }
 
 /// Requests started per loop turn from the runnable queue before events are handled again.
@@ -102,32 +62,24 @@ struct Worker<'p> {
     /// so that the wait itself needs no timeout and arms no timer in the common case.
     tick_fd: RawFd,
     conns: Vec<Conn>,
+    /// `fds[i]`: connection i's socket, -1 without one.
+    fds: Vec<RawFd>,
     sys: SyscallCounters,
-    /// The measurement window, the recorder and the drain.
-    clock: RunClock<'p>,
-    connect_hist: Histogram<u64>,
-    phase: Phase,
-    /// Connections not yet Done or Held.
-    active: usize,
+    /// The phase, the measurement window, the recorder and the worker's totals.
+    cx: Context<'p>,
     /// Connections whose next request starts at a coming loop turn, [`START_BATCH`] per turn:
-    /// the first requests of the run, and requests after a failure (starting those at once
-    /// could recurse without bound when connect(2) fails synchronously).
+    /// the first requests of the run, and requests after a failure.
     runnable: VecDeque<usize>,
     /// Open-loop slots: (intended send time, connection index).
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     scratch: Vec<u8>,
-    setup_failures: u64,
-    established: u64,
     sweep_every: Duration,
 }
 
 impl Drop for Worker<'_> {
     fn drop(&mut self) {
-        for c in &mut self.conns {
-            if c.fd >= 0 {
-                sys::close(&mut self.sys, c.fd);
-                c.fd = -1;
-            }
+        for i in 0..self.fds.len() {
+            self.close_socket(i);
         }
         // SAFETY: the worker owns its epoll fd and timerfd and nothing uses them after drop.
         unsafe {
@@ -151,35 +103,19 @@ impl<'p> Worker<'p> {
         };
         let now = Instant::now();
         let conns = ids
-            .map(|id| Conn {
-                id,
-                fd: -1,
-                generation: 0,
-                state: State::Idle,
-                sent: 0,
-                received: 0,
-                origin: now,
-                connect_start: now,
-                deadline: now,
-                rounds_left: plan.rounds(),
-                pacer: None,
-            })
+            .map(|id| Conn::new(id, plan.rounds(), now))
             .collect::<Vec<_>>();
         let mut worker = Self {
             plan,
             epfd,
             tick_fd,
-            active: conns.len(),
+            fds: vec![-1; conns.len()],
+            cx: Context::new(plan, conns.len()),
             conns,
             sys: SyscallCounters::default(),
-            clock: RunClock::new(plan),
-            connect_hist: hist::new_latency_histogram(),
-            phase: Phase::Setup,
             runnable: VecDeque::new(),
             timers: BinaryHeap::new(),
             scratch: vec![0; plan.expected_reply.len().clamp(1, 64 * 1024)],
-            setup_failures: 0,
-            established: 0,
             sweep_every,
         };
         sys::epoll_add(
@@ -197,17 +133,11 @@ impl<'p> Worker<'p> {
             for i in 0..self.conns.len() {
                 self.begin_connect(i);
             }
-            self.pump(|w| w.conns.iter().all(|c| c.state != State::Connecting))?;
+            self.pump(|w| w.conns.iter().all(|c| c.state() != State::Connecting))?;
         }
         let opened = start.wait();
-        self.phase = Phase::Run;
-        self.clock.open(opened);
-        let now = Instant::now();
-        for i in 0..self.conns.len() {
-            self.conns[i].pacer = self.plan.pacer(self.conns[i].id, opened);
-            self.next_request(i, now, false);
-        }
-        let result = self.pump(|w| w.active == 0);
+        self.open_run(opened, false);
+        let result = self.pump(|w| w.cx.active == 0);
         if self.plan.pattern == Pattern::Storm {
             // Every worker reaches this point, also on error, so the gate always opens.
             hold.wait();
@@ -216,22 +146,21 @@ impl<'p> Worker<'p> {
         }
         result?;
         self.finish();
-        Ok(self.clock.result(
-            &self.sys,
-            &mut self.connect_hist,
-            self.setup_failures,
-            self.established,
-        ))
+        Ok(self.cx.result(&self.sys))
     }
 
     /// Closes every socket still open (held storm connections, a timed run's last requests).
     fn finish(&mut self) {
-        for c in &mut self.conns {
-            if c.fd >= 0 {
-                sys::close(&mut self.sys, c.fd);
-                c.fd = -1;
-            }
-            c.state = State::Done;
+        for i in 0..self.conns.len() {
+            self.close_socket(i);
+            self.conns[i].finish();
+        }
+    }
+
+    fn close_socket(&mut self, i: usize) {
+        if self.fds[i] >= 0 {
+            sys::close(&mut self.sys, self.fds[i]);
+            self.fds[i] = -1;
         }
     }
 
@@ -242,15 +171,11 @@ impl<'p> Worker<'p> {
         let mut next_sweep = Instant::now() + self.sweep_every;
         loop {
             let now = Instant::now();
-            match self.clock.tick(now, &self.sys) {
-                WindowStep::Run => {}
-                WindowStep::BeginDrain(end) => begin_drain(self, end),
-                WindowStep::Abandon(end) => {
-                    abandon(self, end, now);
-                    self.finish();
-                    self.active = 0;
-                    return Ok(());
-                }
+            let step = self.cx.clock.tick(now, &self.sys);
+            if take_step(self, step, now) {
+                self.finish();
+                self.cx.active = 0;
+                return Ok(());
             }
             for _ in 0..self.runnable.len().min(START_BATCH) {
                 let i = self.runnable.pop_front().expect("counted");
@@ -273,7 +198,7 @@ impl<'p> Worker<'p> {
             // Sweeps are woken by the tick timerfd; only an open-loop slot, or an end of run
             // that comes before the next tick, needs a timeout on the wait itself.
             let mut wake = self.timers.peek().map(|&Reverse((due, _))| due);
-            if let Some(end) = self.clock.next_deadline().filter(|&e| e < next_sweep) {
+            if let Some(end) = self.cx.clock.next_deadline().filter(|&e| e < next_sweep) {
                 wake = Some(wake.map_or(end, |w| w.min(end)));
             }
             let timeout = if self.runnable.is_empty() {
@@ -294,15 +219,13 @@ impl<'p> Worker<'p> {
     }
 
     fn dispatch(&mut self, i: usize, generation: u32, flags: u32) {
-        let c = &self.conns[i];
-        if c.generation != generation || c.fd < 0 {
+        if self.fds[i] < 0 || !self.conns[i].accepts(generation) {
             return;
         }
-        match c.state {
+        match self.conns[i].state() {
             State::Connecting if flags & WRITABLE != 0 => {
                 if flags & BROKEN != 0 {
-                    let fd = c.fd;
-                    if let Some(e) = sys::take_socket_error(&mut self.sys, fd) {
+                    if let Some(e) = sys::take_socket_error(&mut self.sys, self.fds[i]) {
                         return self.fail(i, FailureKind::from_io(&e));
                     }
                 }
@@ -310,7 +233,7 @@ impl<'p> Worker<'p> {
             }
             State::Exchanging => {
                 if flags & WRITABLE != 0
-                    && c.sent < self.plan.request.len()
+                    && self.conns[i].sending(self.plan)
                     && self.send_more(i).is_none()
                 {
                     return;
@@ -323,73 +246,47 @@ impl<'p> Worker<'p> {
         }
     }
 
-    /// Schedules connection `i`'s next request after one ended at `now`: at once (closed loop
-    /// or a late open-loop slot) or at its slot. `direct` starts it within this call; failures
-    /// pass `false` and go through the runnable queue.
-    fn next_request(&mut self, i: usize, now: Instant, direct: bool) {
-        let c = &mut self.conns[i];
-        c.state = State::Idle;
-        if let Some(p) = &c.pacer {
-            if p.due() > now {
-                self.timers.push(Reverse((p.due(), i)));
-                return;
+    /// Does the I/O connection `i`'s machine asks for.
+    fn follow(&mut self, i: usize, next: Next) {
+        match next {
+            // Edge-triggered: the socket's next readiness event carries the exchange on.
+            Next::Nothing | Next::Send | Next::Receive => {}
+            Next::Connect => self.begin_connect(i),
+            Next::Exchange => {
+                if let Some(first_write) = self.send_more(i) {
+                    // A failed request keeps its origin: it was recorded with it.
+                    self.conns[i].first_write(first_write, &self.cx);
+                }
             }
-        }
-        if direct {
-            self.start_request(i, now);
-        } else {
-            self.runnable.push_back(i);
+            Next::Complete => self.complete(i),
+            Next::Fail(kind) => self.fail(i, kind),
+            Next::StartSoon(_) => self.runnable.push_back(i),
+            Next::StartAt(due) => self.timers.push(Reverse((due, i))),
+            Next::Retire => self.close_socket(i),
         }
     }
 
     /// Starts connection `i`'s next request at `now`.
     fn start_request(&mut self, i: usize, now: Instant) {
-        let c = &mut self.conns[i];
-        if c.state != State::Idle {
-            return;
-        }
-        // A request starts at its slot in open loop (however late it is sent), else now; one
-        // that would start after a timed run's window is not made.
-        let starts_at = c.pacer.as_ref().map_or(now, Pacer::due);
-        let ended = self.clock.after_window(starts_at);
-        if c.rounds_left == 0 || ended {
-            return self.retire(i);
-        }
-        c.origin = c.pacer.as_mut().map_or(now, Pacer::take);
-        if self.plan.pattern == Pattern::Long && c.fd >= 0 {
-            self.begin_send(i, now);
-        } else {
-            self.begin_connect(i);
-        }
+        let next = self.conns[i].start(now, &mut self.cx);
+        self.follow(i, next);
     }
 
     fn retire(&mut self, i: usize) {
-        let c = &mut self.conns[i];
-        if c.fd >= 0 {
-            sys::close(&mut self.sys, c.fd);
-            c.fd = -1;
-        }
-        if !matches!(c.state, State::Done | State::Held) {
-            self.active -= 1;
-        }
-        c.state = State::Done;
+        self.close_socket(i);
+        self.conns[i].retire(&mut self.cx);
     }
 
     fn begin_connect(&mut self, i: usize) {
         // A socket kept by `--short-sockets reuse` is disconnected, still registered with
         // epoll under its token, and only needs the connect(2).
-        if self.conns[i].fd < 0 {
+        if self.fds[i] < 0 {
             if let Err(e) = self.open_socket(i) {
                 return self.fail(i, FailureKind::from_io(&e));
             }
         }
-        let fd = self.conns[i].fd;
-        let now = Instant::now();
-        let c = &mut self.conns[i];
-        c.connect_start = now;
-        c.deadline = now + self.plan.timeout;
-        c.state = State::Connecting;
-        match sys::connect(&mut self.sys, fd, &self.plan.addr) {
+        self.conns[i].connecting(Instant::now(), &self.cx);
+        match sys::connect(&mut self.sys, self.fds[i], &self.plan.addr) {
             Ok(()) => self.on_connected(i),
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => self.fail(i, FailureKind::from_io(&e)),
@@ -397,67 +294,33 @@ impl<'p> Worker<'p> {
     }
 
     /// Opens connection `i`'s socket and registers it under a new generation's token. On an
-    /// error the socket, if made, is left in `conns[i].fd` for [`Self::fail`] to close.
+    /// error the socket, if made, is left in `fds[i]` for [`Self::fail`] to close.
     fn open_socket(&mut self, i: usize) -> io::Result<()> {
         let opts = SocketOptions {
-            source: self.plan.source_for(self.conns[i].id),
+            source: self.plan.source_for(self.conns[i].id()),
             ..self.plan.sock
         };
         let fd = sys::open_tcp_socket(&mut self.sys, &self.plan.addr, &opts)?;
-        let c = &mut self.conns[i];
-        c.fd = fd;
-        c.generation = c.generation.wrapping_add(1);
-        let token = (u64::from(c.generation) << 32) | i as u64;
+        self.fds[i] = fd;
+        let token = (u64::from(self.conns[i].renew()) << 32) | i as u64;
         sys::epoll_add(&mut self.sys, self.epfd, fd, INTEREST, token)
     }
 
     fn on_connected(&mut self, i: usize) {
-        let now = Instant::now();
-        let c = &mut self.conns[i];
-        hist::record_ns(
-            &mut self.connect_hist,
-            (now - c.connect_start).as_nanos() as u64,
-        );
-        if self.phase == Phase::Setup {
-            c.state = State::Idle;
-            return;
-        }
-        self.begin_send(i, now);
-    }
-
-    /// Sends connection `i`'s request; `now` is at most a few hundred nanoseconds old.
-    fn begin_send(&mut self, i: usize, now: Instant) {
-        let c = &mut self.conns[i];
-        let closed_loop_long = self.plan.pattern == Pattern::Long && c.pacer.is_none();
-        if closed_loop_long {
-            c.origin = now;
-        }
-        c.sent = 0;
-        c.received = 0;
-        c.deadline = now + self.plan.timeout;
-        c.state = State::Exchanging;
-        if let Some(first_write) = self.send_more(i) {
-            if closed_loop_long {
-                // The application RTT starts where the request's first write(2) did. A
-                // failed request keeps `now`: it was recorded already.
-                self.conns[i].origin = first_write;
-            }
-        }
+        let next = self.conns[i].connected(Instant::now(), &mut self.cx);
+        self.follow(i, next);
     }
 
     /// Writes as much of the request as the socket takes. Returns when this call's first
     /// write(2) started, or `None` if the request failed.
     fn send_more(&mut self, i: usize) -> Option<Instant> {
-        let request = &self.plan.request;
         let mut first = None;
         loop {
-            let c = &mut self.conns[i];
-            let written = sys::write(&mut self.sys, c.fd, &request[c.sent..]);
+            let written = sys::write(&mut self.sys, self.fds[i], self.conns[i].unsent(self.plan));
             let started = *first.get_or_insert_with(|| self.sys.last_start());
             match written {
                 Ok(n) => {
-                    c.sent += n;
-                    if c.sent == request.len() {
+                    if self.conns[i].on_sent(n, self.plan) != Next::Send {
                         return Some(started);
                     }
                 }
@@ -471,24 +334,15 @@ impl<'p> Worker<'p> {
         }
     }
 
-    /// Reads and verifies reply bytes; completes the request when all have arrived. Reads
-    /// never ask for more than the reply still owes, so no byte of a later reply is consumed.
+    /// Reads and verifies reply bytes until the socket has no more or the reply is whole.
     fn receive(&mut self, i: usize) {
-        let expected = &self.plan.expected_reply;
         loop {
-            let c = &mut self.conns[i];
-            let want = (expected.len() - c.received).min(self.scratch.len());
-            match sys::read(&mut self.sys, c.fd, &mut self.scratch[..want]) {
-                Ok(0) => return self.fail(i, FailureKind::Eof),
-                Ok(n) => {
-                    if self.scratch[..n] != expected[c.received..c.received + n] {
-                        return self.fail(i, FailureKind::Mismatch);
-                    }
-                    c.received += n;
-                    if c.received == expected.len() {
-                        return self.complete(i);
-                    }
-                }
+            let want = self.conns[i].owed(self.plan).min(self.scratch.len());
+            match sys::read(&mut self.sys, self.fds[i], &mut self.scratch[..want]) {
+                Ok(n) => match self.conns[i].on_received(&self.scratch[..n], self.plan) {
+                    Next::Receive => {}
+                    next => return self.follow(i, next),
+                },
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return self.fail(i, FailureKind::from_io(&e)),
@@ -497,63 +351,28 @@ impl<'p> Worker<'p> {
     }
 
     fn complete(&mut self, i: usize) {
-        let c = &mut self.conns[i];
         if self.plan.pattern == Pattern::Short {
-            let kept = self.plan.socket_reuse.reuse && sys::disconnect(&mut self.sys, c.fd).is_ok();
+            let fd = self.fds[i];
+            let kept = self.plan.socket_reuse.reuse && sys::disconnect(&mut self.sys, fd).is_ok();
             if !kept {
                 // Also after a failed disconnect: the next request then opens a new socket.
-                sys::close(&mut self.sys, c.fd);
-                c.fd = -1;
+                self.close_socket(i);
             }
         }
         // The reply's last read(2) (or the short request's close(2) or disconnect) just
         // ended: its end is the request's end, without another clock read.
         let now = self.sys.last_end();
-        let latency = now.saturating_duration_since(c.origin).as_nanos() as u64;
-        self.clock.recorder.ok(
-            c.origin,
-            now,
-            latency,
-            self.plan.expected_reply.len() as u64,
-        );
-        if self.plan.pattern == Pattern::Storm {
-            c.state = State::Held;
-            self.established += 1;
-            self.active -= 1;
-            return;
-        }
-        self.count_round(i);
-        self.next_request(i, now, true);
-    }
-
-    /// A request of connection `i` ended; it counts against ROUNDS when it started in the
-    /// window (the recorder's rule), so warm-up requests never use up rounds.
-    fn count_round(&mut self, i: usize) {
-        let c = &mut self.conns[i];
-        self.clock.count_round(c.origin, &mut c.rounds_left);
+        let next = self.conns[i].complete(now, &mut self.cx);
+        self.follow(i, next);
     }
 
     fn fail(&mut self, i: usize, kind: FailureKind) {
-        let c = &mut self.conns[i];
-        if c.fd >= 0 {
-            sys::close(&mut self.sys, c.fd);
-            c.fd = -1;
-        }
-        if self.phase == Phase::Setup {
-            // Retried as the first request of the run, where it is counted.
-            self.setup_failures += 1;
-            c.state = State::Idle;
-            return;
-        }
+        self.close_socket(i);
         let now = Instant::now();
-        self.clock.recorder.failure(c.origin, now, kind);
-        if self.plan.pattern == Pattern::Storm {
-            c.state = State::Done;
-            self.active -= 1;
-            return;
-        }
-        self.count_round(i);
-        self.next_request(i, now, false);
+        self.conns[i].fail(now, kind, &mut self.cx);
+        // A closed socket has nothing in flight: the machine may go on at once.
+        let next = self.conns[i].released(now, &mut self.cx);
+        self.follow(i, next);
     }
 }
 

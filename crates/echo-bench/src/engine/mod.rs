@@ -6,6 +6,7 @@
 //!   for comparison.
 //! - [`uring`]: `--threads` io_uring workers, long connections only.
 
+pub(crate) mod conn;
 pub(crate) mod event;
 pub(crate) mod thread;
 pub(crate) mod uring;
@@ -331,6 +332,46 @@ pub(crate) fn run(plan: &Plan, engine: EngineKind) -> std::io::Result<RunOutcome
 /// Which engine drives the connections: core's definition, shared with experiment files and
 /// the launcher.
 pub(crate) use echolab_core::cmd::BenchEngine as EngineKind;
+
+/// A long-connection, closed-loop plan for tests with what the window and the connection
+/// machine read: stop, warm-up, `--timeout`, threads, connections; no request, no reply.
+#[cfg(test)]
+pub(crate) fn test_plan(
+    stop: Stop,
+    warmup: Duration,
+    timeout: Duration,
+    threads: usize,
+    conns: usize,
+) -> Plan {
+    Plan {
+        addr: socket2::SockAddr::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9))),
+        pattern: Pattern::Long,
+        conns,
+        first_id: 0,
+        conns_total: conns,
+        start_signal: None,
+        stop,
+        warmup,
+        rate: None,
+        request: vec![],
+        expected_reply: vec![],
+        timeout,
+        sock: SocketOptions {
+            nodelay: true,
+            linger0: false,
+            blocking_timeout: None,
+            source: None,
+        },
+        threads,
+        threads_reason: String::new(),
+        sources: crate::sources::Sources {
+            addrs: vec![],
+            reason: String::new(),
+        },
+        socket_reuse: Default::default(),
+        interval: None,
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -29,13 +29,11 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use echolab_core::hist;
 use io_uring::{opcode, squeue, types, IoUring};
 
-use super::window::{
-    abandon, begin_drain, impl_connections, run_workers, sweep, RunClock, WindowStep, WorkerResult,
-};
-use super::{Pacer, Pattern, Plan, RunOutcome};
+use super::conn::{Conn, Context, Next, State};
+use super::window::{impl_connections, run_workers, sweep, take_step, RunClock, WorkerResult};
+use super::{Pattern, Plan, RunOutcome};
 use crate::gate::Ticket;
 use crate::recorder::FailureKind;
 use crate::syscalls::{self as sys, Call, SocketOptions, SyscallCounters};
@@ -76,20 +74,6 @@ fn new_ring(conns: usize) -> io::Result<IoUring> {
         .map_err(|e| io::Error::new(e.kind(), format!("io_uring_setup: {e}")))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// No request in flight.
-    Idle,
-    /// connect queued on the ring.
-    Connecting,
-    /// Send and receive queued.
-    Exchanging,
-    /// Failed: waiting for the ring to return the operations still pointing at the buffer.
-    Settling,
-    /// No more requests.
-    Done,
-}
-
 /// Operation kinds, in bits 24..26 of the user data.
 const OP_CONNECT: u64 = 0;
 const OP_SEND: u64 = 1;
@@ -105,27 +89,14 @@ fn split(ud: u64) -> (usize, u64, u32) {
     ((ud & 0xff_ffff) as usize, (ud >> 24) & 3, (ud >> 32) as u32)
 }
 
-struct Conn {
-    id: usize,
+/// What the ring holds of a connection, beside its [`Conn`].
+struct Io {
+    /// The socket, -1 without one.
     fd: RawFd,
-    generation: u32,
-    state: State,
     /// Operations on the ring that will still post a completion for this connection.
     pending: u32,
-    sent: usize,
-    received: usize,
-    origin: Instant,
-    connect_start: Instant,
-    deadline: Instant,
-    rounds_left: u64,
-    pacer: Option<Pacer>,
+    /// Where receives land.
     buf: Vec<u8>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Setup,
-    Run,
 }
 
 // Field order matters: the ring is dropped (and its operations cancelled) before the
@@ -134,14 +105,13 @@ struct Worker<'p> {
     ring: IoUring,
     plan: &'p Plan,
     conns: Vec<Conn>,
+    /// `io[i]`: connection i's socket, operations in flight and buffer.
+    io: Vec<Io>,
     sys: SyscallCounters,
-    /// The measurement window, the recorder and the drain.
-    clock: RunClock<'p>,
-    connect_hist: hdrhistogram::Histogram<u64>,
-    phase: Phase,
-    active: usize,
+    /// The phase, the measurement window, the recorder and the worker's totals.
+    cx: Context<'p>,
+    /// Open-loop slots and requests after a failure: (start time, connection index).
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
-    setup_failures: u64,
     sweep_every: Duration,
 }
 
@@ -149,34 +119,23 @@ impl<'p> Worker<'p> {
     fn new(plan: &'p Plan, ids: std::ops::Range<usize>, ring: IoUring) -> Self {
         let now = Instant::now();
         let buf_len = plan.expected_reply.len().clamp(1, 64 * 1024);
-        let conns: Vec<Conn> = ids
-            .map(|id| Conn {
-                id,
+        let conns: Vec<Conn> = ids.map(|id| Conn::new(id, plan.rounds(), now)).collect();
+        let io = conns
+            .iter()
+            .map(|_| Io {
                 fd: -1,
-                generation: 0,
-                state: State::Idle,
                 pending: 0,
-                sent: 0,
-                received: 0,
-                origin: now,
-                connect_start: now,
-                deadline: now,
-                rounds_left: plan.rounds(),
-                pacer: None,
                 buf: vec![0; buf_len],
             })
             .collect();
         Self {
             ring,
             plan,
-            active: conns.len(),
+            io,
+            cx: Context::new(plan, conns.len()),
             conns,
             sys: SyscallCounters::default(),
-            clock: RunClock::new(plan),
-            connect_hist: hist::new_latency_histogram(),
-            phase: Phase::Setup,
             timers: BinaryHeap::new(),
-            setup_failures: 0,
             sweep_every: RunClock::sweep_every(plan),
         }
     }
@@ -185,22 +144,14 @@ impl<'p> Worker<'p> {
         for i in 0..self.conns.len() {
             self.begin_connect(i);
         }
-        let setup = self.pump(|w| w.conns.iter().all(|c| c.state != State::Connecting));
+        let setup = self.pump(|w| w.conns.iter().all(|c| c.state() != State::Connecting));
         let opened = start.wait();
         setup?;
-        self.phase = Phase::Run;
-        self.clock.open(opened);
-        let now = Instant::now();
-        for i in 0..self.conns.len() {
-            self.conns[i].pacer = self.plan.pacer(self.conns[i].id, opened);
-            self.next_request(i, now, true);
-        }
-        let result = self.pump(|w| w.active == 0);
+        self.open_run(opened, true);
+        let result = self.pump(|w| w.cx.active == 0);
         self.quiesce();
         result?;
-        Ok(self
-            .clock
-            .result(&self.sys, &mut self.connect_hist, self.setup_failures, 0))
+        Ok(self.cx.result(&self.sys))
     }
 
     /// Queues `entry`; when the submission queue is full, hands it to the kernel first.
@@ -220,7 +171,7 @@ impl<'p> Worker<'p> {
 
     fn begin_connect(&mut self, i: usize) {
         let opts = SocketOptions {
-            source: self.plan.source_for(self.conns[i].id),
+            source: self.plan.source_for(self.conns[i].id()),
             ..self.plan.sock
         };
         let fd = match sys::open_tcp_socket(&mut self.sys, &self.plan.addr, &opts) {
@@ -232,60 +183,76 @@ impl<'p> Worker<'p> {
             return self.fail(i, FailureKind::from_io(&e));
         }
         let now = Instant::now();
+        self.io[i].fd = fd;
+        self.io[i].pending += 1;
         let c = &mut self.conns[i];
-        c.fd = fd;
-        c.generation = c.generation.wrapping_add(1);
-        c.connect_start = now;
-        c.deadline = now + self.plan.timeout;
-        c.state = State::Connecting;
-        c.pending += 1;
+        let generation = c.renew();
+        c.connecting(now, &self.cx);
         let addr = &self.plan.addr;
         let entry = opcode::Connect::new(types::Fd(fd), addr.as_ptr().cast(), addr.len())
             .build()
-            .user_data(user_data(i, OP_CONNECT, c.generation));
+            .user_data(user_data(i, OP_CONNECT, generation));
         self.push(&entry);
     }
 
-    /// Queues connection `i`'s request: its send and, beside it, the receive of its reply.
-    /// They are not linked: a request larger than the socket buffers is echoed back while it
-    /// is still being sent, and a client that read only after its last byte was sent would
-    /// wait for a server blocked on writing that echo.
-    fn begin_send(&mut self, i: usize, now: Instant) {
-        let c = &mut self.conns[i];
-        if c.pacer.is_none() {
-            c.origin = now;
+    /// Does the I/O connection `i`'s machine asks for.
+    fn follow(&mut self, i: usize, next: Next) {
+        match next {
+            Next::Nothing => {}
+            Next::Connect => self.begin_connect(i),
+            // The request's send and, beside it, the receive of its reply. They are not
+            // linked: a request larger than the socket buffers is echoed back while it is
+            // still being sent, and a client that read only after its last byte was sent
+            // would wait for a server blocked on writing that echo.
+            Next::Exchange => {
+                // A new generation per request: a completion of an earlier one is never
+                // taken for this one's.
+                self.conns[i].renew();
+                self.io[i].pending += 2;
+                self.queue_send(i);
+                self.queue_recv(i);
+            }
+            // The ring sends what the socket buffer takes; the rest goes in another send.
+            Next::Send => {
+                self.io[i].pending += 1;
+                self.queue_send(i);
+            }
+            Next::Receive => {
+                self.io[i].pending += 1;
+                self.queue_recv(i);
+            }
+            Next::Complete => {
+                // The reply arrived by the end of the io_uring_enter that returned it: its
+                // end is the request's end, without another clock read.
+                let now = self.sys.last_end();
+                let next = self.conns[i].complete(now, &mut self.cx);
+                self.follow(i, next);
+            }
+            Next::Fail(kind) => self.fail(i, kind),
+            Next::StartSoon(at) | Next::StartAt(at) => self.timers.push(Reverse((at, i))),
+            // The socket stays open until the worker quiesces.
+            Next::Retire => {}
         }
-        c.sent = 0;
-        c.received = 0;
-        c.deadline = now + self.plan.timeout;
-        c.state = State::Exchanging;
-        // A new generation per request: a completion of an earlier one is never taken for
-        // this one's.
-        c.generation = c.generation.wrapping_add(1);
-        c.pending += 2;
-        self.queue_send(i);
-        self.queue_recv(i);
     }
 
     /// Queues a send of what the request still has to send.
     fn queue_send(&mut self, i: usize) {
-        let c = &self.conns[i];
-        let rest = &self.plan.request[c.sent..];
-        let entry = opcode::Send::new(types::Fd(c.fd), rest.as_ptr(), rest.len() as u32)
+        let rest = self.conns[i].unsent(self.plan);
+        let entry = opcode::Send::new(types::Fd(self.io[i].fd), rest.as_ptr(), rest.len() as u32)
             .build()
-            .user_data(user_data(i, OP_SEND, c.generation));
+            .user_data(user_data(i, OP_SEND, self.conns[i].generation()));
         self.push(&entry);
     }
 
-    /// Queues a receive of what the reply still owes (never more, so no byte of a later
-    /// reply is taken).
+    /// Queues a receive of what the reply still owes.
     fn queue_recv(&mut self, i: usize) {
-        let want = self.plan.expected_reply.len() - self.conns[i].received;
-        let c = &mut self.conns[i];
-        let want = want.min(c.buf.len());
-        let entry = opcode::Recv::new(types::Fd(c.fd), c.buf.as_mut_ptr(), want as u32)
+        let want = self.conns[i].owed(self.plan);
+        let generation = self.conns[i].generation();
+        let io = &mut self.io[i];
+        let want = want.min(io.buf.len());
+        let entry = opcode::Recv::new(types::Fd(io.fd), io.buf.as_mut_ptr(), want as u32)
             .build()
-            .user_data(user_data(i, OP_RECV, c.generation));
+            .user_data(user_data(i, OP_RECV, generation));
         self.push(&entry);
     }
 
@@ -295,13 +262,9 @@ impl<'p> Worker<'p> {
         let mut completions: Vec<(u64, i32)> = Vec::with_capacity(self.conns.len() * 2);
         loop {
             let now = Instant::now();
-            match self.clock.tick(now, &self.sys) {
-                WindowStep::Run => {}
-                WindowStep::BeginDrain(end) => begin_drain(self, end),
-                WindowStep::Abandon(end) => {
-                    abandon(self, end, now);
-                    return Ok(());
-                }
+            let step = self.cx.clock.tick(now, &self.sys);
+            if take_step(self, step, now) {
+                return Ok(());
             }
             while let Some(&Reverse((due, i))) = self.timers.peek() {
                 if due > now {
@@ -321,7 +284,7 @@ impl<'p> Worker<'p> {
             if let Some(&Reverse((due, _))) = self.timers.peek() {
                 wake = wake.min(due);
             }
-            if let Some(end) = self.clock.next_deadline() {
+            if let Some(end) = self.cx.clock.next_deadline() {
                 wake = wake.min(end);
             }
             self.enter(wake.saturating_duration_since(now))?;
@@ -354,157 +317,54 @@ impl<'p> Worker<'p> {
         if op == OP_CANCEL {
             return;
         }
+        self.io[i].pending -= 1;
         let c = &mut self.conns[i];
-        c.pending -= 1;
-        if c.generation != generation || !matches!(c.state, State::Connecting | State::Exchanging) {
-            if c.state == State::Settling && c.pending == 0 {
+        if !c.accepts(generation) {
+            if c.closing() && self.io[i].pending == 0 {
                 self.settled(i);
             }
             return;
         }
-        match op {
-            OP_CONNECT if res < 0 => self.fail(i, FailureKind::from_io(&os_error(res))),
-            OP_CONNECT => self.on_connected(i),
-            OP_SEND if res < 0 => self.fail(i, FailureKind::from_io(&os_error(res))),
-            OP_SEND => {
-                // The ring sends what the socket buffer takes; the rest goes in another send.
-                c.sent += res as usize;
-                if c.sent < self.plan.request.len() {
-                    c.pending += 1;
-                    self.queue_send(i);
-                }
-            }
-            _ => self.on_received(i, res),
-        }
+        let next = match op {
+            _ if res < 0 => Next::Fail(FailureKind::from_io(&os_error(res))),
+            OP_CONNECT => c.connected(Instant::now(), &mut self.cx),
+            OP_SEND => c.on_sent(res as usize, self.plan),
+            _ => c.on_received(&self.io[i].buf[..res as usize], self.plan),
+        };
+        self.follow(i, next);
     }
 
-    fn on_connected(&mut self, i: usize) {
-        let now = Instant::now();
-        let c = &mut self.conns[i];
-        hist::record_ns(
-            &mut self.connect_hist,
-            (now - c.connect_start).as_nanos() as u64,
-        );
-        if self.phase == Phase::Setup {
-            c.state = State::Idle;
-            return;
-        }
-        self.begin_send(i, now);
-    }
-
-    fn on_received(&mut self, i: usize, res: i32) {
-        if res < 0 {
-            return self.fail(i, FailureKind::from_io(&os_error(res)));
-        }
-        if res == 0 {
-            return self.fail(i, FailureKind::Eof);
-        }
-        let n = res as usize;
-        let c = &mut self.conns[i];
-        let expected = &self.plan.expected_reply;
-        if c.buf[..n] != expected[c.received..c.received + n] {
-            return self.fail(i, FailureKind::Mismatch);
-        }
-        c.received += n;
-        if c.received < expected.len() {
-            c.pending += 1;
-            return self.queue_recv(i);
-        }
-        // The reply arrived by the end of the io_uring_enter that returned it: its end is
-        // the request's end, without another clock read.
-        let now = self.sys.last_end();
-        let c = &mut self.conns[i];
-        let latency = now.saturating_duration_since(c.origin).as_nanos() as u64;
-        self.clock.recorder.ok(
-            c.origin,
-            now,
-            latency,
-            self.plan.expected_reply.len() as u64,
-        );
-        self.count_round(i);
-        self.conns[i].state = State::Idle;
-        self.next_request(i, now, true);
-    }
-
-    /// A request of connection `i` ended ([`RunClock::count_round`]).
-    fn count_round(&mut self, i: usize) {
-        let c = &mut self.conns[i];
-        self.clock.count_round(c.origin, &mut c.rounds_left);
-    }
-
-    /// Schedules connection `i`'s next request after one ended at `now`: at once (closed loop
-    /// or a late open-loop slot) or at its slot. `direct` starts it within this call; after a
-    /// failure it waits for the next loop turn instead, since starting at once could recurse
-    /// without bound when socket(2) keeps failing (EMFILE).
-    fn next_request(&mut self, i: usize, now: Instant, direct: bool) {
-        let due = self.conns[i].pacer.as_ref().map_or(now, Pacer::due);
-        if due > now || !direct {
-            self.timers.push(Reverse((due.max(now), i)));
-            return;
-        }
-        self.start_request(i, now);
-    }
-
+    /// Starts connection `i`'s next request at `now`.
     fn start_request(&mut self, i: usize, now: Instant) {
-        let c = &mut self.conns[i];
-        if c.state != State::Idle {
-            return;
-        }
-        let starts_at = c.pacer.as_ref().map_or(now, Pacer::due);
-        let ended = self.clock.after_window(starts_at);
-        if c.rounds_left == 0 || ended {
-            return self.retire(i);
-        }
-        c.origin = c.pacer.as_mut().map_or(now, Pacer::take);
-        if c.fd >= 0 {
-            self.begin_send(i, now);
-        } else {
-            self.begin_connect(i);
-        }
+        let next = self.conns[i].start(now, &mut self.cx);
+        self.follow(i, next);
     }
 
     fn retire(&mut self, i: usize) {
-        let c = &mut self.conns[i];
-        if c.state != State::Done {
-            self.active -= 1;
-        }
-        c.state = State::Done;
+        self.conns[i].retire(&mut self.cx);
     }
 
     /// Fails connection `i`'s request: cancels its operations, closes its socket, and (in
     /// the run) records the failure; the next request waits until the ring has returned
     /// every operation that pointed at the buffer.
     fn fail(&mut self, i: usize, kind: FailureKind) {
-        let c = &mut self.conns[i];
-        let fd = c.fd;
+        let fd = self.io[i].fd;
         if fd >= 0 {
             self.cancel_pending(i);
             sys::close(&mut self.sys, fd);
-            self.conns[i].fd = -1;
+            self.io[i].fd = -1;
         }
-        let c = &mut self.conns[i];
-        c.generation = c.generation.wrapping_add(1);
-        if self.phase == Phase::Setup {
-            // Retried as the first request of the run, where it is counted.
-            self.setup_failures += 1;
-        } else {
-            let origin = c.origin;
-            self.clock.recorder.failure(origin, Instant::now(), kind);
-            self.count_round(i);
-        }
-        let c = &mut self.conns[i];
-        c.state = State::Settling;
-        if c.pending == 0 {
+        self.conns[i].renew();
+        self.conns[i].fail(Instant::now(), kind, &mut self.cx);
+        if self.io[i].pending == 0 {
             self.settled(i);
         }
     }
 
     /// Connection `i` failed and the ring holds nothing of it any more.
     fn settled(&mut self, i: usize) {
-        self.conns[i].state = State::Idle;
-        if self.phase == Phase::Run {
-            self.next_request(i, Instant::now(), false);
-        }
+        let next = self.conns[i].released(Instant::now(), &mut self.cx);
+        self.follow(i, next);
     }
 
     /// Cancels whatever connection `i` still has on the ring (IORING_OP_ASYNC_CANCEL by user
@@ -513,10 +373,10 @@ impl<'p> Worker<'p> {
     /// receive would wait for a reply that may never come. Cancelling keeps the close what it
     /// is (FIN, or RST with `--linger0`), where shutdown(2) would send a FIN first.
     fn cancel_pending(&mut self, i: usize) {
-        if self.conns[i].pending == 0 {
+        if self.io[i].pending == 0 {
             return;
         }
-        let generation = self.conns[i].generation;
+        let generation = self.conns[i].generation();
         for op in [OP_CONNECT, OP_SEND, OP_RECV] {
             let entry = opcode::AsyncCancel::new(user_data(i, op, generation))
                 .build()
@@ -532,7 +392,7 @@ impl<'p> Worker<'p> {
             self.cancel_pending(i);
         }
         let deadline = Instant::now() + self.plan.timeout;
-        while self.conns.iter().any(|c| c.pending > 0) && Instant::now() < deadline {
+        while self.io.iter().any(|io| io.pending > 0) && Instant::now() < deadline {
             if self.enter(Duration::from_millis(10)).is_err() {
                 break;
             }
@@ -540,16 +400,17 @@ impl<'p> Worker<'p> {
             for ud in done {
                 let (i, op, _) = split(ud);
                 if op != OP_CANCEL {
-                    self.conns[i].pending -= 1;
+                    self.io[i].pending -= 1;
                 }
             }
         }
-        for c in &mut self.conns {
-            if c.fd >= 0 {
-                sys::close(&mut self.sys, c.fd);
-                c.fd = -1;
+        for i in 0..self.conns.len() {
+            let fd = self.io[i].fd;
+            if fd >= 0 {
+                sys::close(&mut self.sys, fd);
+                self.io[i].fd = -1;
             }
-            c.state = State::Done;
+            self.conns[i].finish();
         }
     }
 }

@@ -230,8 +230,8 @@ impl<'p> RunClock<'p> {
     }
 }
 
-/// A worker's connections as the window's rules see them; the event and ring engines keep
-/// their own connection states and implement this over them.
+/// A worker's connections as the window's rules see them; the event and ring engines
+/// implement this over their [`Conn`](super::conn::Conn)s.
 pub(crate) trait Connections {
     /// How many connections the worker has.
     fn count(&self) -> usize;
@@ -251,30 +251,45 @@ pub(crate) trait Connections {
     fn retire(&mut self, i: usize);
 }
 
-/// Implements [`Connections`] for an engine's `Worker`, whose `conns[i]` have `state`
-/// (`State::Connecting`, `State::Exchanging` and `State::Idle` in scope), `deadline` and
-/// `pacer`, whose `clock` is a [`RunClock`], and whose own `fail` and `retire` do the work.
+/// Implements [`Connections`] for an engine's `Worker`, whose `conns` are
+/// [`Conn`](super::conn::Conn)s, whose `cx` is their [`Context`](super::conn::Context), and
+/// whose own `fail` and `retire` do the work; and the worker's `open_run`, by its own
+/// `follow(i, next)` doing the I/O a [`Next`](super::conn::Next) asks.
 macro_rules! impl_connections {
     ($worker:ident) => {
+        impl $worker<'_> {
+            /// The start gate opened at `opened`: the run begins, and every connection's first
+            /// request is scheduled ([`Conn::schedule`](super::conn::Conn::schedule) with
+            /// `direct`).
+            fn open_run(&mut self, opened: std::time::Instant, direct: bool) {
+                self.cx.open(opened);
+                let now = std::time::Instant::now();
+                for i in 0..self.conns.len() {
+                    let next = self.conns[i].begin_run(opened, now, direct, &mut self.cx);
+                    self.follow(i, next);
+                }
+            }
+        }
+
         impl $crate::engine::window::Connections for $worker<'_> {
             fn count(&self) -> usize {
                 self.conns.len()
             }
 
             fn in_flight(&self, i: usize) -> bool {
-                matches!(self.conns[i].state, State::Connecting | State::Exchanging)
+                self.conns[i].in_flight()
             }
 
             fn idle(&self, i: usize) -> bool {
-                self.conns[i].state == State::Idle
+                self.conns[i].state() == $crate::engine::conn::State::Idle
             }
 
             fn deadline(&self, i: usize) -> std::time::Instant {
-                self.conns[i].deadline
+                self.conns[i].deadline()
             }
 
             fn pacer(&self, i: usize) -> Option<&$crate::engine::Pacer> {
-                self.conns[i].pacer.as_ref()
+                self.conns[i].pacer()
             }
 
             fn pacer_and_recorder(
@@ -284,7 +299,7 @@ macro_rules! impl_connections {
                 Option<&mut $crate::engine::Pacer>,
                 &mut $crate::recorder::Recorder,
             ) {
-                (self.conns[i].pacer.as_mut(), &mut self.clock.recorder)
+                (self.conns[i].pacer_mut(), &mut self.cx.clock.recorder)
             }
 
             fn fail(&mut self, i: usize, kind: $crate::recorder::FailureKind) {
@@ -304,6 +319,22 @@ pub(crate) fn sweep(w: &mut impl Connections, now: Instant) {
     for i in 0..w.count() {
         if w.in_flight(i) && now >= w.deadline(i) {
             w.fail(i, FailureKind::Timeout);
+        }
+    }
+}
+
+/// Does on `w` what the window's `step` at `now` asks ([`RunClock::tick`]); returns whether
+/// the worker stops (the drain ran out).
+pub(crate) fn take_step(w: &mut impl Connections, step: WindowStep, now: Instant) -> bool {
+    match step {
+        WindowStep::Run => false,
+        WindowStep::BeginDrain(end) => {
+            begin_drain(w, end);
+            false
+        }
+        WindowStep::Abandon(end) => {
+            abandon(w, end, now);
+            true
         }
     }
 }
@@ -340,43 +371,10 @@ pub(crate) fn abandon(w: &mut impl Connections, end: Instant, now: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Stop;
-    use crate::pattern::Pattern;
-    use crate::syscalls::{Call, SocketOptions};
+    use crate::engine::{test_plan as plan, Stop};
+    use crate::syscalls::Call;
 
     const MS: Duration = Duration::from_millis(1);
-
-    /// A plan with what the window reads: stop, warm-up, `--timeout`, threads, connections.
-    fn plan(stop: Stop, warmup: Duration, timeout: Duration, threads: usize, conns: usize) -> Plan {
-        Plan {
-            addr: socket2::SockAddr::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9))),
-            pattern: Pattern::Long,
-            conns,
-            first_id: 0,
-            conns_total: conns,
-            start_signal: None,
-            stop,
-            warmup,
-            rate: None,
-            request: vec![],
-            expected_reply: vec![],
-            timeout,
-            sock: SocketOptions {
-                nodelay: true,
-                linger0: false,
-                blocking_timeout: None,
-                source: None,
-            },
-            threads,
-            threads_reason: String::new(),
-            sources: crate::sources::Sources {
-                addrs: vec![],
-                reason: String::new(),
-            },
-            socket_reuse: Default::default(),
-            interval: None,
-        }
-    }
 
     fn calls(n: usize) -> SyscallCounters {
         let mut c = SyscallCounters::default();

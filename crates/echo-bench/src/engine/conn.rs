@@ -1,0 +1,730 @@
+//! One connection's request cycle as a state machine without I/O, shared by the event and
+//! ring engines: what a connection does next given what its I/O reported.
+//!
+//! The engines own the sockets and the system calls (epoll and read/write, or io_uring
+//! operations); they tell a [`Conn`] what happened (connected, n bytes sent, reply bytes
+//! received, a failure) with the instant it happened, and the [`Conn`] answers with the
+//! [`Next`] I/O to do. What every connection of a worker shares (the plan, the measurement
+//! window and its recorder, the counters a worker reports) is the worker's [`Context`].
+//!
+//! A request's cycle: Idle → (Connecting →) Exchanging → Idle, Held (a storm's proven
+//! connection) or Done; a failure goes through Closing, where the engine releases the
+//! socket (at once, or once the ring has returned every operation of it) before the next
+//! request may start.
+
+use std::time::Instant;
+
+use echolab_core::hist;
+use hdrhistogram::Histogram;
+
+use super::window::{RunClock, WorkerResult};
+use super::{Pacer, Pattern, Plan};
+use crate::recorder::FailureKind;
+use crate::syscalls::SyscallCounters;
+
+/// Where a connection is in its request cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// No request in flight: between requests, or waiting for an open-loop slot.
+    Idle,
+    /// connect(2) made, its outcome not yet reported.
+    Connecting,
+    /// Request being sent and/or reply being received.
+    Exchanging,
+    /// Storm: proven and kept open until the whole storm is established.
+    Held,
+    /// The request failed; the engine is releasing the socket ([`Conn::released`]).
+    Closing,
+    /// No more requests.
+    Done,
+}
+
+/// Where a worker is in its run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Long mode: connecting everything before the start gate; nothing is recorded.
+    Setup,
+    /// From the start gate on.
+    Run,
+}
+
+/// The I/O a [`Conn`] asks of its engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Nothing new: wait for the I/O in flight or for a later call.
+    Nothing,
+    /// Open a socket unless one is kept (`--short-sockets reuse`), then connect it and call
+    /// [`Conn::connecting`] as connect(2) is made.
+    Connect,
+    /// A new request: send [`Conn::unsent`] and receive the reply's [`Conn::owed`] bytes.
+    Exchange,
+    /// Send the rest of the request, [`Conn::unsent`].
+    Send,
+    /// Receive the rest of the reply, [`Conn::owed`] bytes.
+    Receive,
+    /// The reply is complete and verified: end the request's I/O (a short connection's
+    /// disconnect or close) and call [`Conn::complete`] with the instant it ended.
+    Complete,
+    /// The request failed for this reason: release the socket, then call [`Conn::fail`] and,
+    /// once nothing of the socket is in flight, [`Conn::released`].
+    Fail(FailureKind),
+    /// Start the next request ([`Conn::start`]) at a coming loop turn, not within this call:
+    /// after a failure, starting at once could recurse without bound when socket(2) or
+    /// connect(2) keeps failing synchronously. The instant is the `now` it was decided at,
+    /// for an engine that keeps these in its timer queue.
+    StartSoon(Instant),
+    /// Start the next request ([`Conn::start`]) at this open-loop slot.
+    StartAt(Instant),
+    /// No more requests: the socket may go.
+    Retire,
+}
+
+/// What a worker's connections share: the plan, the run's phase and window, and the totals
+/// the worker hands back.
+pub(crate) struct Context<'p> {
+    /// The workload.
+    pub(crate) plan: &'p Plan,
+    /// The measurement window and the recorder.
+    pub(crate) clock: RunClock<'p>,
+    /// Connect latencies (connect(2) made until connected), nanoseconds.
+    pub(crate) connect_hist: Histogram<u64>,
+    /// Setup (long mode, before the gate) or run.
+    pub(crate) phase: Phase,
+    /// Connections not yet Done or Held.
+    pub(crate) active: usize,
+    /// Long mode: connects that failed before the gate (retried in the run).
+    pub(crate) setup_failures: u64,
+    /// Storm connections proven and held.
+    pub(crate) established: u64,
+}
+
+impl<'p> Context<'p> {
+    /// A worker's context for `conns` connections, before the start gate.
+    pub(crate) fn new(plan: &'p Plan, conns: usize) -> Self {
+        Self {
+            plan,
+            clock: RunClock::new(plan),
+            connect_hist: hist::new_latency_histogram(),
+            phase: Phase::Setup,
+            active: conns,
+            setup_failures: 0,
+            established: 0,
+        }
+    }
+
+    /// The start gate opened at `opened`: the run begins.
+    pub(crate) fn open(&mut self, opened: Instant) {
+        self.phase = Phase::Run;
+        self.clock.open(opened);
+    }
+
+    /// What the worker hands back, given its system calls `sys`.
+    pub(crate) fn result(&mut self, sys: &SyscallCounters) -> WorkerResult {
+        self.clock.result(
+            sys,
+            &mut self.connect_hist,
+            self.setup_failures,
+            self.established,
+        )
+    }
+}
+
+/// One connection's request cycle.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    /// Global connection index (the open-loop stagger, the source address).
+    id: usize,
+    /// Bumped by the engine for every socket or request it must tell apart from earlier
+    /// ones ([`Conn::renew`]), so that a stale event or completion is ignored.
+    generation: u32,
+    state: State,
+    /// A long connection's socket is connected and may carry the next request.
+    connected: bool,
+    /// Request bytes sent so far.
+    sent: usize,
+    /// Reply bytes received and verified so far.
+    received: usize,
+    /// Latency origin: connect start (short, storm), send start (closed-loop long), or the
+    /// pacer's intended time (open loop).
+    origin: Instant,
+    connect_start: Instant,
+    /// When the operation in flight times out.
+    deadline: Instant,
+    rounds_left: u64,
+    pacer: Option<Pacer>,
+}
+
+impl Conn {
+    /// Connection `id`, idle with `rounds` requests to make ([`Plan::rounds`]); `now` fills
+    /// the instants until they mean something.
+    pub(crate) fn new(id: usize, rounds: u64, now: Instant) -> Self {
+        Self {
+            id,
+            generation: 0,
+            state: State::Idle,
+            connected: false,
+            sent: 0,
+            received: 0,
+            origin: now,
+            connect_start: now,
+            deadline: now,
+            rounds_left: rounds,
+            pacer: None,
+        }
+    }
+
+    /// Global connection index.
+    pub(crate) fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Where the connection is in its request cycle.
+    pub(crate) fn state(&self) -> State {
+        self.state
+    }
+
+    /// A connect or an exchange is in flight.
+    pub(crate) fn in_flight(&self) -> bool {
+        matches!(self.state, State::Connecting | State::Exchanging)
+    }
+
+    /// The deadline of the operation in flight.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The open-loop schedule (`None`: closed loop).
+    pub(crate) fn pacer(&self) -> Option<&Pacer> {
+        self.pacer.as_ref()
+    }
+
+    /// The open-loop schedule, to take slots from (the window's abandon).
+    pub(crate) fn pacer_mut(&mut self) -> Option<&mut Pacer> {
+        self.pacer.as_mut()
+    }
+
+    /// The current generation.
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// Starts a new generation and returns it: events tagged with an older one are stale.
+    pub(crate) fn renew(&mut self) -> u32 {
+        self.generation = self.generation.wrapping_add(1);
+        self.generation
+    }
+
+    /// Whether an event tagged `generation` is for the operation in flight; any other (a
+    /// closed socket's, an earlier request's, one after the request ended) is ignored.
+    pub(crate) fn accepts(&self, generation: u32) -> bool {
+        self.generation == generation && self.in_flight()
+    }
+
+    /// The start gate opened at `opened` (the context is open): the connection takes its
+    /// open-loop schedule, if any, and its first request of the run is scheduled at `now`
+    /// ([`Conn::schedule`]).
+    pub(crate) fn begin_run(
+        &mut self,
+        opened: Instant,
+        now: Instant,
+        direct: bool,
+        cx: &mut Context<'_>,
+    ) -> Next {
+        self.pacer = cx.plan.pacer(self.id, opened);
+        self.schedule(now, direct, cx)
+    }
+
+    /// Schedules the next request after one ended at `now`: at once (closed loop or a late
+    /// open-loop slot) or at its slot. `direct` starts it within this call; `false` answers
+    /// [`Next::StartSoon`] instead. The state is left as it is: only an Idle connection starts.
+    pub(crate) fn schedule(&mut self, now: Instant, direct: bool, cx: &mut Context<'_>) -> Next {
+        match &self.pacer {
+            Some(p) if p.due() > now => Next::StartAt(p.due()),
+            _ if direct => self.start(now, cx),
+            _ => Next::StartSoon(now),
+        }
+    }
+
+    /// Starts the next request at `now`: [`Next::Retire`] when no more are to be made,
+    /// [`Next::Exchange`] on a connected long connection, else [`Next::Connect`];
+    /// [`Next::Nothing`] unless Idle.
+    pub(crate) fn start(&mut self, now: Instant, cx: &mut Context<'_>) -> Next {
+        if self.state != State::Idle {
+            return Next::Nothing;
+        }
+        // A request starts at its slot in open loop (however late it is sent), else now; one
+        // that would start after a timed run's window is not made.
+        let starts_at = self.pacer.as_ref().map_or(now, Pacer::due);
+        if self.rounds_left == 0 || cx.clock.after_window(starts_at) {
+            self.retire(cx);
+            return Next::Retire;
+        }
+        self.origin = self.pacer.as_mut().map_or(now, Pacer::take);
+        if cx.plan.pattern == Pattern::Long && self.connected {
+            self.begin_exchange(now, cx)
+        } else {
+            Next::Connect
+        }
+    }
+
+    /// connect(2) is made at `now`; its deadline runs from here.
+    pub(crate) fn connecting(&mut self, now: Instant, cx: &Context<'_>) {
+        self.connect_start = now;
+        self.deadline = now + cx.plan.timeout;
+        self.state = State::Connecting;
+    }
+
+    /// The connect reported success at `now`: in setup the connection waits for the gate,
+    /// in the run its request is exchanged.
+    pub(crate) fn connected(&mut self, now: Instant, cx: &mut Context<'_>) -> Next {
+        hist::record_ns(
+            &mut cx.connect_hist,
+            (now - self.connect_start).as_nanos() as u64,
+        );
+        self.connected = true;
+        if cx.phase == Phase::Setup {
+            self.state = State::Idle;
+            return Next::Nothing;
+        }
+        self.begin_exchange(now, cx)
+    }
+
+    /// A closed-loop long connection times its application round trip from the send, not
+    /// from a connect or a slot.
+    fn closed_loop_long(&self, cx: &Context<'_>) -> bool {
+        cx.plan.pattern == Pattern::Long && self.pacer.is_none()
+    }
+
+    fn begin_exchange(&mut self, now: Instant, cx: &Context<'_>) -> Next {
+        if self.closed_loop_long(cx) {
+            self.origin = now;
+        }
+        self.sent = 0;
+        self.received = 0;
+        self.deadline = now + cx.plan.timeout;
+        self.state = State::Exchanging;
+        Next::Exchange
+    }
+
+    /// The request's first write started at `at`, a little after [`Next::Exchange`] was
+    /// answered: a closed-loop long request's latency starts there instead.
+    pub(crate) fn first_write(&mut self, at: Instant, cx: &Context<'_>) {
+        if self.closed_loop_long(cx) {
+            self.origin = at;
+        }
+    }
+
+    /// Whether request bytes remain to be sent.
+    pub(crate) fn sending(&self, plan: &Plan) -> bool {
+        self.sent < plan.request.len()
+    }
+
+    /// The request bytes not yet sent.
+    pub(crate) fn unsent<'a>(&self, plan: &'a Plan) -> &'a [u8] {
+        &plan.request[self.sent..]
+    }
+
+    /// Reply bytes still owed; a receive never asks for more, so no byte of a later reply
+    /// is taken.
+    pub(crate) fn owed(&self, plan: &Plan) -> usize {
+        plan.expected_reply.len() - self.received
+    }
+
+    /// `n` more request bytes went out: [`Next::Send`] while some remain, else
+    /// [`Next::Nothing`] (the reply is being received).
+    pub(crate) fn on_sent(&mut self, n: usize, plan: &Plan) -> Next {
+        self.sent += n;
+        if self.sending(plan) {
+            Next::Send
+        } else {
+            Next::Nothing
+        }
+    }
+
+    /// Reply bytes arrived (empty: the peer closed): [`Next::Receive`] for more,
+    /// [`Next::Complete`] when the reply is whole, or [`Next::Fail`] on EOF or a byte that
+    /// differs from the expected reply. At most [`Conn::owed`] bytes.
+    pub(crate) fn on_received(&mut self, bytes: &[u8], plan: &Plan) -> Next {
+        if bytes.is_empty() {
+            return Next::Fail(FailureKind::Eof);
+        }
+        let expected = &plan.expected_reply;
+        let end = self.received + bytes.len();
+        if bytes != &expected[self.received..end] {
+            return Next::Fail(FailureKind::Mismatch);
+        }
+        self.received = end;
+        if end < expected.len() {
+            Next::Receive
+        } else {
+            Next::Complete
+        }
+    }
+
+    /// The request's last I/O ended at `now` after [`Next::Complete`]: records it, then holds
+    /// a storm connection or schedules the next request ([`Conn::schedule`], direct).
+    pub(crate) fn complete(&mut self, now: Instant, cx: &mut Context<'_>) -> Next {
+        let latency = now.saturating_duration_since(self.origin).as_nanos() as u64;
+        let bytes = cx.plan.expected_reply.len() as u64;
+        cx.clock.recorder.ok(self.origin, now, latency, bytes);
+        if cx.plan.pattern == Pattern::Short {
+            // The engine disconnected or closed the socket: the next request connects.
+            self.connected = false;
+        }
+        if cx.plan.pattern == Pattern::Storm {
+            self.state = State::Held;
+            cx.established += 1;
+            cx.active -= 1;
+            return Next::Nothing;
+        }
+        cx.clock.count_round(self.origin, &mut self.rounds_left);
+        self.state = State::Idle;
+        self.schedule(now, true, cx)
+    }
+
+    /// The request failed for `kind`, noticed at `now`, and the engine has closed the socket:
+    /// recorded (in setup, only counted), then Closing until [`Conn::released`]; a storm
+    /// connection is Done.
+    pub(crate) fn fail(&mut self, now: Instant, kind: FailureKind, cx: &mut Context<'_>) {
+        self.connected = false;
+        if cx.phase == Phase::Setup {
+            // Retried as the first request of the run, where it is counted.
+            cx.setup_failures += 1;
+            self.state = State::Closing;
+            return;
+        }
+        cx.clock.recorder.failure(self.origin, now, kind);
+        if cx.plan.pattern == Pattern::Storm {
+            self.state = State::Done;
+            cx.active -= 1;
+            return;
+        }
+        cx.clock.count_round(self.origin, &mut self.rounds_left);
+        self.state = State::Closing;
+    }
+
+    /// Whether a failed request is still releasing its socket.
+    pub(crate) fn closing(&self) -> bool {
+        self.state == State::Closing
+    }
+
+    /// Nothing of the failed request's socket is in flight any more at `now`: Idle, and in
+    /// the run the next request is scheduled ([`Conn::schedule`], not direct).
+    pub(crate) fn released(&mut self, now: Instant, cx: &mut Context<'_>) -> Next {
+        if self.state != State::Closing {
+            return Next::Nothing;
+        }
+        self.state = State::Idle;
+        if cx.phase == Phase::Run {
+            self.schedule(now, false, cx)
+        } else {
+            Next::Nothing
+        }
+    }
+
+    /// No more requests: Done, and no longer active.
+    pub(crate) fn retire(&mut self, cx: &mut Context<'_>) {
+        if !matches!(self.state, State::Done | State::Held) {
+            cx.active -= 1;
+        }
+        self.state = State::Done;
+    }
+
+    /// The worker stops: Done, whatever was in flight (the counters no longer matter).
+    pub(crate) fn finish(&mut self) {
+        self.state = State::Done;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::{test_plan, Stop};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// One connection's plan: `pattern`, `rounds` requests, "ping" echoed, `--timeout` 1 s,
+    /// and with `rate` an open loop over 2 connections.
+    fn plan(pattern: Pattern, rounds: u64, rate: Option<f64>) -> Plan {
+        let mut p = test_plan(Stop::Rounds(rounds), Duration::ZERO, 1000 * MS, 1, 2);
+        p.pattern = pattern;
+        p.rate = rate;
+        p.request = b"ping".to_vec();
+        p.expected_reply = b"ping".to_vec();
+        p
+    }
+
+    /// A context before the start gate, and its connection 1, idle.
+    fn before_gate(p: &Plan, t0: Instant) -> (Context<'_>, Conn) {
+        (Context::new(p, 1), Conn::new(1, p.rounds(), t0))
+    }
+
+    /// A context whose run opened at `t0`, and its connection 1, idle.
+    fn opened(p: &Plan, t0: Instant) -> (Context<'_>, Conn) {
+        let (mut cx, mut c) = before_gate(p, t0);
+        cx.open(t0);
+        c.begin_run(t0, t0, false, &mut cx);
+        (cx, c)
+    }
+
+    /// A context whose run opened at `t0`, and its connection 1 connecting since `t0`.
+    fn connecting(p: &Plan, t0: Instant) -> (Context<'_>, Conn) {
+        let (mut cx, mut c) = opened(p, t0);
+        assert_eq!(c.start(t0, &mut cx), Next::Connect);
+        c.connecting(t0, &cx);
+        (cx, c)
+    }
+
+    /// A context before the start gate, and its connection 1 connected in setup (long mode)
+    /// from `t0` to `t0` + 1 ms.
+    fn set_up(p: &Plan, t0: Instant) -> (Context<'_>, Conn) {
+        let (mut cx, mut c) = before_gate(p, t0);
+        c.connecting(t0, &cx);
+        assert_eq!(c.connected(t0 + MS, &mut cx), Next::Nothing, "setup waits");
+        assert_eq!(c.state(), State::Idle);
+        (cx, c)
+    }
+
+    /// Sends the whole request and receives the whole reply; the request must be exchanging.
+    fn exchange(c: &mut Conn, p: &Plan) -> Next {
+        assert_eq!(c.state(), State::Exchanging);
+        assert_eq!(c.on_sent(p.request.len(), p), Next::Nothing);
+        c.on_received(&p.expected_reply, p)
+    }
+
+    /// The recorded latency (the histogram's only one, or its largest) in nanoseconds.
+    fn latency(cx: &Context<'_>) -> u64 {
+        cx.clock.recorder.hist.max()
+    }
+
+    /// Whether `got` is `want` within the histogram's precision.
+    fn near(got: u64, want: Duration) -> bool {
+        (got as f64 - want.as_nanos() as f64).abs() <= want.as_nanos() as f64 / 100.0
+    }
+
+    #[test]
+    fn a_closed_loop_long_connection_makes_its_rounds_on_one_socket_then_is_done() {
+        let p = plan(Pattern::Long, 3, None);
+        let t0 = Instant::now();
+        let (mut cx, mut c) = set_up(&p, t0);
+        assert_eq!(cx.connect_hist.len(), 1);
+        cx.open(t0 + 2 * MS);
+        let mut now = t0 + 3 * MS;
+        let first = c.begin_run(t0 + 2 * MS, now, false, &mut cx);
+        assert_eq!(first, Next::StartSoon(now));
+        assert_eq!(c.start(now, &mut cx), Next::Exchange, "no reconnect");
+        for round in 1..=3 {
+            // The first write starts 1 ms after the request was made: the latency is from it.
+            c.first_write(now + MS, &cx);
+            assert_eq!(exchange(&mut c, &p), Next::Complete);
+            now += 5 * MS;
+            let next = c.complete(now, &mut cx);
+            assert!(near(latency(&cx), 4 * MS), "round {round}: from the write");
+            if round < 3 {
+                assert_eq!(next, Next::Exchange, "round {round}: the next one at once");
+            } else {
+                assert_eq!(next, Next::Retire);
+            }
+        }
+        assert_eq!(c.state(), State::Done);
+        assert_eq!((cx.clock.recorder.ok, cx.clock.recorder.failed), (3, 0));
+        assert_eq!(cx.active, 0);
+        assert_eq!(c.start(now, &mut cx), Next::Nothing, "done stays done");
+    }
+
+    #[test]
+    fn a_short_connection_connects_for_every_request_and_times_it_from_the_start() {
+        let p = plan(Pattern::Short, 2, None);
+        let t0 = Instant::now();
+        let (mut cx, mut c) = connecting(&p, t0);
+        assert_eq!(c.deadline(), t0 + p.timeout);
+        for round in 1..=2u32 {
+            let began = t0 + MS * (10 * (round - 1));
+            assert_eq!(c.state(), State::Connecting);
+            assert_eq!(c.connected(began + 2 * MS, &mut cx), Next::Exchange);
+            c.first_write(began + 3 * MS, &cx);
+            assert_eq!(exchange(&mut c, &p), Next::Complete);
+            let next = c.complete(began + 10 * MS, &mut cx);
+            assert!(near(latency(&cx), 10 * MS), "round {round}: from its start");
+            if round == 1 {
+                assert_eq!(next, Next::Connect, "a new connect per request");
+                c.connecting(began + 11 * MS, &cx);
+                assert_eq!(c.deadline(), began + 11 * MS + p.timeout);
+            } else {
+                assert_eq!(next, Next::Retire);
+            }
+        }
+        assert_eq!(cx.connect_hist.len(), 2);
+        assert_eq!(cx.clock.recorder.ok, 2);
+    }
+
+    #[test]
+    fn a_storm_connection_is_held_after_its_proven_echo_and_done_after_a_failure() {
+        let p = plan(Pattern::Storm, 1, None);
+        let t0 = Instant::now();
+        let (mut cx, mut held) = connecting(&p, t0);
+        assert_eq!(held.connected(t0 + MS, &mut cx), Next::Exchange);
+        assert_eq!(exchange(&mut held, &p), Next::Complete);
+        assert_eq!(held.complete(t0 + 2 * MS, &mut cx), Next::Nothing);
+        assert_eq!(held.state(), State::Held);
+        assert_eq!((cx.established, cx.active), (1, 0));
+        held.retire(&mut cx);
+        assert_eq!(cx.active, 0, "a held connection is no longer active");
+
+        let (mut cx, mut lost) = connecting(&p, t0);
+        lost.fail(t0 + MS, FailureKind::Refused, &mut cx);
+        assert_eq!(lost.state(), State::Done);
+        assert_eq!((cx.established, cx.active), (0, 0));
+        assert_eq!(lost.released(t0 + MS, &mut cx), Next::Nothing, "no retry");
+        assert_eq!(cx.clock.recorder.failures.get("refused"), Some(&1));
+    }
+
+    #[test]
+    fn an_open_loop_request_waits_for_its_slot_and_is_timed_from_it() {
+        // 1000 requests/s over 2 connections: connection 1's slots are t0 + 1, 3, 5... ms.
+        let p = plan(Pattern::Long, 10, Some(1000.0));
+        let t0 = Instant::now();
+        let (mut cx, mut c) = set_up(&p, t0);
+        cx.open(t0);
+        assert_eq!(c.begin_run(t0, t0, false, &mut cx), Next::StartAt(t0 + MS));
+        assert_eq!(c.schedule(t0, true, &mut cx), Next::StartAt(t0 + MS));
+        // Sent late, at 1.5 ms, and its write later still: the latency is from the slot.
+        let late = t0 + 3 * MS / 2;
+        assert_eq!(c.start(late, &mut cx), Next::Exchange);
+        c.first_write(late + MS, &cx);
+        assert_eq!(exchange(&mut c, &p), Next::Complete);
+        assert_eq!(c.complete(t0 + 2 * MS, &mut cx), Next::StartAt(t0 + 3 * MS));
+        assert!(near(latency(&cx), MS), "from the slot at 1 ms");
+        assert_eq!(c.state(), State::Idle);
+        // A reply at 7 ms is past the slots at 3 and 5 ms: the next request leaves at once,
+        // timed from the slot at 3 ms.
+        assert_eq!(c.start(t0 + 3 * MS, &mut cx), Next::Exchange);
+        assert_eq!(exchange(&mut c, &p), Next::Complete);
+        assert_eq!(c.complete(t0 + 7 * MS, &mut cx), Next::Exchange);
+        assert!(near(latency(&cx), 4 * MS));
+        assert_eq!(
+            c.pacer().unwrap().due(),
+            t0 + 7 * MS,
+            "the slot at 5 ms taken"
+        );
+        assert_eq!(exchange(&mut c, &p), Next::Complete);
+        c.complete(t0 + 8 * MS, &mut cx);
+        assert!(near(latency(&cx), 4 * MS), "the largest");
+        assert_eq!(cx.clock.recorder.hist.len(), 3);
+    }
+
+    #[test]
+    fn a_wrong_byte_or_an_early_eof_fails_the_request_and_a_long_one_reconnects() {
+        let p = plan(Pattern::Long, 5, None);
+        let t0 = Instant::now();
+        let (mut cx, mut c) = set_up(&p, t0);
+        cx.open(t0);
+        assert_eq!(c.start(t0 + 2 * MS, &mut cx), Next::Exchange);
+        assert_eq!(c.on_sent(4, &p), Next::Nothing);
+        assert_eq!(c.on_received(b"pi", &p), Next::Receive);
+        assert_eq!(
+            c.on_received(b"nk", &p),
+            Next::Fail(FailureKind::Mismatch),
+            "the third byte differs"
+        );
+        c.fail(t0 + 3 * MS, FailureKind::Mismatch, &mut cx);
+        assert!(c.closing() && !c.in_flight());
+        assert_eq!(
+            c.start(t0 + 3 * MS, &mut cx),
+            Next::Nothing,
+            "not while closing"
+        );
+        assert_eq!(
+            c.released(t0 + 4 * MS, &mut cx),
+            Next::StartSoon(t0 + 4 * MS)
+        );
+        assert_eq!(
+            c.start(t0 + 4 * MS, &mut cx),
+            Next::Connect,
+            "its socket is gone"
+        );
+        c.connecting(t0 + 4 * MS, &cx);
+        assert_eq!(c.connected(t0 + 5 * MS, &mut cx), Next::Exchange);
+        assert_eq!(c.on_received(b"", &p), Next::Fail(FailureKind::Eof));
+        c.fail(t0 + 6 * MS, FailureKind::Eof, &mut cx);
+        let failures = &cx.clock.recorder.failures;
+        assert_eq!(
+            (failures.get("mismatch"), failures.get("eof")),
+            (Some(&1), Some(&1))
+        );
+        assert_eq!(cx.clock.recorder.ok, 0);
+        assert_eq!(c.rounds_left, 3, "failures count as rounds");
+    }
+
+    #[test]
+    fn partial_sends_and_receives_continue_where_they_stopped() {
+        let mut p = plan(Pattern::Long, 1, None);
+        p.request = b"abcdef".to_vec();
+        p.expected_reply = b"ABCDEF".to_vec();
+        let t0 = Instant::now();
+        let (mut cx, mut c) = opened(&p, t0);
+        c.connecting(t0, &cx);
+        assert_eq!(c.connected(t0, &mut cx), Next::Exchange);
+        assert_eq!((c.unsent(&p), c.owed(&p)), (&b"abcdef"[..], 6));
+        assert_eq!(c.on_sent(2, &p), Next::Send);
+        assert!(c.sending(&p));
+        assert_eq!(c.unsent(&p), b"cdef");
+        assert_eq!(
+            c.on_received(b"AB", &p),
+            Next::Receive,
+            "echoed while sending"
+        );
+        assert_eq!(c.on_sent(4, &p), Next::Nothing);
+        assert!(!c.sending(&p));
+        assert_eq!(c.owed(&p), 4);
+        assert_eq!(c.on_received(b"CDE", &p), Next::Receive);
+        assert_eq!(c.owed(&p), 1);
+        assert_eq!(c.on_received(b"F", &p), Next::Complete);
+    }
+
+    #[test]
+    fn events_of_an_older_generation_or_after_the_request_are_ignored() {
+        let p = plan(Pattern::Long, 1, None);
+        let t0 = Instant::now();
+        let (mut cx, mut c) = opened(&p, t0);
+        let old = c.renew();
+        c.connecting(t0, &cx);
+        assert!(c.accepts(old));
+        let current = c.renew();
+        assert!(!c.accepts(old) && c.accepts(current));
+        assert_eq!(c.generation(), current);
+        c.fail(t0 + MS, FailureKind::Timeout, &mut cx);
+        assert!(!c.accepts(current), "nothing in flight");
+    }
+
+    #[test]
+    fn setup_failures_are_counted_not_recorded_and_retried_in_the_run() {
+        let p = plan(Pattern::Long, 1, None);
+        let t0 = Instant::now();
+        let (mut cx, mut c) = before_gate(&p, t0);
+        c.connecting(t0, &cx);
+        c.fail(t0 + MS, FailureKind::Refused, &mut cx);
+        assert_eq!(
+            c.released(t0 + MS, &mut cx),
+            Next::Nothing,
+            "waits for the gate"
+        );
+        assert_eq!((cx.setup_failures, cx.clock.recorder.failed), (1, 0));
+        cx.open(t0 + 2 * MS);
+        assert_eq!(c.start(t0 + 2 * MS, &mut cx), Next::Connect);
+    }
+
+    #[test]
+    fn no_request_starts_after_a_timed_window() {
+        let mut p = plan(Pattern::Long, 1, None);
+        p.stop = Stop::Duration(10 * MS);
+        let t0 = Instant::now();
+        let (mut cx, mut c) = opened(&p, t0);
+        assert_eq!(c.start(t0 + 10 * MS, &mut cx), Next::Retire);
+        assert_eq!((c.state(), cx.active), (State::Done, 0));
+        c.retire(&mut cx);
+        assert_eq!(cx.active, 0, "retired once");
+    }
+}

@@ -191,8 +191,8 @@ pub struct Manifest {
     pub backend: String,
     /// The experiment as run (after `--reps`).
     pub experiment: Experiment,
-    /// The profile as run, verbatim (see `profile`), with its file path.
-    pub profile: serde_json::Value,
+    /// The profile as run, with its file path.
+    pub profile: crate::profile::RecordedProfile,
     /// Where they came from.
     pub inputs: BTreeMap<String, String>,
     /// Machine and versions.
@@ -244,7 +244,7 @@ impl Manifest {
         args: Vec<String>,
         backend: &str,
         experiment: Experiment,
-        profile: serde_json::Value,
+        profile: crate::profile::RecordedProfile,
         inputs: BTreeMap<String, String>,
         runs_planned: u64,
     ) -> Self {

@@ -670,7 +670,7 @@ mod tests {
         let mut measured = std::collections::BTreeMap::new();
         measured.insert("rtt_median_us".to_string(), rtt_median_us);
         let mut m: Manifest = serde_yaml::from_str(
-            "schema: x\nrun_id: r\nstatus: complete\ncreated_at: t\nargs: []\nbackend: docker\nexperiment: {name: t, question: q, repetitions: 1, matrix: [{servers: [epoll-et], modes: [long], conns: [2], rounds: [3]}]}\nprofile: {}\ninputs: {}\nenvironment: {kernel: k, cpu_model: c, cpus: 2, mem_bytes: 1, git_rev: g, echolab_version: v}\nruns_planned: 1\nruns_done: 1\n",
+            "schema: x\nrun_id: r\nstatus: complete\ncreated_at: t\nargs: []\nbackend: docker\nexperiment: {name: t, question: q, repetitions: 1, matrix: [{servers: [epoll-et], modes: [long], conns: [2], rounds: [3]}]}\nprofile: {name: loopback, description: d, source: s, topology: loopback, expected: {rtt: {value: 0s, minus: 0s, plus: 1ms}}}\ninputs: {}\nenvironment: {kernel: k, cpu_model: c, cpus: 2, mem_bytes: 1, git_rev: g, echolab_version: v}\nruns_planned: 1\nruns_done: 1\n",
         )
         .unwrap();
         m.link.calibration = Some(echolab_core::results::CalibrationRecord {

@@ -67,11 +67,11 @@ fn fmt(v: f64) -> String {
 /// Whether the profile `manifest` records gives either direction a random loss (its
 /// `uplink.loss`/`downlink.loss`, percent): kernel netem counts those drops with its limit's.
 fn profile_has_loss(manifest: &echolab_core::results::Manifest) -> bool {
-    ["uplink", "downlink"].iter().any(|d| {
-        manifest.profile[d]["loss"]
-            .as_f64()
-            .is_some_and(|l| l > 0.0)
-    })
+    let p = &manifest.profile.profile;
+    [&p.uplink, &p.downlink]
+        .into_iter()
+        .flatten()
+        .any(|link| link.loss.0 > 0.0)
 }
 
 /// Kernel netem's part of a cell's link column, from its qdiscs' counters (means per

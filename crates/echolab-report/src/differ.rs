@@ -71,7 +71,7 @@ pub fn bullets(
     if let Some(c) = setting::compare(manifest, e.reference.setup.as_ref(), &metrics) {
         out.push(format!("Setting: this run {}.", c.sentence()));
     }
-    let topology = crate::header::profile_field(manifest, "topology");
+    let topology = manifest.profile.profile.topology.name();
     let cpus = manifest.environment.cpus;
     let pinned = manifest
         .cpu_plan

@@ -20,15 +20,6 @@ fn or_unknown(s: &str) -> &str {
     }
 }
 
-/// A string field of the profile, or "unknown".
-pub(crate) fn profile_field<'m>(manifest: &'m Manifest, key: &str) -> &'m str {
-    manifest
-        .profile
-        .get(key)
-        .and_then(|v| v.as_str())
-        .unwrap_or("unknown")
-}
-
 /// The run status as the header says it. A manifest that still says `running` is checked
 /// against its launcher (`live` judges it): one whose launcher is gone is shown as
 /// abandoned, so a run killed with SIGKILL does not read as still going.
@@ -91,9 +82,9 @@ pub fn render(manifest: &Manifest, counts: &Counts) -> String {
         "Profile".to_string(),
         format!(
             "{} ({} topology): {}",
-            profile_field(manifest, "name"),
-            profile_field(manifest, "topology"),
-            profile_field(manifest, "description")
+            manifest.profile.profile.name.as_str(),
+            manifest.profile.profile.topology.name(),
+            manifest.profile.profile.description.as_str()
         ),
     ]);
     let link = &manifest.link;
@@ -302,7 +293,7 @@ mod tests {
             .map(|l| format!("launcher: {{{l}}}\n"))
             .unwrap_or_default();
         serde_yaml::from_str(&format!(
-            "schema: x\nrun_id: r\nstatus: {status}\n{launcher}created_at: t\nargs: []\nbackend: docker\nexperiment: {{name: t, question: q, repetitions: 1, matrix: [{{servers: [epoll-et], modes: [long], conns: [2], rounds: [3]}}]}}\nprofile: {{}}\ninputs: {{}}\nenvironment: {{kernel: k, cpu_model: c, cpus: 2, mem_bytes: 1, git_rev: g, echolab_version: v}}\nruns_planned: 4\nruns_done: 1\n"
+            "schema: x\nrun_id: r\nstatus: {status}\n{launcher}created_at: t\nargs: []\nbackend: docker\nexperiment: {{name: t, question: q, repetitions: 1, matrix: [{{servers: [epoll-et], modes: [long], conns: [2], rounds: [3]}}]}}\nprofile: {{name: loopback, description: d, source: s, topology: loopback, expected: {{rtt: {{value: 0s, minus: 0s, plus: 1ms}}}}}}\ninputs: {{}}\nenvironment: {{kernel: k, cpu_model: c, cpus: 2, mem_bytes: 1, git_rev: g, echolab_version: v}}\nruns_planned: 4\nruns_done: 1\n"
         ))
         .unwrap()
     }

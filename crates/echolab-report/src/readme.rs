@@ -29,11 +29,7 @@ pub fn sections(report_md: &str, headings: &[&str]) -> Vec<String> {
 /// then the [`SECTIONS`] of the report.
 pub fn excerpt(report_md: &str, manifest: &Manifest) -> String {
     let env = &manifest.environment;
-    let profile = manifest
-        .profile
-        .get("name")
-        .and_then(|v| v.as_str())
-        .unwrap_or("unknown");
+    let profile = &manifest.profile.profile.name;
     let e = &manifest.experiment;
     let reps = if e.is_adaptive() {
         format!(

@@ -11,8 +11,6 @@
 use echolab_core::experiment::{SeedSetup, TimingMethod};
 use echolab_core::results::Manifest;
 
-use crate::header::profile_field;
-
 /// How this run timed `metric`: a description, and the seed method it is equivalent to
 /// (`None`: none is, e.g. in-process wrappers vs ptrace).
 pub fn our_timing(metric: &str) -> (&'static str, Option<TimingMethod>) {
@@ -74,8 +72,8 @@ pub fn compare(
 ) -> Option<Comparison> {
     let seed = seed?;
     let mut differences = Vec::new();
-    let topology = profile_field(manifest, "topology");
-    let profile = profile_field(manifest, "name");
+    let topology = manifest.profile.profile.topology.name();
+    let profile = manifest.profile.profile.name.as_str();
     let same_topology = topology == seed.topology;
     if !same_topology {
         differences.push(format!(
@@ -230,7 +228,7 @@ pub fn rows(manifest: &Manifest) -> Vec<SettingRow> {
     row(
         Setting::Topology,
         seed.topology.clone(),
-        profile_field(manifest, "topology").to_string(),
+        manifest.profile.profile.topology.name().to_string(),
     );
     row(
         Setting::Cores,
@@ -352,7 +350,7 @@ mod tests {
             .clone()
             .expect("exp31 states the seed's setup");
         let mut m: Manifest = serde_yaml::from_str(&format!(
-            "schema: x\nrun_id: r\nstatus: complete\ncreated_at: t\nargs: []\nbackend: docker\nexperiment: {}\nprofile: {{name: loopback, topology: loopback}}\ninputs: {{}}\nenvironment: {{kernel: '3.10.0', cpu_model: c, cpus: 4, mem_bytes: 1, docker_version: d, git_rev: g, echolab_version: v}}\nruns_planned: 1\nruns_done: 1\n",
+            "schema: x\nrun_id: r\nstatus: complete\ncreated_at: t\nargs: []\nbackend: docker\nexperiment: {}\nprofile: {{name: loopback, description: d, source: s, topology: loopback, expected: {{rtt: {{value: 0s, minus: 0s, plus: 1ms}}}}}}\ninputs: {{}}\nenvironment: {{kernel: '3.10.0', cpu_model: c, cpus: 4, mem_bytes: 1, docker_version: d, git_rev: g, echolab_version: v}}\nruns_planned: 1\nruns_done: 1\n",
             serde_json::to_string(&exp).unwrap()
         ))
         .unwrap();

@@ -55,7 +55,7 @@ pub fn render(dir: &Path, claim: &str) -> Result<String, Error> {
         "Run `{}` of experiment {} on profile {}, {} ({} logical CPUs, kernel {}), {}.\n\n",
         manifest.run_id,
         manifest.experiment.name,
-        crate::header::profile_field(manifest, "name"),
+        manifest.profile.profile.name.as_str(),
         env.cpu_model,
         env.cpus,
         env.kernel,

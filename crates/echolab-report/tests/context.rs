@@ -310,8 +310,14 @@ fn kernel_netem_counters_flag_qdisc_drops_only_where_the_profile_has_no_loss() {
         }
         let tmp = temp_dir(if lossy { "qdisc-lossy" } else { "qdisc" });
         let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
-        m.profile =
-            serde_json::json!({"name": "p", "uplink": {"loss": if lossy { 1.0 } else { 0.0 }}});
+        m.profile = echolab_testkit::fixtures::recorded_profile("crossnet");
+        let uplink = m
+            .profile
+            .profile
+            .uplink
+            .as_mut()
+            .expect("crossnet has a link");
+        uplink.loss = echolab_core::units::Percent(if lossy { 1.0 } else { 0.0 });
         write_dir(tmp.path(), &m, &runs);
         echolab_report::render(tmp.path()).unwrap();
         std::fs::read_to_string(tmp.path().join("report.md")).unwrap()

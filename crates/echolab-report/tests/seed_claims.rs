@@ -135,8 +135,7 @@ fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context()
         })
         .collect::<Vec<_>>();
     let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
-    m.profile =
-        serde_json::json!({"name": "crossnet", "topology": "link", "description": "20 ms RTT"});
+    m.profile = echolab_testkit::fixtures::recorded_profile("crossnet");
     m.environment.kernel = "6.18.0-test".into();
     let cal = m.link.calibration.as_mut().unwrap();
     cal.measured.insert("rtt_median_us".into(), 20_100.0);
@@ -265,7 +264,8 @@ fn every_shipped_experiment_on_every_profile_has_no_negative_bound_or_unexplaine
                     .collect();
                 let tmp = temp_dir("all");
                 let mut m = manifest(e, RunStatus::Complete, runs.len() as u64);
-                m.profile = serde_json::json!({"name": profile, "topology": topology, "description": "test"});
+                m.profile = echolab_testkit::fixtures::recorded_profile(profile);
+                assert_eq!(m.profile.profile.topology.name(), topology);
                 m.link
                     .calibration
                     .as_mut()

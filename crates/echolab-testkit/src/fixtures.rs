@@ -92,6 +92,25 @@ pub fn wait_until<T>(what: &str, deadline: Duration, mut probe: impl FnMut() -> 
     }
 }
 
+/// The shipped profile `netem/{name}.yaml` as a manifest records it, for tests that build a
+/// manifest by hand.
+///
+/// # Panics
+/// The shipped profile does not read (a test failure, naming the file).
+pub fn recorded_profile(name: &str) -> echolab_core::profile::RecordedProfile {
+    let relative = format!("netem/{name}.yaml");
+    let path = crate::workspace_root().join(&relative);
+    echolab_core::profile::RecordedProfile {
+        profile: echolab_core::profile::Profile::load(&path).unwrap_or_else(|e| panic!("{e}")),
+        path: relative,
+    }
+}
+
+/// [`recorded_profile`] of `loopback`.
+pub fn recorded_loopback_profile() -> echolab_core::profile::RecordedProfile {
+    recorded_profile("loopback")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,7 +87,7 @@ pub fn workspace_bin(name: &str) -> PathBuf {
 }
 
 /// The checkout this crate was compiled in.
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     root.canonicalize().unwrap_or(root)
 }

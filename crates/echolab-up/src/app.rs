@@ -202,8 +202,10 @@ pub(crate) async fn run_once(
     };
     let created = echolab_core::utc_now_rfc3339();
     let run_id = plan::new_run_id(&created);
-    let mut profile_json = serde_json::to_value(&inputs.profile).unwrap_or_default();
-    profile_json["path"] = serde_json::json!(inputs.profile_path.display().to_string());
+    let recorded_profile = echolab_core::profile::RecordedProfile {
+        profile: inputs.profile.clone(),
+        path: inputs.profile_path.display().to_string(),
+    };
     let mut recorded_inputs = BTreeMap::new();
     recorded_inputs.insert(
         "profile".to_string(),
@@ -232,7 +234,7 @@ pub(crate) async fn run_once(
         argv,
         backend,
         inputs.experiment.clone(),
-        profile_json,
+        recorded_profile,
         recorded_inputs,
         inputs.runs.len() as u64,
     );

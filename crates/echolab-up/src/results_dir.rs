@@ -252,7 +252,7 @@ mod tests {
             vec![],
             "local",
             exp,
-            serde_json::json!({}),
+            echolab_testkit::fixtures::recorded_loopback_profile(),
             Default::default(),
             2,
         )

@@ -20,9 +20,7 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use super::conn::{Conn, Context, Next, State};
-use super::window::{
-    impl_connections, run_workers, sweep, take_step, worker_count, RunClock, WorkerResult,
-};
+use super::window::{run_workers, sweep, take_step, worker_count, RunClock, WorkerResult};
 use super::{Pattern, Plan, RunOutcome};
 use crate::gate::{StartGate, Ticket};
 use crate::recorder::FailureKind;
@@ -376,4 +374,4 @@ impl<'p> Worker<'p> {
     }
 }
 
-impl_connections!(Worker);
+super::conn::impl_connections!(Worker);

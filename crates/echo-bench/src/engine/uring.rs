@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::conn::{Conn, Context, Next, State};
-use super::window::{impl_connections, run_workers, sweep, take_step, RunClock, WorkerResult};
+use super::window::{run_workers, sweep, take_step, RunClock, WorkerResult};
 use super::{Pattern, Plan, RunOutcome};
 use crate::gate::Ticket;
 use crate::recorder::FailureKind;
@@ -436,7 +436,7 @@ fn set_blocking(c: &mut SyscallCounters, fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-impl_connections!(Worker);
+super::conn::impl_connections!(Worker);
 
 #[cfg(test)]
 mod tests {

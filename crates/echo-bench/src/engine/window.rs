@@ -231,7 +231,7 @@ impl<'p> RunClock<'p> {
 }
 
 /// A worker's connections as the window's rules see them; the event and ring engines
-/// implement this over their [`Conn`](super::conn::Conn)s.
+/// implement this over their connection machines (the `impl_connections!` macro).
 pub(crate) trait Connections {
     /// How many connections the worker has.
     fn count(&self) -> usize;
@@ -250,69 +250,6 @@ pub(crate) trait Connections {
     /// Connection `i` makes no more requests.
     fn retire(&mut self, i: usize);
 }
-
-/// Implements [`Connections`] for an engine's `Worker`, whose `conns` are
-/// [`Conn`](super::conn::Conn)s, whose `cx` is their [`Context`](super::conn::Context), and
-/// whose own `fail` and `retire` do the work; and the worker's `open_run`, by its own
-/// `follow(i, next)` doing the I/O a [`Next`](super::conn::Next) asks.
-macro_rules! impl_connections {
-    ($worker:ident) => {
-        impl $worker<'_> {
-            /// The start gate opened at `opened`: the run begins, and every connection's first
-            /// request is scheduled ([`Conn::schedule`](super::conn::Conn::schedule) with
-            /// `direct`).
-            fn open_run(&mut self, opened: std::time::Instant, direct: bool) {
-                self.cx.open(opened);
-                let now = std::time::Instant::now();
-                for i in 0..self.conns.len() {
-                    let next = self.conns[i].begin_run(opened, now, direct, &mut self.cx);
-                    self.follow(i, next);
-                }
-            }
-        }
-
-        impl $crate::engine::window::Connections for $worker<'_> {
-            fn count(&self) -> usize {
-                self.conns.len()
-            }
-
-            fn in_flight(&self, i: usize) -> bool {
-                self.conns[i].in_flight()
-            }
-
-            fn idle(&self, i: usize) -> bool {
-                self.conns[i].state() == $crate::engine::conn::State::Idle
-            }
-
-            fn deadline(&self, i: usize) -> std::time::Instant {
-                self.conns[i].deadline()
-            }
-
-            fn pacer(&self, i: usize) -> Option<&$crate::engine::Pacer> {
-                self.conns[i].pacer()
-            }
-
-            fn pacer_and_recorder(
-                &mut self,
-                i: usize,
-            ) -> (
-                Option<&mut $crate::engine::Pacer>,
-                &mut $crate::recorder::Recorder,
-            ) {
-                (self.conns[i].pacer_mut(), &mut self.cx.clock.recorder)
-            }
-
-            fn fail(&mut self, i: usize, kind: $crate::recorder::FailureKind) {
-                $worker::fail(self, i, kind);
-            }
-
-            fn retire(&mut self, i: usize) {
-                $worker::retire(self, i);
-            }
-        }
-    };
-}
-pub(crate) use impl_connections;
 
 /// Fails every request whose deadline has passed at `now`.
 pub(crate) fn sweep(w: &mut impl Connections, now: Instant) {

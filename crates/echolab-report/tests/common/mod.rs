@@ -254,7 +254,7 @@ pub(crate) fn manifest(experiment: Experiment, status: RunStatus, runs_done: u64
         ],
         backend: "docker".into(),
         experiment,
-        profile: serde_json::json!({"name": "loopback", "topology": "loopback", "description": "one machine, 127.0.0.1"}),
+        profile: echolab_testkit::fixtures::recorded_loopback_profile(),
         inputs: Default::default(),
         environment: Environment {
             kernel: "6.1.0-test-amd64".into(),

@@ -695,7 +695,7 @@ mod tests {
             vec![],
             "docker",
             exp.clone(),
-            serde_json::json!({}),
+            echolab_testkit::fixtures::recorded_loopback_profile(),
             Default::default(),
             1,
         );

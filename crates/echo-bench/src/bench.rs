@@ -70,17 +70,12 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
     );
     crate::report::note_setup_failures(&mut report, &outcome);
     if outcome.recorder.warmup_completed > 0 {
-        report.extra.insert(
-            "warmup_requests".into(),
-            outcome.recorder.warmup_completed.into(),
-        );
+        report.extra.warmup_requests = Some(outcome.recorder.warmup_completed);
     }
     if args.shard.is_some() {
         let measured = outcome.measured(&plan);
-        report.extra.insert(
-            crate::shard::INTERVAL_HISTOGRAMS.into(),
-            outcome.recorder.interval_histograms(measured).into(),
-        );
+        report.extra.shard_interval_histograms =
+            Some(outcome.recorder.interval_histograms(measured));
     }
     Ok(Finished {
         report,

@@ -90,9 +90,7 @@ pub(crate) fn note_interrupt(report: &mut BenchReport, signal: &str, asked: Opti
         report.interrupted_by = Some(signal.into());
     }
     if let Some(d) = asked {
-        report
-            .extra
-            .insert("requested_duration_s".into(), d.as_secs_f64().into());
+        report.extra.requested_duration_s = Some(d.as_secs_f64());
     }
 }
 
@@ -139,31 +137,15 @@ pub(crate) fn cpu_list(cpus: &[usize]) -> String {
 /// commands failed to connect before the measurement began (nothing when none did).
 pub(crate) fn note_setup_failures(report: &mut BenchReport, outcome: &RunOutcome) {
     if outcome.setup_failures > 0 {
-        report.extra.insert(
-            "setup_connect_failures".into(),
-            outcome.setup_failures.into(),
-        );
+        report.extra.setup_connect_failures = Some(outcome.setup_failures);
     }
 }
-
-/// `extra` key of a nearly full connection-tracking table at the end of the run.
-pub(crate) const CONNTRACK_KEY: &str = "conntrack_nearly_full";
 
 /// Records in `report` a connection-tracking table at least 90% full (`fill`, read at the end
 /// of the run) as `extra.conntrack_nearly_full = {"entries", "max"}`, and removes the key
 /// otherwise (a `--processes` parent's own reading replaces its shards').
 pub(crate) fn note_conntrack(report: &mut BenchReport, fill: Option<ConntrackFill>) {
-    match fill.filter(ConntrackFill::nearly_full) {
-        Some(f) => {
-            report.extra.insert(
-                CONNTRACK_KEY.into(),
-                serde_json::json!({ "entries": f.entries, "max": f.max }),
-            );
-        }
-        None => {
-            report.extra.remove(CONNTRACK_KEY);
-        }
-    }
+    report.extra.conntrack_nearly_full = fill.filter(ConntrackFill::nearly_full);
 }
 
 /// Client CPU microseconds per successful request, `None` without requests.
@@ -209,8 +191,7 @@ pub(crate) fn render_summary(r: &BenchReport) -> String {
     if r.interrupted {
         let asked = r
             .extra
-            .get("requested_duration_s")
-            .and_then(serde_json::Value::as_f64)
+            .requested_duration_s
             .map(|s| format!(" of the {s} s asked"))
             .unwrap_or_default();
         let _ = writeln!(
@@ -241,7 +222,7 @@ pub(crate) fn render_summary(r: &BenchReport) -> String {
             "client memory: peak RSS {:.1} MiB{}",
             r.max_rss_kib as f64 / 1024.0,
             r.extra
-                .get("processes")
+                .processes
                 .map(|n| format!(" over {n} processes"))
                 .unwrap_or_default()
         );
@@ -250,13 +231,13 @@ pub(crate) fn render_summary(r: &BenchReport) -> String {
     if !trouble.is_empty() {
         let _ = writeln!(out, "kernel dropped, refused or retransmitted: {trouble}");
     }
-    if let Some(f) = r.extra.get(CONNTRACK_KEY) {
+    if let Some(f) = r.extra.conntrack_nearly_full {
         let _ = writeln!(
             out,
             "connection tracking table nearly full: {} of {} entries (nf_conntrack_max); when it \
              is full the kernel drops new connections' SYNs (see docs/methodology.md, \"Reading \
              the tails\")",
-            f["entries"], f["max"]
+            f.entries, f.max
         );
     }
     out
@@ -398,8 +379,11 @@ mod tests {
             }),
         );
         assert_eq!(
-            r.extra[CONNTRACK_KEY],
-            serde_json::json!({ "entries": 262_144, "max": 262_144 })
+            r.extra.conntrack_nearly_full,
+            Some(ConntrackFill {
+                entries: 262_144,
+                max: 262_144
+            })
         );
         assert!(render_summary(&r).contains(
             "connection tracking table nearly full: 262144 of 262144 entries (nf_conntrack_max)"
@@ -412,7 +396,7 @@ mod tests {
                 max: 262_144,
             }),
         );
-        assert!(!r.extra.contains_key(CONNTRACK_KEY));
+        assert_eq!(r.extra.conntrack_nearly_full, None);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use echolab_core::shard::CounterScope;
-pub use echolab_core::shard::{parse_shard, Shard, INTERVAL_HISTOGRAMS, READY_LINE};
+pub use echolab_core::shard::{parse_shard, Shard, READY_LINE};
 use echolab_core::stats::BenchReport;
 
 /// In a shard: tells the parent this shard is ready and blocks until it says go. Exits the
@@ -188,7 +188,7 @@ pub(crate) fn merge(parts: Vec<BenchReport>, cpus: String) -> Result<BenchReport
     out.args = std::env::args().skip(1).collect();
     out.threads_reason = format!("{n} processes, each {}", out.threads_reason);
     out.cpus = cpus;
-    out.extra.insert("processes".into(), n.into());
+    out.extra.processes = Some(n as u64);
     Ok(out)
 }
 

@@ -65,16 +65,9 @@ pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
     } else {
         0.0
     };
-    report
-        .extra
-        .insert("time_to_establish_s".into(), to_establish.into());
-    report
-        .extra
-        .insert("established".into(), outcome.established.into());
-    report.extra.insert(
-        "connect_latency_us".into(),
-        serde_json::to_value(connect).expect("a LatencySummary serialises"),
-    );
+    report.extra.time_to_establish_s = Some(to_establish);
+    report.extra.established = Some(outcome.established);
+    report.extra.connect_latency_us = Some(connect.clone());
     let text = format!(
         "established {}/{} in {:.4} s ({:.0} connections/s)\n\
          connect latency µs (connect to writable): P50 {:.0} P90 {:.0} P99 {:.0} max {:.0}\n",

@@ -41,9 +41,7 @@ pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
     let mut report = crate::report::base_report(&plan, &outcome, args.client.engine, &target);
     report.mode = "sustain".into();
     report.reply_bytes = Some(args.reply_bytes);
-    report
-        .extra
-        .insert("interval_s".into(), args.interval.as_secs_f64().into());
+    report.extra.interval_s = Some(args.interval.as_secs_f64());
     crate::report::note_setup_failures(&mut report, &outcome);
     let mut text = String::from(
         "interval    t(s)        ok   failed        QPS     rx MB/s   P50(µs)   P99(µs)\n",

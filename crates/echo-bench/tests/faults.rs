@@ -122,10 +122,7 @@ fn closed_port_is_counted_as_refused() {
         );
         // Long connections are made before the measurement starts: each of the 3 failed
         // there once too, which the report notes apart (short ones connect per request).
-        let setup = r
-            .extra
-            .get("setup_connect_failures")
-            .and_then(|v| v.as_u64());
+        let setup = r.extra.setup_connect_failures;
         let expected = (mode == "long").then_some(3);
         assert_eq!(setup, expected, "{mode}/{engine}: {:?}", r.extra);
     }

@@ -341,7 +341,7 @@ fn sigint_to_the_parent_of_processes_reports_every_shard_interrupted() {
     );
     let (r, _) = parse(&out);
     assert_partial(&r, "SIGINT");
-    assert_eq!(r.extra["processes"], 2);
+    assert_eq!(r.extra.processes, Some(2));
     assert_eq!(r.conns, 4);
 }
 

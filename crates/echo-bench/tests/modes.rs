@@ -134,7 +134,7 @@ fn timed_run_with_warmup_on(engine: &'static str) {
         let whole_run_cpu = reaped_children_cpu_s() - cpu_before;
         assert_eq!(r.duration_s, 2.0);
         assert_eq!(r.rounds, None);
-        let warmup = r.extra["warmup_requests"].as_u64().unwrap();
+        let warmup = r.extra.warmup_requests.unwrap();
         // The server saw every connection of the run, one per short request: the warm-up's, the
         // measured ones, and at most one per connection cut off at either end of the window.
         let accepted = common_stop(server).totals.accepted;

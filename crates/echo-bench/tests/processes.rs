@@ -15,18 +15,17 @@ fn three_processes_make_exactly_the_requests_of_one() {
     assert_eq!(echolab_core::hist::decode(&r.histogram).unwrap().len(), 150);
     assert_eq!(common::calls(&r, "write"), 150);
     assert_eq!(common::calls(&r, "connect"), 30);
-    assert_eq!(r.extra["processes"], 3);
-    let rss = r.extra["max_rss_kib_per_process"].as_array().unwrap();
+    assert_eq!(r.extra.processes, Some(3));
+    let rss = r.extra.max_rss_kib_per_process.as_ref().unwrap();
     assert_eq!(rss.len(), 3);
-    let sum: u64 = rss.iter().map(|v| v.as_u64().unwrap()).sum();
-    assert_eq!(r.max_rss_kib, sum);
-    assert!(rss.iter().all(|v| v.as_u64().unwrap() > 0));
+    assert_eq!(r.max_rss_kib, rss.iter().sum::<u64>());
+    assert!(rss.iter().all(|&v| v > 0));
     assert!(
         r.threads_reason.starts_with("3 processes, each "),
         "{}",
         r.threads_reason
     );
-    assert!(!r.extra.contains_key(echo_bench::shard::INTERVAL_HISTOGRAMS));
+    assert_eq!(r.extra.shard_interval_histograms, None);
 }
 
 #[test]

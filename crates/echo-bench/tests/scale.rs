@@ -35,17 +35,16 @@ fn connect_storm_of_200_establishes_all() {
     let port = server.addr.port().to_string();
     let r = report(&["connect-storm", "127.0.0.1", &port, "200"]);
     assert_eq!(r.mode, "connect-storm");
-    assert_eq!(r.extra["established"], 200);
+    assert_eq!(r.extra.established, Some(200));
     assert_eq!(
         (r.requests_ok, r.requests_failed),
         (200, 0),
         "{:?}",
         r.failures
     );
-    let t = r.extra["time_to_establish_s"].as_f64().unwrap();
+    let t = r.extra.time_to_establish_s.unwrap();
     assert!(t > 0.0 && t == r.duration_s, "{t}");
-    let connect: echolab_core::hist::LatencySummary =
-        serde_json::from_value(r.extra["connect_latency_us"].clone()).unwrap();
+    let connect = r.extra.connect_latency_us.clone().unwrap();
     assert!(
         connect.p50 > 0.0 && connect.max <= r.latency_us.max,
         "{connect:?} vs {:?}",
@@ -63,7 +62,7 @@ fn connect_storm_of_200_establishes_all() {
 fn connect_storm_counts_refusals() {
     let port = common::closed_port().to_string();
     let r = report(&["connect-storm", "127.0.0.1", &port, "50"]);
-    assert_eq!(r.extra["established"], 0);
+    assert_eq!(r.extra.established, Some(0));
     assert_eq!(failures(&r, "refused"), 50, "{:?}", r.failures);
 }
 

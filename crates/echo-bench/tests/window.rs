@@ -72,9 +72,7 @@ fn warmup_requests_never_use_up_rounds() {
             "{engine}: {:?}",
             r.failures
         );
-        let warmup = r.extra["warmup_requests"]
-            .as_u64()
-            .expect("warmup_requests");
+        let warmup = r.extra.warmup_requests.expect("warmup_requests");
         assert!(
             warmup >= 100,
             "{engine}: 300 ms of warm-up on 100 connections made only {warmup} requests"

@@ -98,7 +98,7 @@ pub const TROUBLE: [&str; 9] = [
 /// kernel's Documentation/networking/nf_conntrack-sysctl.rst). When it is full the kernel
 /// drops the first packet of every new connection ("nf_conntrack: table full, dropping
 /// packet"), which a client sees as SYN retransmissions and connect timeouts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ConntrackFill {
     /// Entries in use.
     pub entries: u64,

@@ -6,7 +6,7 @@
 //! A shard is `echo-bench ... --json --shard K/N`: it sets up its connections (numbered as in
 //! one process, so the open-loop schedule and the source addresses are the same), prints
 //! [`READY_LINE`] on stdout, waits for one line on stdin, runs, and prints its report, whose
-//! `extra` holds its per-interval histograms under [`INTERVAL_HISTOGRAMS`]. [`merge`] makes
+//! `extra.shard_interval_histograms` holds its per-interval histograms. [`merge`] makes
 //! one report of them, as distributed load generators merge their workers' histograms.
 
 use crate::hist::{self, LatencySummary};
@@ -14,9 +14,6 @@ use crate::stats::{BenchReport, IntervalRecord};
 
 /// The line a shard prints on stdout when all its connections are set up, before its JSON.
 pub const READY_LINE: &str = "echo-bench shard ready";
-
-/// Key of a shard's per-interval histograms in its report's `extra` (removed by [`merge`]).
-pub const INTERVAL_HISTOGRAMS: &str = "shard_interval_histograms";
 
 /// Shard `index` of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,26 +120,13 @@ pub fn merge(mut parts: Vec<BenchReport>, scope: CounterScope) -> Result<BenchRe
         out.max_rss_kib += p.max_rss_kib;
     }
     out.intervals = merge_intervals(&mut parts)?;
-    out.extra.remove(INTERVAL_HISTOGRAMS);
-    for key in ["setup_connect_failures", "warmup_requests"] {
-        let total: u64 = parts
-            .iter()
-            .filter_map(|p| p.extra.get(key).and_then(|v| v.as_u64()))
-            .sum();
-        if total > 0 {
-            out.extra.insert(key.into(), total.into());
-        } else {
-            out.extra.remove(key);
-        }
-    }
-    out.extra.insert(
-        "max_rss_kib_per_process".into(),
-        parts
-            .iter()
-            .map(|p| p.max_rss_kib)
-            .collect::<Vec<_>>()
-            .into(),
-    );
+    out.extra.shard_interval_histograms = None;
+    let total = |count: fn(&BenchReport) -> Option<u64>| {
+        Some(parts.iter().filter_map(count).sum()).filter(|&n: &u64| n > 0)
+    };
+    out.extra.setup_connect_failures = total(|p| p.extra.setup_connect_failures);
+    out.extra.warmup_requests = total(|p| p.extra.warmup_requests);
+    out.extra.max_rss_kib_per_process = Some(parts.iter().map(|p| p.max_rss_kib).collect());
     Ok(out)
 }
 
@@ -150,12 +134,7 @@ fn merge_intervals(parts: &mut [BenchReport]) -> Result<Vec<IntervalRecord>, Str
     let count = parts.iter().map(|p| p.intervals.len()).max().unwrap_or(0);
     let hists: Vec<Vec<String>> = parts
         .iter_mut()
-        .map(|p| {
-            p.extra
-                .remove(INTERVAL_HISTOGRAMS)
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default()
-        })
+        .map(|p| p.extra.shard_interval_histograms.take().unwrap_or_default())
         .collect();
     (0..count)
         .map(|i| {
@@ -241,10 +220,8 @@ mod tests {
                 ..Default::default()
             },
         ];
-        r.extra.insert(
-            INTERVAL_HISTOGRAMS.into(),
-            serde_json::json!([histogram_of(latencies_us), histogram_of(&[])]),
-        );
+        r.extra.shard_interval_histograms =
+            Some(vec![histogram_of(latencies_us), histogram_of(&[])]);
         r
     }
 
@@ -258,9 +235,9 @@ mod tests {
         b.kernel_counters.insert("TcpExtTW".into(), 70);
         a.kernel_counters.insert("TcpCurrEstab".into(), -100);
         b.kernel_counters.insert("TcpCurrEstab".into(), -90);
-        a.extra.insert("setup_connect_failures".into(), 2.into());
-        b.extra.insert("setup_connect_failures".into(), 3.into());
-        a.extra.insert("warmup_requests".into(), 0.into());
+        a.extra.setup_connect_failures = Some(2);
+        b.extra.setup_connect_failures = Some(3);
+        a.extra.warmup_requests = Some(0);
         let m = merge(vec![a, b], CounterScope::OneNamespace).unwrap();
         assert_eq!((m.conns, m.requests_ok, m.requests_failed), (20, 200, 2));
         assert_eq!(m.failures["timeout"], 2);
@@ -274,9 +251,9 @@ mod tests {
             (m.syscalls["write"].count, m.syscalls["write"].total_ns),
             (200, Some(200_000))
         );
-        assert_eq!(m.extra["setup_connect_failures"], 5);
-        assert!(!m.extra.contains_key("warmup_requests"));
-        assert!(!m.extra.contains_key(INTERVAL_HISTOGRAMS));
+        assert_eq!(m.extra.setup_connect_failures, Some(5));
+        assert_eq!(m.extra.warmup_requests, None);
+        assert_eq!(m.extra.shard_interval_histograms, None);
         // Intervals: counts and rates add; percentiles come from the merged histograms.
         assert_eq!(m.intervals.len(), 2);
         let first = &m.intervals[0];
@@ -296,10 +273,7 @@ mod tests {
             "{:?}",
             m.latency_us
         );
-        assert_eq!(
-            m.extra["max_rss_kib_per_process"],
-            serde_json::json!([3000, 3000])
-        );
+        assert_eq!(m.extra.max_rss_kib_per_process, Some(vec![3000, 3000]));
     }
 
     #[test]

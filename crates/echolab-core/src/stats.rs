@@ -244,15 +244,86 @@ pub struct BenchReport {
     /// `interrupted` false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted_by: Option<String>,
-    /// Mode-specific results (e.g. connect-storm's `time_to_establish_s`), kept open so a new
-    /// mode does not need a new schema.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra: BTreeMap<String, serde_json::Value>,
+    /// Results of one mode or circumstance (connect-storm's time to establish, a shard's
+    /// interval histograms, ...): in JSON the object `extra`, absent when nothing applies.
+    #[serde(default, skip_serializing_if = "BenchExtra::is_empty")]
+    pub extra: BenchExtra,
+}
+
+/// What a [`BenchReport`] carries beyond every mode's fields; each key is present in JSON only
+/// when it applies. Keys a reader does not know (from a newer echo-bench) are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BenchExtra {
+    /// connect-storm: seconds from the first connect(2) until all N connections were
+    /// established (seed 004's "deadlink").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_establish_s: Option<f64>,
+    /// connect-storm: connections established and proven by their echo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub established: Option<u64>,
+    /// connect-storm: connect latency percentiles, µs (connect(2) to writable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_latency_us: Option<LatencySummary>,
+    /// sustain: length of one interval record, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
+    /// Connections that failed to connect before the measurement began (long connections
+    /// and sustain); absent when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_connect_failures: Option<u64>,
+    /// Requests completed during `--warmup` (discarded); absent without any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_requests: Option<u64>,
+    /// An interrupted run: the `--duration` that was asked for, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_duration_s: Option<f64>,
+    /// The connection-tracking table was at least 90% full at the end of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conntrack_nearly_full: Option<crate::netstat::ConntrackFill>,
+    /// `--processes N`: the client processes whose reports were merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// `--processes N`: each process's peak RSS, KiB, in shard order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss_kib_per_process: Option<Vec<u64>>,
+    /// A shard's per-interval histograms (base64 HdrHistogram V2), for its parent to merge;
+    /// never in a merged report ([`crate::shard`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_interval_histograms: Option<Vec<String>>,
+    /// A run over several client machines: the Docker engines that ran its clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_machines: Option<Vec<String>>,
+}
+
+impl BenchExtra {
+    /// Nothing applies (the JSON leaves `extra` out).
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_is_typed_absent_when_empty_and_reads_keys_it_does_not_know() {
+        let whole = serde_json::to_value(BenchReport::default()).unwrap();
+        assert!(whole.get("extra").is_none(), "{whole}");
+        let mut raw = whole;
+        raw["extra"] = serde_json::json!({"time_to_establish_s": 0.25, "established": 50,
+            "conntrack_nearly_full": {"entries": 9, "max": 10}, "from_a_newer_echo_bench": 1});
+        let r: BenchReport = serde_json::from_value(raw).unwrap();
+        assert_eq!(r.extra.time_to_establish_s, Some(0.25));
+        assert_eq!(r.extra.established, Some(50));
+        assert_eq!(
+            r.extra.conntrack_nearly_full.map(|c| (c.entries, c.max)),
+            Some((9, 10))
+        );
+        let again = serde_json::to_value(&r).unwrap();
+        assert_eq!(again["extra"]["established"], 50);
+        assert!(again["extra"].get("setup_connect_failures").is_none());
+    }
 
     #[test]
     fn server_stats_json_has_the_contract_field_names() {

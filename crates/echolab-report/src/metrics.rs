@@ -7,7 +7,7 @@
 //! | `p50_us`, `p90_us`, `p99_us` | µs | `bench.latency_us.p50` / `.p90` / `.p99` |
 //! | `mean_us` | µs | `bench.latency_us.mean` |
 //! | `failures` | requests | `bench.requests_failed` |
-//! | `connect_s` | s | `bench.extra["time_to_establish_s"]` (connect-storm: time until all N connections were established, seed 004 "deadlink") |
+//! | `connect_s` | s | `bench.extra.time_to_establish_s` (connect-storm: time until all N connections were established, seed 004 "deadlink") |
 //! | `cpu_pct` | % of one core | mean of `samples[].cpu_pct` (server host, as top(1)) |
 //! | `mem_pct` | % of host memory | mean of `samples[].mem_pct` |
 //! | `mem_mib` | MiB | mean of `samples[].mem_bytes` / 2²⁰ (server host) |
@@ -21,9 +21,6 @@
 
 use echolab_core::experiment::{BenchMode, Cell};
 use echolab_core::results::RunRecord;
-
-/// `bench.extra` key of connect-storm's time to establish all connections, seconds.
-pub const TIME_TO_ESTABLISH_KEY: &str = "time_to_establish_s";
 
 /// Requests per second.
 pub const QPS: &str = "qps";
@@ -219,10 +216,7 @@ pub fn value(run: &RunRecord, metric: &str) -> Option<f64> {
         P99_US => Some(bench.latency_us.p99),
         MEAN_US => Some(bench.latency_us.mean),
         FAILURES => Some(bench.requests_failed as f64),
-        CONNECT_S => bench
-            .extra
-            .get(TIME_TO_ESTABLISH_KEY)
-            .and_then(serde_json::Value::as_f64),
+        CONNECT_S => bench.extra.time_to_establish_s,
         _ => {
             let (source, name, field) = parse_syscall(metric)?;
             match source {
@@ -267,9 +261,7 @@ mod tests {
                 total_ns: Some(1_469_822_000),
             },
         );
-        bench
-            .extra
-            .insert(TIME_TO_ESTABLISH_KEY.into(), serde_json::json!(0.25));
+        bench.extra.time_to_establish_s = Some(0.25);
         RunRecord {
             cell: Cell {
                 server: "select".into(),

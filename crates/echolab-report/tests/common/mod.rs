@@ -187,9 +187,7 @@ pub(crate) fn record(cell: &Cell, rep: u64) -> RunRecord {
                 _ => 0.01,
             };
             let t = base * [1.0, 1.0 + 1.0 / 60.0, 1.0 + 2.0 / 60.0][i];
-            bench
-                .extra
-                .insert("time_to_establish_s".into(), serde_json::json!(t));
+            bench.extra.time_to_establish_s = Some(t);
         }
         BenchMode::Sustain => {
             bench.qps = 5000.0;

@@ -145,9 +145,7 @@ fn merged(outputs: Vec<(String, ProcOutput)>) -> ProcOutput {
                 engines.len(),
                 report.threads_reason
             );
-            report
-                .extra
-                .insert("client_machines".into(), serde_json::json!(engines));
+            report.extra.client_machines = Some(engines);
             serde_json::to_string(&report).expect("a report serializes")
         }
         // No report: the runner says so, with this stderr.
@@ -223,7 +221,10 @@ mod tests {
         assert_eq!((r.conns, r.requests_ok, r.qps), (100, 4000, 4000.0));
         // Two kernels: their TIME_WAIT entries add.
         assert_eq!(r.kernel_counters["TcpExtTW"], 2000);
-        assert_eq!(r.extra["client_machines"], serde_json::json!(["b", "c"]));
+        assert_eq!(
+            r.extra.client_machines,
+            Some(vec!["b".to_string(), "c".to_string()])
+        );
         assert_eq!(r.threads_reason, "2 client machines, each 1 thread");
     }
 

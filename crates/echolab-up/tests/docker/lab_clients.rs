@@ -173,8 +173,8 @@ fn two_client_machines_split_every_run_and_merge_it() {
     for rec in &r.runs {
         let bench = a_whole_two_cells_run(rec);
         assert_eq!(
-            bench.extra["client_machines"],
-            serde_json::json!(["b", "c"])
+            bench.extra.client_machines,
+            Some(vec!["b".to_string(), "c".to_string()])
         );
         assert_eq!(
             echolab_core::hist::decode(&bench.histogram).unwrap().len(),

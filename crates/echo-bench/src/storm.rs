@@ -67,7 +67,7 @@ pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
     };
     report.extra.time_to_establish_s = Some(to_establish);
     report.extra.established = Some(outcome.established);
-    report.extra.connect_latency_us = Some(connect.clone());
+    report.extra.connect_latency_us = Some(connect);
     let text = format!(
         "established {}/{} in {:.4} s ({:.0} connections/s)\n\
          connect latency µs (connect to writable): P50 {:.0} P90 {:.0} P99 {:.0} max {:.0}\n",

@@ -44,7 +44,7 @@ fn connect_storm_of_200_establishes_all() {
     );
     let t = r.extra.time_to_establish_s.unwrap();
     assert!(t > 0.0 && t == r.duration_s, "{t}");
-    let connect = r.extra.connect_latency_us.clone().unwrap();
+    let connect = r.extra.connect_latency_us.unwrap();
     assert!(
         connect.p50 > 0.0 && connect.max <= r.latency_us.max,
         "{connect:?} vs {:?}",

@@ -15,10 +15,67 @@ use crate::units::{format_duration, RATE_UNITS};
 /// `echolab-netem calibrate --attempts` (its default) and echolab-up's loopback probe.
 pub const CALIBRATION_ATTEMPTS: u32 = 3;
 
+/// A repeated calibration's rule, without its I/O: after each attempt, [`Attempts::judge`]
+/// says whether it decided (it passed, or it was the last allowed) or the caller should wait
+/// for a quiet machine and measure again. `echolab-netem calibrate --attempts` and
+/// echolab-up's loopback probe both drive it, so the rule and the reason it writes are one.
+#[derive(Debug, Clone)]
+pub struct Attempts {
+    allowed: u32,
+    made: u32,
+    missed: Vec<crate::cmd::MissedAttempt>,
+}
+
+/// What [`Attempts::judge`] says of the attempt just measured.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attempt {
+    /// This attempt is the verdict: its `reason`, rewritten to say which attempt of how many
+    /// it was and why the earlier ones missed, and those misses, oldest first.
+    Decided {
+        /// The deciding reason.
+        reason: String,
+        /// The attempts before it.
+        missed: Vec<crate::cmd::MissedAttempt>,
+    },
+    /// A miss with attempts left: wait for a quiet machine, then measure again.
+    Again,
+}
+
+impl Attempts {
+    /// At most `allowed` attempts (at least 1).
+    pub fn new(allowed: u32) -> Self {
+        Self {
+            allowed: allowed.max(1),
+            made: 0,
+            missed: Vec::new(),
+        }
+    }
+
+    /// Judges the attempt just measured: whether it `passed`, its `reason`, and `miss`, what a
+    /// record keeps of it should it be a miss that is not the verdict.
+    pub fn judge(
+        &mut self,
+        passed: bool,
+        reason: &str,
+        miss: impl FnOnce() -> crate::cmd::MissedAttempt,
+    ) -> Attempt {
+        self.made += 1;
+        if passed || self.made >= self.allowed {
+            let missed = std::mem::take(&mut self.missed);
+            return Attempt::Decided {
+                reason: deciding_reason(reason, (self.made, self.allowed), &missed),
+                missed,
+            };
+        }
+        self.missed.push(miss());
+        Attempt::Again
+    }
+}
+
 /// The reason of the attempt that decided a repeated calibration (number `n` of at most
 /// `attempts`): its own `reason`, then which attempt it was and why the earlier ones
 /// (`missed`, oldest first) missed; `reason` unchanged when nothing was missed before it.
-pub fn deciding_reason(
+fn deciding_reason(
     reason: &str,
     (n, attempts): (u32, u32),
     missed: &[crate::cmd::MissedAttempt],
@@ -309,6 +366,43 @@ pub fn goodput_check(profile: &Profile, direction: &str, measured_bps: f64) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempts_decide_on_a_pass_or_the_last_and_name_the_misses_before() {
+        let miss = |r: &str| crate::cmd::MissedAttempt {
+            reason: r.into(),
+            ..Default::default()
+        };
+        let mut first = Attempts::new(3);
+        assert_eq!(
+            first.judge(true, "ok", || unreachable!(
+                "a pass is never kept as a miss"
+            )),
+            Attempt::Decided {
+                reason: "ok".into(),
+                missed: vec![]
+            }
+        );
+        let mut rule = Attempts::new(3);
+        assert_eq!(rule.judge(false, "slow", || miss("slow")), Attempt::Again);
+        assert_eq!(
+            rule.judge(false, "slower", || miss("slower")),
+            Attempt::Again
+        );
+        let Attempt::Decided { reason, missed } = rule.judge(false, "slowest", || miss("x")) else {
+            panic!("the third of three attempts decides");
+        };
+        assert_eq!(
+            reason,
+            "slowest (attempt 3 of 3, after a wait for a steady machine; earlier: attempt 1 slow; attempt 2 slower)"
+        );
+        assert_eq!(missed.len(), 2);
+        // Zero attempts allowed still measures once.
+        assert!(matches!(
+            Attempts::new(0).judge(false, "no", || miss("no")),
+            Attempt::Decided { .. }
+        ));
+    }
 
     fn profile(extra: &str) -> Profile {
         let text = format!(

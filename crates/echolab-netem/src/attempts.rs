@@ -17,7 +17,7 @@
 
 use std::io;
 
-use echolab_core::calibration::deciding_reason;
+use echolab_core::calibration::{Attempt, Attempts};
 use echolab_core::cmd::CalibrationReport;
 use echolab_core::results::{MissedAttempt, Settle};
 
@@ -37,27 +37,27 @@ pub fn with_attempts(
     mut measure: impl FnMut() -> io::Result<CalibrationReport>,
     mut wait: impl FnMut() -> Option<Settle>,
 ) -> io::Result<CalibrationReport> {
-    let attempts = attempts.max(1);
-    let mut missed: Vec<MissedAttempt> = Vec::new();
+    let mut rule = Attempts::new(attempts);
     let mut settle = None;
-    for n in 1..=attempts {
+    loop {
         let mut report = measure()?;
         report.settle = settle;
-        if report.pass || n == attempts {
-            report.reason = deciding_reason(&report.reason, (n, attempts), &missed);
-            report.missed_attempts = missed;
-            return Ok(report);
-        }
-        missed.push(MissedAttempt {
+        let miss = || MissedAttempt {
             rtt_median_us: report.rtt_median_us,
             goodput_uplink_mbit: report.goodput_uplink_mbit,
             goodput_downlink_mbit: report.goodput_downlink_mbit,
-            reason: report.reason,
+            reason: report.reason.clone(),
             settle: report.settle,
-        });
-        settle = wait();
+        };
+        match rule.judge(report.pass, &report.reason, miss) {
+            Attempt::Decided { reason, missed } => {
+                report.reason = reason;
+                report.missed_attempts = missed;
+                return Ok(report);
+            }
+            Attempt::Again => settle = wait(),
+        }
     }
-    unreachable!("the loop returns on its last attempt")
 }
 
 #[cfg(test)]

@@ -101,34 +101,34 @@ pub(crate) async fn calibrate_rtt<H: Hosts>(
     hosts: &mut H,
     profile: &Profile,
 ) -> anyhow::Result<CalibrationRecord> {
-    use echolab_core::calibration::CALIBRATION_ATTEMPTS;
-    let mut missed: Vec<echolab_core::results::MissedAttempt> = Vec::new();
+    use echolab_core::calibration::{Attempt, Attempts, CALIBRATION_ATTEMPTS};
+    let mut rule = Attempts::new(CALIBRATION_ATTEMPTS);
     let mut settle = None;
-    for n in 1..=CALIBRATION_ATTEMPTS {
+    loop {
         let mut record = probe_once(hosts, profile).await?;
         if let Some(s) = settle {
             record.settle.insert("calibration_repeat".to_string(), s);
         }
-        if record.passed || n == CALIBRATION_ATTEMPTS {
-            record.reason = echolab_core::calibration::deciding_reason(
-                &record.reason,
-                (n, CALIBRATION_ATTEMPTS),
-                &missed,
-            );
-            record.missed_attempts = missed;
-            return Ok(record);
-        }
-        missed.push(echolab_core::results::MissedAttempt {
+        let miss = || echolab_core::results::MissedAttempt {
             rtt_median_us: record.rtt_median_us().unwrap_or_default(),
             reason: record.reason.clone(),
             settle,
             ..Default::default()
-        });
-        settle =
-            echolab_runtime::settle::wait_for_quiet(echolab_runtime::settle::Condition::Steady)
+        };
+        match rule.judge(record.passed, &record.reason, miss) {
+            Attempt::Decided { reason, missed } => {
+                record.reason = reason;
+                record.missed_attempts = missed;
+                return Ok(record);
+            }
+            Attempt::Again => {
+                settle = echolab_runtime::settle::wait_for_quiet(
+                    echolab_runtime::settle::Condition::Steady,
+                )
                 .await;
+            }
+        }
     }
-    unreachable!("the loop returns on its last attempt")
 }
 
 /// One probe: echo-server and echo-bench between the hosts, judged.

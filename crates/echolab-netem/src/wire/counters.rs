@@ -1,4 +1,8 @@
-//! The wire's counters, per direction, and their JSON form.
+//! The wire's counters, per direction, in their two forms: [`DirectionTally`], the live tally
+//! a direction's thread keeps (with its histograms), and [`DirectionSnapshot`], the JSON the
+//! wire prints of it, cumulative since the wire started. A run's record keeps neither: it
+//! keeps the difference of two snapshots over the run's window,
+//! `echolab_core::results::DirectionCounters`, made by the runtime's wiretap.
 
 use echolab_core::hist::{self, LatencySummary};
 use hdrhistogram::Histogram;
@@ -6,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// Live counters of one direction, updated by its thread.
 #[derive(Debug, Clone)]
-pub struct DirectionCounters {
+pub struct DirectionTally {
     /// Packets written back (carried).
     pub packets: u64,
     /// Bytes of those packets (IP packets, without overhead).
@@ -52,7 +56,7 @@ pub struct DirectionCounters {
     pub scheduling: String,
 }
 
-impl Default for DirectionCounters {
+impl Default for DirectionTally {
     fn default() -> Self {
         Self {
             packets: 0,
@@ -77,9 +81,9 @@ impl Default for DirectionCounters {
     }
 }
 
-/// JSON form of one direction's counters.
+/// JSON form of one direction's tally, cumulative since the wire started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DirectionStats {
+pub struct DirectionSnapshot {
     /// Packets carried.
     pub packets: u64,
     /// Bytes carried.
@@ -147,16 +151,16 @@ pub struct DirectionStats {
     /// Time spent in those spells, ms.
     #[serde(default)]
     pub fair_share_ms: f64,
-    /// The direction thread's scheduling class as it started (`DirectionCounters::scheduling`):
+    /// The direction thread's scheduling class as it started (`DirectionTally::scheduling`):
     /// without real-time priority, release times slip by the host's scheduling delays.
     #[serde(default)]
     pub scheduling: String,
 }
 
-impl DirectionCounters {
+impl DirectionTally {
     /// The JSON form, with the direction's queue `limit`.
-    pub fn to_stats(&self, limit: usize) -> DirectionStats {
-        DirectionStats {
+    pub fn to_stats(&self, limit: usize) -> DirectionSnapshot {
+        DirectionSnapshot {
             packets: self.packets,
             bytes: self.bytes,
             drops_loss: self.drops_loss,
@@ -202,7 +206,7 @@ pub struct WireStats {
     #[serde(rename = "final")]
     pub is_final: bool,
     /// Client to server.
-    pub uplink: DirectionStats,
+    pub uplink: DirectionSnapshot,
     /// Server to client.
-    pub downlink: DirectionStats,
+    pub downlink: DirectionSnapshot,
 }

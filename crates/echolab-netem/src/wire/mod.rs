@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use echolab_core::profile::LinkSpec;
 
 use crate::nl::Socket;
-use counters::{DirectionCounters, WireStats};
+use counters::{DirectionTally, WireStats};
 use plumbing::Rule;
 use pump::{Pump, StopSignal};
 
@@ -102,7 +102,7 @@ pub struct Wire {
     config: WireConfig,
     stop: Arc<StopSignal>,
     threads: Vec<JoinHandle<std::io::Result<()>>>,
-    counters: [Arc<Mutex<DirectionCounters>>; 2],
+    counters: [Arc<Mutex<DirectionTally>>; 2],
     limits: [usize; 2],
     rules: Vec<Rule>,
     /// The kernel's `local` rule was moved (masquerading): put it back at priority 0 first
@@ -207,8 +207,8 @@ impl Wire {
         }
         let stop = StopSignal::new().map_err(setup_err)?;
         let counters = [
-            Arc::new(Mutex::new(DirectionCounters::default())),
-            Arc::new(Mutex::new(DirectionCounters::default())),
+            Arc::new(Mutex::new(DirectionTally::default())),
+            Arc::new(Mutex::new(DirectionTally::default())),
         ];
         let (probed_tx, probed_rx) = mpsc::channel();
         let early_wake_ns = timing.early_wake.as_nanos() as u64;

@@ -21,7 +21,7 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use super::arrival::ArrivalTap;
 use super::clock::now_ns;
-use super::counters::DirectionCounters;
+use super::counters::DirectionTally;
 use super::probe::{self, ProbePlan};
 use super::shaper::{Shaper, Verdict};
 use super::syscall::cvt;
@@ -101,7 +101,7 @@ pub(crate) struct Pump {
     /// The link model.
     pub shaper: Shaper,
     /// Shared with the reporting thread.
-    pub counters: Arc<Mutex<DirectionCounters>>,
+    pub counters: Arc<Mutex<DirectionTally>>,
     /// The most a thread wakes before a release to poll until it, ns: a timer wake-up takes
     /// tens of µs on a busy host, so waking ahead and polling the rest (TUN included) makes
     /// the release time exact. The margin actually used tracks the wake-ups' lateness

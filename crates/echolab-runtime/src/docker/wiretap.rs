@@ -9,7 +9,7 @@ use anyhow::anyhow;
 use bollard::Docker;
 use echolab_core::hist;
 use echolab_core::results::{DirectionCounters, LinkCounters};
-use echolab_netem::wire::counters::{DirectionStats, WireStats};
+use echolab_netem::wire::counters::{DirectionSnapshot, WireStats};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::exec;
@@ -104,7 +104,7 @@ pub fn summed(all: Vec<WireStats>) -> anyhow::Result<WireStats> {
     Ok(total)
 }
 
-fn add_direction(t: &mut DirectionStats, d: &DirectionStats) -> anyhow::Result<()> {
+fn add_direction(t: &mut DirectionSnapshot, d: &DirectionSnapshot) -> anyhow::Result<()> {
     t.packets += d.packets;
     t.bytes += d.bytes;
     t.drops_loss += d.drops_loss;
@@ -136,7 +136,7 @@ fn add_direction(t: &mut DirectionStats, d: &DirectionStats) -> anyhow::Result<(
     Ok(())
 }
 
-fn direction_between(b: &DirectionStats, a: &DirectionStats) -> DirectionCounters {
+fn direction_between(b: &DirectionSnapshot, a: &DirectionSnapshot) -> DirectionCounters {
     // The release-error histogram is cumulative: the interval's own is the difference.
     let release = match (
         hist::decode(&b.release_error_histogram),
@@ -174,12 +174,12 @@ fn direction_between(b: &DirectionStats, a: &DirectionStats) -> DirectionCounter
 mod tests {
     use super::*;
 
-    fn direction(packets: u64, drops_queue: u64, release_ns: &[u64]) -> DirectionStats {
+    fn direction(packets: u64, drops_queue: u64, release_ns: &[u64]) -> DirectionSnapshot {
         let mut h = hist::new_latency_histogram();
         for &ns in release_ns {
             hist::record_ns(&mut h, ns);
         }
-        DirectionStats {
+        DirectionSnapshot {
             packets,
             bytes: packets * 100,
             drops_loss: 1,
@@ -204,7 +204,7 @@ mod tests {
         }
     }
 
-    fn stats(up: DirectionStats, down: DirectionStats) -> WireStats {
+    fn stats(up: DirectionSnapshot, down: DirectionSnapshot) -> WireStats {
         WireStats {
             tool: "echolab-netem wire".into(),
             profile: "lan100".into(),

@@ -49,6 +49,20 @@ pub enum RunStatus {
     Abandoned,
 }
 
+impl RunStatus {
+    /// The word the manifest writes (`running`, `complete`, `failed`, `interrupted`,
+    /// `abandoned`), for messages that name the status.
+    pub fn word(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Abandoned => "abandoned",
+        }
+    }
+}
+
 /// The machine and software a run happened on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
@@ -688,6 +702,14 @@ impl ResultsDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_word_is_the_one_the_manifest_writes() {
+        use RunStatus::*;
+        for s in [Running, Complete, Failed, Interrupted, Abandoned] {
+            assert_eq!(serde_yaml::to_string(&s).unwrap().trim(), s.word());
+        }
+    }
 
     #[test]
     fn server_cpus_are_separate_only_when_both_are_pinned_apart() {

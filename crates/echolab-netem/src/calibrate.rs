@@ -32,6 +32,7 @@ use echolab_core::calibration::{
 use echolab_core::cmd::{BulkTransfer, CalibrationReport, RttReport};
 use echolab_core::profile::{Profile, Topology};
 
+pub mod attempts;
 mod bulk;
 
 use bulk::{bulk_receiver, bulk_sender, receive_and_measure, send_for, Received};

@@ -160,7 +160,7 @@ pub enum Cmd {
         /// since a miss the host caused is gone then and a link not in effect misses every
         /// time. The verdict is the last attempt's; the report keeps each miss
         /// (`missed_attempts`).
-        #[arg(long, default_value_t = crate::attempts::DEFAULT_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=10))]
+        #[arg(long, default_value_t = crate::calibrate::attempts::DEFAULT_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=10))]
         attempts: u32,
         /// Measured bulk transfer time per direction, after a 0.3 s warm-up.
         #[arg(long, default_value = "1s", value_parser = parse_duration)]

@@ -12,7 +12,6 @@
 //! `testbed` builds throwaway client/link/server network namespaces for tests and
 //! measurements.
 
-pub mod attempts;
 pub mod calibrate;
 pub mod cli;
 pub mod kernel;

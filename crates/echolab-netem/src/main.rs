@@ -188,7 +188,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 across_machines,
                 ..CalibrationPlan::default()
             };
-            let report = echolab_netem::attempts::with_attempts(
+            let report = echolab_netem::calibrate::attempts::with_attempts(
                 attempts,
                 || calibrate::calibrate(&p, target, &plan, goodput),
                 || steady_or_warn("a repeated calibration"),

@@ -24,7 +24,7 @@ fn or_unknown(s: &str) -> &str {
 /// against its launcher (`live` judges it): one whose launcher is gone is shown as
 /// abandoned, so a run killed with SIGKILL does not read as still going.
 pub fn status_text(manifest: &Manifest, live: impl Fn(&LauncherId) -> Liveness) -> String {
-    let word = format!("{:?}", manifest.status).to_lowercase();
+    let word = manifest.status.word().to_string();
     match (&manifest.status, &manifest.launcher) {
         (RunStatus::Running, Some(id)) => match live(id) {
             Liveness::Gone => {

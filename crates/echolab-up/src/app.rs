@@ -408,22 +408,12 @@ pub(crate) async fn run_once(
     }
     eprintln!(
         "echolab-up: {} ({} of {} runs written): {}",
-        status_word(status),
+        status.word(),
         out.manifest.runs_done,
         out.manifest.runs_planned,
         out.dir.display()
     );
     code
-}
-
-fn status_word(s: RunStatus) -> &'static str {
-    match s {
-        RunStatus::Running => "running",
-        RunStatus::Complete => "complete",
-        RunStatus::Failed => "failed",
-        RunStatus::Interrupted => "interrupted",
-        RunStatus::Abandoned => "abandoned",
-    }
 }
 
 async fn build_image(inputs: &Inputs, prebuilt: Option<&str>) -> ExitCode {

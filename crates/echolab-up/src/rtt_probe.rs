@@ -89,7 +89,7 @@ pub(crate) fn judge_rtt(profile: &Profile, median_us: f64, record: &mut Calibrat
 /// Measures the RTT between the hosts with echo-server/echo-bench and judges it; a miss is
 /// measured again after a wait for a quiet machine, up to
 /// [`CALIBRATION_ATTEMPTS`](echolab_core::calibration::CALIBRATION_ATTEMPTS), as
-/// `echolab-netem calibrate --attempts` does across a link (`echolab_netem::attempts` says
+/// `echolab-netem calibrate --attempts` does across a link (`echolab_netem::calibrate::attempts` says
 /// why). The record is the last attempt's, with the misses before it in `missed_attempts` and
 /// the wait before it in `settle["calibration_repeat"]`. Seen in CI on a 2-core Intel Xeon VM
 /// once: exp32's loopback probe at a median of 1,481.7 us against at most 1,000 us,

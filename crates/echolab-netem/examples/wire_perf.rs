@@ -342,16 +342,10 @@ fn flood(
     }
 }
 
-/// User plus system CPU time of process `pid`, seconds (proc(5): fields 14 and 15 of
-/// /proc/PID/stat, in clock ticks).
+/// User plus system CPU time of process `pid`, seconds
+/// ([`echolab_testkit::process_cpu_seconds`]).
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
-    // The command name (field 2) may hold spaces; the fields after its ')' are fixed.
-    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // SAFETY: sysconf(3) with a constant name has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / ticks
+    echolab_testkit::process_cpu_seconds(pid).expect("/proc/PID/stat of a live process")
 }
 
 struct Args {

@@ -205,14 +205,7 @@ impl ServerProcess {
     /// 15 of /proc/PID/stat, in clock ticks); `None` once stopped or where /proc cannot be
     /// read.
     pub fn cpu_seconds(&self) -> Option<f64> {
-        let pid = self.child.as_ref()?.id();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name (field 2) may hold spaces; the fields after its ')' are fixed.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        // SAFETY: sysconf(3) with a constant name has no preconditions.
-        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
+        process_cpu_seconds(self.child.as_ref()?.id())
     }
 
     /// Like [`ServerProcess::spawn`] for a prepared command (environment, pre_exec, ...).
@@ -353,6 +346,19 @@ impl Drop for ServerProcess {
             let _ = c.wait();
         }
     }
+}
+
+/// User plus system CPU time process `pid` has used so far, seconds (proc(5): fields 14 and
+/// 15 of /proc/PID/stat, in clock ticks); `None` once it is gone or where /proc cannot be
+/// read.
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after its ')' are fixed.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf(3) with a constant name has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
 }
 
 /// Starts the workspace's `echo-server` on an ephemeral loopback port with `--model model` and

@@ -68,6 +68,14 @@ pub(crate) fn run(out: &Path, bins: &Path, args: &[&str]) -> Output {
     launch(out, bins, args).output().expect("echolab-up runs")
 }
 
+/// Writes an input file (an experiment, a profile, a lab file) named `name` into `base`;
+/// returns its path.
+pub(crate) fn write_input(base: &TempDir, name: &str, text: impl AsRef<str>) -> PathBuf {
+    let path = base.path().join(name);
+    std::fs::write(&path, text.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    path
+}
+
 /// echolab-up's arguments for `experiment` (a name or a file) on `profile`.
 pub(crate) fn profile_experiment<'a>(profile: &'a str, experiment: &'a str) -> [&'a str; 4] {
     ["--profile", profile, "--experiment", experiment]
@@ -81,8 +89,7 @@ pub(crate) fn loopback_experiment(
     file_name: &str,
     yaml: &str,
 ) -> (Command, PathBuf) {
-    let exp = base.path().join(file_name);
-    std::fs::write(&exp, yaml).unwrap();
+    let exp = write_input(base, file_name, yaml);
     let out = base.path().join("results");
     let bins = snapshot_bins(base);
     let cmd = launch(

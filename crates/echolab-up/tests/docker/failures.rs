@@ -41,12 +41,7 @@ fn a_failed_calibration_stops_the_run_before_any_cell() {
     let base = TempDir::new("up-docker-calfail");
     // Loopback round trips take tens of microseconds; this profile expects 5 s +- 1 ms, which
     // no path on this machine gives, so calibration must fail and no cell may run.
-    let profile = base.path().join("five-seconds.yaml");
-    std::fs::write(
-        &profile,
-        "name: five-seconds\ndescription: a loopback that cannot pass calibration\nsource: test\ntopology: loopback\nexpected:\n  rtt: { value: 5s, minus: 1ms, plus: 1ms }\n",
-    )
-    .unwrap();
+    let profile = write_input(&base, "five-seconds.yaml", "name: five-seconds\ndescription: a loopback that cannot pass calibration\nsource: test\ntopology: loopback\nexpected:\n  rtt: { value: 5s, minus: 1ms, plus: 1ms }\n");
     let bins = snapshot_bins(&base);
     let out = base.path().join("results");
     let o = run(
@@ -160,8 +155,7 @@ fn bad_input_exits_2_and_creates_nothing() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "one line: {err}");
-    let bad = base.path().join("broken.yaml");
-    std::fs::write(&bad, "name: x\nquestion: [\n").unwrap();
+    let bad = write_input(&base, "broken.yaml", "name: x\nquestion: [\n");
     let o = Command::new(BIN)
         .args(["--experiment", bad.to_str().unwrap(), "--out"])
         .arg(base.path())
@@ -192,8 +186,11 @@ fn bad_input_exits_2_and_creates_nothing() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem/crossnet.yaml"),
     )
     .unwrap();
-    let mbps = base.path().join("mbps.yaml");
-    std::fs::write(&mbps, shipped.replace("rate: 50mbit", "rate: 50mbps")).unwrap();
+    let mbps = write_input(
+        &base,
+        "mbps.yaml",
+        shipped.replace("rate: 50mbit", "rate: 50mbps"),
+    );
     let o = Command::new(BIN)
         .args(["--profile", mbps.to_str().unwrap(), "--bin-dir"])
         .arg(base.path().join("no-binaries-here"))

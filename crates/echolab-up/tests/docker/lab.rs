@@ -31,18 +31,13 @@ fn lab_file(
     cert: &Path,
     key: &Path,
 ) -> PathBuf {
-    let path = base.path().join("lab.yaml");
-    std::fs::write(
-        &path,
-        format!(
+    let path = write_input(base, "lab.yaml", format!(
             "engines:\n  a: {{ endpoint: \"unix:///var/run/docker.sock\", address: {} }}\n  b: {{ endpoint: \"{endpoint}\", tls: {{ ca: {}, cert: {}, key: {} }} }}\nroles: {{ server: a, client: b }}\n",
             second.peer_addr,
             second.ca.display(),
             cert.display(),
             key.display()
-        ),
-    )
-    .unwrap();
+        ));
     path
 }
 
@@ -95,8 +90,7 @@ impl LabRun {
         let a = engine();
         let base = TempDir::new(&format!("up-docker-{tag}"));
         let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
-        let exp = base.path().join("experiment.yaml");
-        std::fs::write(&exp, experiment).unwrap();
+        let exp = write_input(&base, "experiment.yaml", experiment);
         let out = base.path().join("results");
         let bins = snapshot_bins(&base);
         Self {
@@ -238,16 +232,15 @@ pub(super) fn lan100_wide(base: &TempDir) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem/lan100.yaml"),
     )
     .unwrap();
-    let profile = base.path().join("lan100-wide.yaml");
-    std::fs::write(
-        &profile,
+
+    write_input(
+        base,
+        "lan100-wide.yaml",
         shipped.replace(
             "added_rtt: { relative: 10%, at_least: 50us }",
             "added_rtt: { relative: 10%, at_least: 150us }",
         ),
     )
-    .unwrap();
-    profile
 }
 
 #[test]

@@ -43,25 +43,19 @@ fn two_clients(base: &TempDir, route: bool) -> (SecondEngine, SecondEngine, Path
                 .args(["via", &c.peer_addr.to_string()]),
         );
     }
-    let lab = base.path().join("lab.yaml");
-    std::fs::write(
-        &lab,
-        format!(
+    let lab = write_input(base, "lab.yaml", format!(
             "engines:\n  a: {{ endpoint: \"unix:///var/run/docker.sock\", address: {} }}\n  b: {}\n  c: {}\nroles: {{ server: a, client: [b, c] }}\n",
             b.peer_addr,
             tls_engine(&b),
             tls_engine(&c)
-        ),
-    )
-    .unwrap();
+        ));
     (b, c, lab)
 }
 
 /// The arguments of a [`TWO_CELLS`] run on `profile` with `lab`, its results directory and
 /// binaries in `base`.
 fn two_cells_args(base: &TempDir, lab: &Path, profile: &str) -> (Vec<String>, PathBuf, PathBuf) {
-    let exp = base.path().join("experiment.yaml");
-    std::fs::write(&exp, TWO_CELLS).unwrap();
+    let exp = write_input(base, "experiment.yaml", TWO_CELLS);
     let (out, bins) = (base.path().join("results"), snapshot_bins(base));
     let mut args: Vec<String> = profile_experiment(profile, exp.to_str().unwrap())
         .iter()

@@ -29,12 +29,7 @@ struct KeptRun {
 
 /// One long-connection cell of `conns` connections on crossnet, kept up afterwards.
 fn kept_crossnet_run(base: &TempDir, conns: u64) -> KeptRun {
-    let exp = base.path().join("one-cell.yaml");
-    std::fs::write(
-        &exp,
-        format!("name: one-cell\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [{conns}]\n    rounds: [2]\n"),
-    )
-    .unwrap();
+    let exp = write_input(base, "one-cell.yaml", format!("name: one-cell\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [{conns}]\n    rounds: [2]\n"));
     let out = base.path().join("results");
     let bins = snapshot_bins(base);
     let mut args = profile_experiment("crossnet", exp.to_str().unwrap()).to_vec();

@@ -146,18 +146,8 @@ fn an_overfull_link_queue_shows_its_drops_in_the_run_record() {
     // 1 Mbit/s with room for 3 packets: 20 connections sending 1400-byte requests at once
     // put 20 packets into a queue of 3, so at least 17 are dropped on the first round (TCP
     // retransmits them, so the run still completes).
-    let profile = base.path().join("narrow.yaml");
-    std::fs::write(
-        &profile,
-        "name: narrow\ndescription: a 1 Mbit/s link with a 3-packet queue\nsource: test\ntopology: link\nuplink: { delay: 1ms, rate: 1mbit, limit: 3 }\ndownlink: { delay: 1ms, rate: 1mbit, limit: 3 }\nexpected:\n  rtt: { value: 3ms, minus: 1ms, plus: 100ms }\n",
-    )
-    .unwrap();
-    let exp = base.path().join("burst.yaml");
-    std::fs::write(
-        &exp,
-        "name: burst\nquestion: does an overfull queue show?\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [20]\n    rounds: [2]\n    payload: 1400\nbench:\n  timeout: 20s\n",
-    )
-    .unwrap();
+    let profile = write_input(&base, "narrow.yaml", "name: narrow\ndescription: a 1 Mbit/s link with a 3-packet queue\nsource: test\ntopology: link\nuplink: { delay: 1ms, rate: 1mbit, limit: 3 }\ndownlink: { delay: 1ms, rate: 1mbit, limit: 3 }\nexpected:\n  rtt: { value: 3ms, minus: 1ms, plus: 100ms }\n");
+    let exp = write_input(&base, "burst.yaml", "name: burst\nquestion: does an overfull queue show?\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [20]\n    rounds: [2]\n    payload: 1400\nbench:\n  timeout: 20s\n");
     let bins = snapshot_bins(&base);
     let out = base.path().join("results");
     let o = run(

@@ -369,3 +369,25 @@ fn a_knee_mechanism_names_a_series_and_nothing_a_pair_uses() {
     let msg = err(&one);
     assert!(msg.contains("reference.mechanisms[0].series: server=epoll-et mode=long matches 1 cells of the matrix; a scan needs at least 2"), "{msg}");
 }
+
+#[test]
+fn client_options_are_checked_by_echo_bench_s_rules_when_the_file_loads() {
+    let base = "name: c\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\n";
+    let e = Experiment::parse(&format!("{base}bench: {{nodelay: false}}\n"), "c.yaml").unwrap();
+    assert!(!e.bench.nodelay);
+    let msg = Experiment::parse(&format!("{base}bench: {{threads: 0}}\n"), "c.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("bench: ") && msg.contains("--threads"),
+        "{msg}"
+    );
+    let storm = base.replace("[long]", "[connect-storm]");
+    let msg = Experiment::parse(&format!("{storm}bench: {{engine: thread}}\n"), "c.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("connect-storm, which runs on the event engine only"),
+        "{msg}"
+    );
+}

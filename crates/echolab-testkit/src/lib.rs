@@ -112,8 +112,23 @@ fn build_command(name: &str, profile_dir: &Path) -> String {
 /// was only touched makes cargo rebuild too. Manifests are left out: cargo compares their
 /// contents, not their times, so a touched `Cargo.toml` would be refused here and never rebuilt.
 /// Cheap: a few hundred `stat` calls.
+///
+/// Where cargo left the binary's dep-info file (`bin` with `.d`, the source files rustc read
+/// to build it), only those files count: a file that only a test build reads (a
+/// `#[cfg(test)] #[path = ...] mod tests;`) never makes the binary stale, since cargo would
+/// not rebuild it for that.
 pub fn stale_binary(bin: &Path, package_dir: &Path) -> Option<PathBuf> {
     let built = std::fs::metadata(bin).and_then(|m| m.modified()).ok()?;
+    let newer_than_built = |f: &PathBuf| {
+        std::fs::metadata(f)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t > built)
+    };
+    if let Ok(dep_info) = std::fs::read_to_string(bin.with_extension("d")) {
+        return dep_info_sources(&dep_info)
+            .into_iter()
+            .find(newer_than_built);
+    }
     let crates = package_dir.parent()?;
     let mut seen = Vec::new();
     let mut todo = vec![package_dir.to_path_buf()];
@@ -132,17 +147,43 @@ pub fn stale_binary(bin: &Path, package_dir: &Path) -> Option<PathBuf> {
         );
         let mut files = vec![dir.join("build.rs")];
         collect_files(&dir.join("src"), &mut files);
-        let newer = files.into_iter().find(|f| {
-            std::fs::metadata(f)
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t > built)
-        });
+        let newer = files.into_iter().find(newer_than_built);
         if newer.is_some() {
             return newer;
         }
         seen.push(dir);
     }
     None
+}
+
+/// The files a cargo dep-info file (`target: a.rs b\\ c.rs ...`, one line per target, Make's
+/// syntax with spaces escaped) names as the first target's inputs.
+fn dep_info_sources(dep_info: &str) -> Vec<PathBuf> {
+    let Some(line) = dep_info.lines().next() else {
+        return Vec::new();
+    };
+    // The target ends at the first unescaped ": ".
+    let Some(colon) = line.find(": ") else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    let mut current = String::new();
+    let mut chars = line[colon + 2..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            ' ' => {
+                if !current.is_empty() {
+                    files.push(PathBuf::from(std::mem::take(&mut current)));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        files.push(PathBuf::from(current));
+    }
+    files
 }
 
 /// The names in a manifest's `[dependencies]` and `[build-dependencies]` tables (what the
@@ -443,6 +484,40 @@ mod tests {
             stale_binary(&bin, &crates.join("app")),
             Some(crates.join("lib/src/deep/mod.rs"))
         );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_dep_info_file_decides_which_sources_count() {
+        let root =
+            std::env::temp_dir().join(format!("echolab-testkit-depinfo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let t0 = SystemTime::now() - Duration::from_secs(3600);
+        let (built, after) = (t0 + Duration::from_secs(60), t0 + Duration::from_secs(120));
+        let read = root.join("src/main.rs");
+        let spaced = root.join("src/with space.rs");
+        let test_only = root.join("src/main_tests.rs");
+        for f in [&read, &spaced] {
+            write_at(f, "", t0);
+        }
+        // Only a test build reads this one; it changed after the binary was built.
+        write_at(&test_only, "", after);
+        let bin = root.join("target/debug/app");
+        write_at(&bin, "binary", built);
+        let dep_info = format!(
+            "{}: {} {}\n",
+            bin.display(),
+            read.display(),
+            spaced.display().to_string().replace(' ', "\\ ")
+        );
+        write_at(&bin.with_extension("d"), &dep_info, built);
+        assert_eq!(
+            dep_info_sources(&dep_info),
+            vec![read.clone(), spaced.clone()]
+        );
+        assert_eq!(stale_binary(&bin, &root), None);
+        write_at(&spaced, "fn f() {}", after);
+        assert_eq!(stale_binary(&bin, &root), Some(spaced));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use echolab_core::cmd::ServerModel;
+use echolab_core::cmd::{ServerModel, ServerOpts};
 use echolab_core::units;
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -14,14 +14,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn parse_size(s: &str) -> Result<usize, String> {
     let n = units::parse_size(s).map_err(|e| e.to_string())?;
     usize::try_from(n).map_err(|_| format!("{s:?} is too large"))
-}
-
-fn parse_read_buf(s: &str) -> Result<usize, String> {
-    match parse_size(s)? {
-        0 => Err("the read buffer must be at least 1 byte".into()),
-        n if n > 64 << 20 => Err(format!("{s:?} is larger than the 64 MiB limit")),
-        n => Ok(n),
-    }
 }
 
 const AFTER_HELP: &str = "\
@@ -60,16 +52,9 @@ pub struct Args {
     /// Address to bind.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind: IpAddr,
-    /// listen(2) backlog; the kernel caps it at net.core.somaxconn.
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(i32).range(1..))]
-    pub backlog: i32,
-    /// Per-connection read buffer, bytes (e.g. 4096, 16KiB).
-    #[arg(long, default_value = "16KiB", value_parser = parse_read_buf)]
-    pub read_buf: usize,
-    /// Workers (processes for prefork, reactors for reuseport, threads for tokio).
-    /// Default: the number of CPUs. Ignored by single-reactor models.
-    #[arg(long)]
-    pub workers: Option<usize>,
+    /// The options an experiment can set (one definition: `echolab_core::cmd::ServerOpts`).
+    #[command(flatten)]
+    pub opts: ServerOpts,
     /// Answer each '\n'-terminated request with N bytes instead of echoing.
     #[arg(long, value_parser = parse_size)]
     pub reply_bytes: Option<usize>,
@@ -77,13 +62,4 @@ pub struct Args {
     /// line at shutdown.
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub stats_interval: Option<Duration>,
-    /// prefork only: register the shared listener with EPOLLEXCLUSIVE.
-    #[arg(long)]
-    pub exclusive: bool,
-    /// TCP_NODELAY on accepted connections, as most servers set it; --nodelay=false leaves
-    /// Nagle's algorithm on (a reply written while an earlier one is unacknowledged then waits
-    /// for the client's delayed ACK, ~40 ms).
-    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub nodelay: bool,
 }

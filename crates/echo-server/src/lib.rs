@@ -56,13 +56,13 @@ pub fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = args.model;
-    let workers = match args.workers {
-        Some(0) => return Ok(usage_error("--workers must be at least 1")),
-        Some(n) if model.uses_workers() => n,
+    let opts = &args.opts;
+    let workers = match opts.workers {
+        Some(n) if model.uses_workers() => usize::try_from(n).unwrap_or(usize::MAX),
         None if model.uses_workers() => std::thread::available_parallelism().map_or(1, |n| n.get()),
         _ => 1,
     };
-    if args.exclusive && model != ServerModel::Prefork {
+    if opts.exclusive && model != ServerModel::Prefork {
         return Ok(usage_error("--exclusive applies to --model prefork only"));
     }
     let inject = match fatal::inject() {
@@ -73,10 +73,10 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let reuseport = model == ServerModel::Reuseport;
     let listeners = match listen::listeners(
         addr,
-        args.backlog,
+        i32::try_from(opts.backlog).unwrap_or(i32::MAX),
         if reuseport { workers } else { 1 },
         reuseport,
-        args.nodelay,
+        opts.nodelay,
     ) {
         Ok(l) => l,
         Err(e) => return Ok(usage_error(&format!("cannot listen on {addr}: {e}"))),
@@ -90,13 +90,13 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         started: Instant::now(),
         counters,
         at_start: netstat::read(),
-        nodelay: args.nodelay,
+        nodelay: opts.nodelay,
     };
     let ctx = serve::ServeCtx {
-        read_buf: args.read_buf,
+        read_buf: usize::try_from(opts.read_buf.0).unwrap_or(usize::MAX),
         reply_bytes: args.reply_bytes,
         workers,
-        exclusive: args.exclusive,
+        exclusive: opts.exclusive,
         listeners,
         counters,
     };

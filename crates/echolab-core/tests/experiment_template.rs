@@ -325,7 +325,7 @@ fn the_template_uses_every_key_and_value_of_the_schema() {
     for s in [
         "Experiment",
         "MatrixBlock",
-        "ServerOptions",
+        "ServerOpts",
         "ClientOpts",
         "Reference",
     ] {

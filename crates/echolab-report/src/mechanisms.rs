@@ -80,11 +80,12 @@ pub struct MechanismCheck {
 impl MechanismCheck {
     /// `predicts 4.3×, measured 4.9× (95% CI …): holds here`.
     pub fn short(&self) -> String {
-        if self.mechanism.kind == MechanismKind::Knee {
-            return format!("{}: {}", self.how, self.verdict.word());
-        }
-        if self.predicted.is_none() {
-            return format!("no prediction ({}): {}", self.how, self.verdict.word());
+        if self.short_says_how() {
+            let how = &self.how;
+            return match self.mechanism.kind {
+                MechanismKind::Knee => format!("{how}: {}", self.verdict.word()),
+                _ => format!("no prediction ({how}): {}", self.verdict.word()),
+            };
         }
         let predicted = self
             .predicted
@@ -104,6 +105,14 @@ impl MechanismCheck {
             "predicts {predicted}, measured {measured}: {}{alternative}",
             self.verdict.word()
         )
+    }
+}
+
+impl MechanismCheck {
+    /// Whether [`MechanismCheck::short`] already gives [`MechanismCheck::how`]: a knee's
+    /// verdict is its figures, and a missing prediction says why in its place.
+    fn short_says_how(&self) -> bool {
+        self.mechanism.kind == MechanismKind::Knee || self.predicted.is_none()
     }
 }
 
@@ -508,13 +517,15 @@ pub fn section(checks: &[MechanismCheck]) -> String {
     );
     for c in checks {
         out.push_str(&format!(
-            "- **{}** ({}; {}): {}. {}.",
+            "- **{}** ({}; {}): {}.",
             c.mechanism.name,
             c.mechanism.kind.name(),
             c.mechanism.source,
             c.short(),
-            c.how
         ));
+        if !c.short_says_how() {
+            out.push_str(&format!(" {}.", c.how));
+        }
         if !c.leaves_out.is_empty() {
             out.push_str(&format!(
                 " What the prediction leaves out here: {}.",

@@ -7,14 +7,18 @@ mod common;
 use echolab_core::results::{ResourceSample, ResultsDir, RunStatus};
 use echolab_report::dataset::Dataset;
 use echolab_report::mechanisms::{
-    check, judge_knee, measured_knee, predicted_knee, MechanismVerdict, ScanPoint,
+    check, judge_knee, measured_knee, predicted_knee, section, MechanismVerdict, ScanPoint,
 };
 
 use common::*;
 
 /// exp33 with long-connection QPS `qps(conns)` (three repetitions, ±1%) and server CPU
-/// `cpu(conns)` (% of one core, three repetitions 1 point apart); the knee mechanism checked.
-fn exp33_knee(qps: impl Fn(u64) -> f64, cpu: impl Fn(u64) -> f64) -> (MechanismVerdict, String) {
+/// `cpu(conns)` (% of one core, three repetitions 1 point apart); the knee mechanism checked:
+/// its verdict, its short text and the report's section.
+fn exp33_knee(
+    qps: impl Fn(u64) -> f64,
+    cpu: impl Fn(u64) -> f64,
+) -> (MechanismVerdict, String, String) {
     let e = shipped("exp33");
     let mut runs = closed_loop_runs(
         &e,
@@ -52,13 +56,13 @@ fn exp33_knee(qps: impl Fn(u64) -> f64, cpu: impl Fn(u64) -> f64) -> (MechanismV
         .find(|m| m.kind == echolab_core::experiment::MechanismKind::Knee)
         .unwrap();
     let c = check(&ds, &m, mech);
-    (c.verdict, c.short())
+    (c.verdict, c.short(), section(std::slice::from_ref(&c)))
 }
 
 #[test]
 fn cpu_saturating_where_qps_peaks_holds() {
     // CPU: 60% at 100, 92% from 500; QPS rises 30k → 60k, then flat (59k, 58k, 57k).
-    let (v, text) = exp33_knee(
+    let (v, text, section) = exp33_knee(
         |c| match c {
             100 => 30_000.0,
             500 => 60_000.0,
@@ -77,12 +81,15 @@ fn cpu_saturating_where_qps_peaks_holds() {
         text.contains("QPS stops rising beyond its 95% CI at 500 conns"),
         "{text}"
     );
+    // The section gives the figures once, after the verdict.
+    assert_eq!(section.matches("QPS stops rising").count(), 1, "{section}");
+    assert!(section.contains(": holds here."), "{section}");
 }
 
 #[test]
 fn cpu_saturating_long_before_qps_stops_rising_does_not_hold() {
     // CPU already 90% at 100; QPS rises until 2000 and only then levels off.
-    let (v, text) = exp33_knee(
+    let (v, text, _) = exp33_knee(
         |c| match c {
             100 => 10_000.0,
             500 => 20_000.0,

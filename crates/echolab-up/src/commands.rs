@@ -6,8 +6,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use echolab_core::cmd::{
-    BenchCmd, RunCmd, RunMode, ServerCmd, ServerCpus, ServerLaunch, StormCmd, SustainCmd,
-    UnknownModel,
+    BenchCmd, RunCmd, RunMode, ServerCmd, ServerCpus, ServerLaunch, ServerModel, StormCmd,
+    SustainCmd, UnknownModel,
 };
 use echolab_core::experiment::{BenchMode, Cell, Experiment};
 
@@ -26,13 +26,13 @@ pub fn server_cmd(
     if let Some(custom) = exp.custom_server(&cell.server) {
         return Ok(ServerLaunch::Custom(custom.cmd(bind)));
     }
-    let opts = &exp.server;
+    let model = cell.model()?;
+    let mut opts = exp.server.clone();
+    opts.exclusive &= model == ServerModel::Prefork;
     Ok(ServerLaunch::Model(ServerCmd {
-        read_buf: opts.read_buf.map(|b| b.0),
-        workers: opts.workers,
-        backlog: opts.backlog,
         reply_bytes: cell.reply_bytes,
-        ..ServerCmd::new(cell.model()?, bind, 0)
+        opts,
+        ..ServerCmd::new(model, bind, 0)
     }))
 }
 
@@ -125,6 +125,32 @@ mod tests {
                 .argv()
                 .join(" "),
             "connect-storm 10.0.0.2 9988 100 --server-cpus separate --timeout 2s --json"
+        );
+    }
+
+    #[test]
+    fn exclusive_reaches_the_prefork_cells_only() {
+        let e = Experiment::parse(
+            "name: t\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et, prefork]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\nserver: {exclusive: true}\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let exclusive: Vec<(String, bool)> = e
+            .cells()
+            .iter()
+            .map(|c| {
+                let argv = server_cmd(&e, c, "127.0.0.1".parse().unwrap())
+                    .unwrap()
+                    .argv();
+                (c.server.clone(), argv.contains(&"--exclusive".to_string()))
+            })
+            .collect();
+        assert_eq!(
+            exclusive,
+            [
+                ("epoll-et".to_string(), false),
+                ("prefork".to_string(), true)
+            ]
         );
     }
 

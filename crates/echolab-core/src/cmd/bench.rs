@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{tail, Argv};
+use super::{tail, Argv, Options};
 use crate::stats::BenchReport;
 use crate::units::Dur;
 
@@ -88,12 +88,12 @@ impl fmt::Display for RunMode {
 /// echo-bench's client options that an experiment may set, defined once: echo-bench's clap
 /// flattens this struct into each of its forms (its `--help` is these docstrings), an
 /// experiment file's `bench:` block is this struct read from YAML, and the launcher's argv is
-/// produced from it ([`ClientOpts::argv`]). A field added here is a flag of echo-bench, a key
+/// produced from it ([`Options::argv`]). A field added here is a flag of echo-bench, a key
 /// of `bench:` and a part of every argv the launcher builds, with nothing else to edit;
 /// `parse(argv(x)) == x` holds it (this module's tests).
 ///
 /// Defaults are clap's (`default_value`); [`Default`] and YAML's missing keys take the same
-/// ones, and [`ClientOpts::argv`] leaves out what equals them.
+/// ones, and [`Options::argv`] leaves out what equals them.
 #[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClientOpts {
@@ -131,47 +131,12 @@ pub struct ClientOpts {
 impl Default for ClientOpts {
     /// clap's defaults, so that a YAML key left out and a flag left out mean the same.
     fn default() -> Self {
-        Self::parse(&[]).expect("echo-bench's client defaults parse")
+        <Self as Options>::parse(&[]).expect("echo-bench's client defaults parse")
     }
 }
 
-impl ClientOpts {
-    fn command() -> clap::Command {
-        <Self as clap::Args>::augment_args(
-            clap::Command::new(BenchCmd::PROGRAM).no_binary_name(true),
-        )
-    }
-
-    /// These options read from echo-bench flags (`--engine thread --threads 2`), with
-    /// echo-bench's own rules (value ranges, a nonzero `--timeout`).
-    ///
-    /// # Errors
-    /// clap's error for a flag echo-bench would refuse; it names the flag and the value.
-    pub fn parse(args: &[String]) -> Result<Self, clap::Error> {
-        let matches = Self::command().try_get_matches_from(args)?;
-        <Self as clap::FromArgMatches>::from_arg_matches(&matches)
-    }
-
-    /// The flags that give these options, leaving out those at echo-bench's defaults: each
-    /// flag of [`ClientOpts`]'s clap definition, its value taken from the field of the same
-    /// name as serialized (`--linger0` for a `true` switch, `--nodelay=false` for a flag whose
-    /// value is optional, `--timeout 2s` otherwise).
-    pub fn argv(&self) -> Vec<String> {
-        let mut a = Argv::default();
-        a.options(self);
-        a.done()
-    }
-
-    /// The options an experiment gave, checked as echo-bench will check them.
-    ///
-    /// # Errors
-    /// The first value echo-bench would refuse, as clap's one-line message (e.g.
-    /// "invalid value '0' for '--threads <THREADS>': 0 is not in 1..=1024").
-    pub fn check(&self) -> Result<(), String> {
-        Self::parse(&self.argv())
-            .map(|_| ())
-            .map_err(|e| crate::cli::one_line_error(&e.render().to_string()))
-    }
+impl Options for ClientOpts {
+    const PROGRAM: &'static str = BenchCmd::PROGRAM;
 }
 
 fn nonzero_duration(s: &str) -> Result<Dur, String> {
@@ -403,28 +368,11 @@ mod tests {
 
     #[test]
     fn client_options_survive_their_own_argv() {
-        for opts in [ClientOpts::default(), every_option_set()] {
-            assert_eq!(
-                ClientOpts::parse(&opts.argv()).unwrap(),
-                opts,
-                "{:?}",
-                opts.argv()
-            );
-        }
-        assert!(ClientOpts::default().argv().is_empty());
+        crate::cmd::assert_survives_its_own_argv(&every_option_set(), &["strace"]);
         assert_eq!(
             every_option_set().argv().join(" "),
             "--engine thread --threads 3 --timeout 250ms --nodelay=false --linger0"
         );
-        // Each field alone, so that one flag cannot hide behind another's default.
-        let all = every_option_set();
-        let all_json = serde_json::to_value(&all).unwrap();
-        for (key, value) in all_json.as_object().unwrap() {
-            let mut one = serde_json::to_value(ClientOpts::default()).unwrap();
-            one[key] = value.clone();
-            let one: ClientOpts = serde_json::from_value(one).unwrap();
-            assert_eq!(ClientOpts::parse(&one.argv()).unwrap(), one, "{key}");
-        }
     }
 
     #[test]

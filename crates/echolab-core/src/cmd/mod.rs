@@ -11,10 +11,12 @@
 //! echolab-netem's probe ([`ProbeResult`]), calibration report ([`CalibrationReport`]) and
 //! readiness lines ([`CalibServerReady`], [`WIRE_READY_PREFIX`]).
 //!
-//! echo-bench's client options are one struct both sides use ([`ClientOpts`]: clap for the
-//! binary, serde for experiment files, and the argv from the two): adding such a flag is one
-//! field. The other flags are one field here (with its line in `argv()`) and one in the
-//! binary's clap, held together by `tests/argv.rs`.
+//! The options an experiment can set are one struct per binary that both sides use
+//! ([`ServerOpts`] for echo-server, [`ClientOpts`] for echo-bench; the [`Options`] trait):
+//! clap for the binary, serde for the experiment file's section, and the argv from the two,
+//! so that adding such a flag is one field and its round-trip test. The flags only the
+//! launcher sets (ports, modes, durations) are one field here, with its line in `argv()`, and
+//! one in the binary's clap, held together by `tests/argv.rs`.
 
 mod bench;
 mod custom;
@@ -30,9 +32,59 @@ pub use netem::{
     json_from_stdout, BulkTransfer, CalibServerReady, CalibrationCheck, CalibrationReport, Ipv4Net,
     Masquerade, MissedAttempt, NetemCmd, ProbeResult, RttReport, WIRE_READY_PREFIX,
 };
-pub use server::{final_stats, Fatal, Ready, ServerCmd, ServerModel, UnknownModel};
+pub use server::{final_stats, Fatal, Ready, ServerCmd, ServerModel, ServerOpts, UnknownModel};
 
 use std::fmt::Display;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// A binary's options that an experiment file can set: one clap `Args` struct that is the
+/// binary's flags (it flattens the struct), the keys of the experiment's section (serde, by
+/// field name) and the launcher's argv (built from the two by [`Options::argv`]). A field added
+/// to an implementor is a flag, a key and a part of every argv at once; `parse(argv(x)) == x`
+/// holds it (the implementors' tests).
+///
+/// Implementors derive `clap::Args`, `Serialize` and `Deserialize` with
+/// `#[serde(default, deny_unknown_fields)]`, and take [`Default`] from clap's defaults
+/// (`Self::parse(&[])`), so that a key left out and a flag left out mean the same.
+pub trait Options:
+    clap::Args + clap::FromArgMatches + Serialize + DeserializeOwned + Default
+{
+    /// The binary these are the flags of (clap's messages name it).
+    const PROGRAM: &'static str;
+
+    /// These options read from the binary's flags (`--threads 2`), by its own rules (value
+    /// ranges, nonzero durations).
+    ///
+    /// # Errors
+    /// clap's error for a flag the binary would refuse; it names the flag and the value.
+    fn parse(args: &[String]) -> Result<Self, clap::Error> {
+        let command = Self::augment_args(clap::Command::new(Self::PROGRAM).no_binary_name(true));
+        let matches = command.try_get_matches_from(args)?;
+        <Self as clap::FromArgMatches>::from_arg_matches(&matches)
+    }
+
+    /// The flags that give these options, leaving out those at the binary's defaults
+    /// (`--linger0` for a `true` switch, `--nodelay=false` for a flag whose value is optional,
+    /// `--timeout 2s` otherwise).
+    fn argv(&self) -> Vec<String> {
+        let mut a = Argv::default();
+        a.options(self);
+        a.done()
+    }
+
+    /// The options an experiment gave, checked as the binary will check them.
+    ///
+    /// # Errors
+    /// The first value the binary would refuse, as clap's one-line message (e.g.
+    /// "invalid value '0' for '--threads <THREADS>': 0 is not in 1..=1024").
+    fn check(&self) -> Result<(), String> {
+        Self::parse(&self.argv())
+            .map(|_| ())
+            .map_err(|e| crate::cli::one_line_error(&e.render().to_string()))
+    }
+}
 
 /// An argv under construction: one method per kind of argument, so that each builder's
 /// `argv()` is one line per flag.
@@ -123,6 +175,37 @@ pub fn tail(s: &str, n: usize) -> &str {
         start += 1;
     }
     &s[start..]
+}
+
+/// Checks that `all` (every field away from its default) and the default survive their own
+/// argv, and each of `all`'s fields alone too, so that one flag cannot hide behind another's
+/// default; `skip` names fields that are not flags (`#[arg(skip)]`).
+#[cfg(test)]
+pub(crate) fn assert_survives_its_own_argv<T>(all: &T, skip: &[&str])
+where
+    T: Options + std::fmt::Debug + PartialEq,
+{
+    assert!(T::default().argv().is_empty(), "{:?}", T::default().argv());
+    assert_eq!(&T::parse(&all.argv()).unwrap(), all, "{:?}", all.argv());
+    let all_json = serde_json::to_value(all).unwrap();
+    let fields = all_json.as_object().unwrap();
+    assert!(!fields.is_empty());
+    for (key, value) in fields.iter().filter(|(k, _)| !skip.contains(&k.as_str())) {
+        let mut one = serde_json::to_value(T::default()).unwrap();
+        assert_ne!(
+            one.get(key),
+            Some(value),
+            "{key} is set away from its default"
+        );
+        one[key] = value.clone();
+        let one: T = serde_json::from_value(one).unwrap();
+        assert_eq!(
+            T::parse(&one.argv()).unwrap(),
+            one,
+            "{key}: {:?}",
+            one.argv()
+        );
+    }
 }
 
 #[cfg(test)]

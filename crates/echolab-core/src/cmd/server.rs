@@ -6,9 +6,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{tail, Argv};
+use super::{tail, Argv, Options};
 use crate::stats::ServerStats;
-use crate::units::Dur;
+use crate::units::{ByteSize, Dur};
 
 /// The I/O models echo-server implements (`--model`), the one list of them: experiments,
 /// run records, the launcher and echo-server's own clap all use this enum. Each model serves
@@ -129,8 +129,67 @@ impl FromStr for ServerModel {
     }
 }
 
-/// `echo-server --model M --bind ADDR --port PORT [options]`: one field per flag of
-/// echo-server's `Args`; `None`/`false` leaves echo-server's default.
+/// echo-server's options that an experiment may set, defined once (the [`Options`] contract):
+/// echo-server's clap flattens this struct (its `--help` is these docstrings), an experiment
+/// file's `server:` block is this struct read from YAML, and the launcher's argv is produced
+/// from it. A field added here is a flag of echo-server, a key of `server:` and a part of every
+/// argv the launcher builds; `parse(argv(x)) == x` holds it (this module's tests).
+#[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerOpts {
+    /// listen(2) backlog; the kernel caps it at net.core.somaxconn.
+    #[arg(long, default_value_t = 4096,
+          value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    pub backlog: u64,
+    /// Per-connection read buffer, bytes (e.g. 4096, 16KiB; at most 64MiB).
+    #[arg(long, default_value = "16KiB", value_parser = read_buffer_size)]
+    pub read_buf: ByteSize,
+    /// Workers (processes for prefork, reactors for reuseport, threads for tokio).
+    /// Default: the number of CPUs. Ignored by single-reactor models.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u64>,
+    /// prefork only: register the shared listener with EPOLLEXCLUSIVE (an experiment's
+    /// `exclusive: true` applies to its prefork cells).
+    #[arg(long)]
+    pub exclusive: bool,
+    /// TCP_NODELAY on accepted connections, as most servers set it; --nodelay=false leaves
+    /// Nagle's algorithm on (a reply written while an earlier one is unacknowledged then waits
+    /// for the client's delayed ACK, ~40 ms).
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub nodelay: bool,
+}
+
+impl Default for ServerOpts {
+    /// clap's defaults, so that a YAML key left out and a flag left out mean the same.
+    fn default() -> Self {
+        <Self as Options>::parse(&[]).expect("echo-server's option defaults parse")
+    }
+}
+
+impl Options for ServerOpts {
+    const PROGRAM: &'static str = ServerCmd::PROGRAM;
+}
+
+/// The largest `--read-buf` echo-server takes, bytes: 64 MiB, far above any socket's receive
+/// buffer, so that a typo cannot make every connection allocate gigabytes.
+const MAX_READ_BUF: u64 = 64 << 20;
+
+fn read_buffer_size(s: &str) -> Result<ByteSize, String> {
+    let b: ByteSize = s
+        .parse()
+        .map_err(|e: crate::units::UnitError| e.to_string())?;
+    match b.0 {
+        0 => Err("the read buffer must be at least 1 byte".into()),
+        n if n > MAX_READ_BUF => Err(format!("{s:?} is larger than the 64 MiB limit")),
+        _ => Ok(b),
+    }
+}
+
+/// `echo-server --model M --bind ADDR --port PORT [options]`: the flags only the launcher
+/// sets, one field each (`None` leaves echo-server's default), and the experiment's
+/// [`ServerOpts`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerCmd {
     /// `--model`.
@@ -139,21 +198,12 @@ pub struct ServerCmd {
     pub bind: IpAddr,
     /// `--port`: 0 lets the kernel choose (the readiness line names it).
     pub port: u16,
-    /// `--read-buf`: per-connection read buffer, bytes.
-    pub read_buf: Option<u64>,
-    /// `--workers`: processes, reactors or threads of the multi-worker models.
-    pub workers: Option<u64>,
-    /// `--backlog`: listen(2) backlog.
-    pub backlog: Option<u64>,
     /// `--reply-bytes`: answer each `\n`-terminated request with this many bytes.
     pub reply_bytes: Option<u64>,
     /// `--stats-interval`: print a ServerStats line this often.
     pub stats_interval: Option<Dur>,
-    /// `--exclusive`: EPOLLEXCLUSIVE on prefork's shared listener.
-    pub exclusive: bool,
-    /// `--nodelay`: TCP_NODELAY on accepted connections (echo-server's default, `true`);
-    /// `false` is passed as `--nodelay=false`.
-    pub nodelay: bool,
+    /// The options an experiment sets.
+    pub opts: ServerOpts,
 }
 
 impl ServerCmd {
@@ -166,13 +216,9 @@ impl ServerCmd {
             model,
             bind,
             port,
-            read_buf: None,
-            workers: None,
-            backlog: None,
             reply_bytes: None,
             stats_interval: None,
-            exclusive: false,
-            nodelay: true,
+            opts: ServerOpts::default(),
         }
     }
 
@@ -182,13 +228,9 @@ impl ServerCmd {
             .val("model", self.model)
             .val("bind", self.bind)
             .val("port", self.port)
-            .opt("read-buf", self.read_buf)
-            .opt("workers", self.workers)
-            .opt("backlog", self.backlog)
             .opt("reply-bytes", self.reply_bytes)
             .opt("stats-interval", self.stats_interval)
-            .flag("exclusive", self.exclusive)
-            .eq("nodelay", (!self.nodelay).then_some(false))
+            .options(&self.opts)
             .done()
     }
 }
@@ -341,6 +383,44 @@ mod tests {
     ];
 
     #[test]
+    fn server_options_survive_their_own_argv() {
+        // A literal without `..`: a field added to ServerOpts does not compile until it is
+        // set here, so the round trip covers it.
+        let all = ServerOpts {
+            backlog: 64,
+            read_buf: ByteSize(4096),
+            workers: Some(3),
+            exclusive: true,
+            nodelay: false,
+        };
+        crate::cmd::assert_survives_its_own_argv(&all, &[]);
+        assert_eq!(
+            all.argv().join(" "),
+            "--backlog 64 --read-buf 4096 --workers 3 --exclusive --nodelay=false"
+        );
+    }
+
+    #[test]
+    fn server_options_read_from_yaml_with_the_flags_defaults_and_rules() {
+        let o: ServerOpts = serde_yaml::from_str("{read_buf: 4KiB}").unwrap();
+        assert_eq!(o.read_buf, ByteSize(4096));
+        assert_eq!((o.backlog, o.workers, o.nodelay), (4096, None, true));
+        assert_eq!(ServerOpts::default().read_buf, ByteSize(16 << 10));
+        let e = serde_yaml::from_str::<ServerOpts>("{backlg: 2}").unwrap_err();
+        assert!(e.to_string().contains("backlg"), "{e}");
+        let zero: ServerOpts = serde_yaml::from_str("{read_buf: 0}").unwrap();
+        let e = zero.check().unwrap_err();
+        assert!(
+            e.contains("--read-buf") && e.contains("at least 1 byte"),
+            "{e}"
+        );
+        let huge: ServerOpts = serde_yaml::from_str("{read_buf: 1GiB}").unwrap();
+        assert!(huge.check().unwrap_err().contains("64 MiB"));
+        let none: ServerOpts = serde_yaml::from_str("{workers: 0}").unwrap();
+        assert!(none.check().unwrap_err().contains("--workers"));
+    }
+
+    #[test]
     fn serde_clap_and_display_use_the_documented_names() {
         let models = ServerModel::all();
         assert_eq!(models.len(), NAMES.len());
@@ -373,18 +453,18 @@ mod tests {
             c.argv().join(" "),
             "--model epoll-et --bind 127.0.0.1 --port 0"
         );
-        c.read_buf = Some(4096);
-        c.workers = Some(2);
-        c.backlog = Some(128);
+        c.opts.read_buf = ByteSize(4096);
+        c.opts.workers = Some(2);
+        c.opts.backlog = 128;
         c.reply_bytes = Some(1024);
         c.stats_interval = Some("500ms".parse().unwrap());
-        c.exclusive = true;
-        c.nodelay = false;
+        c.opts.exclusive = true;
+        c.opts.nodelay = false;
         c.model = ServerModel::Prefork;
         assert_eq!(
             c.argv().join(" "),
-            "--model prefork --bind 127.0.0.1 --port 0 --read-buf 4096 --workers 2 --backlog 128 \
-             --reply-bytes 1024 --stats-interval 500ms --exclusive --nodelay=false"
+            "--model prefork --bind 127.0.0.1 --port 0 --reply-bytes 1024 --stats-interval 500ms \
+             --backlog 128 --read-buf 4096 --workers 2 --exclusive --nodelay=false"
         );
     }
 

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::{BenchEngine, ClientOpts, ServerModel, UnknownModel};
+use crate::cmd::{BenchEngine, ClientOpts, Options, ServerModel, ServerOpts, UnknownModel};
 use crate::units::{ByteSize, Dur, Percent};
 
 mod mechanism;
@@ -85,21 +85,6 @@ pub struct MatrixBlock {
     pub hist: bool,
 }
 
-/// Server options applied to every cell.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerOptions {
-    /// `--read-buf`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_buf: Option<ByteSize>,
-    /// `--workers` for multi-worker models.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<u64>,
-    /// `--backlog`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog: Option<u64>,
-}
-
 /// An experiment file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -133,9 +118,11 @@ pub struct Experiment {
     /// did. Absent: the rounds, as published.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Dur>,
-    /// Server options.
+    /// Server options: echo-server's own, by their flag names ([`crate::cmd::ServerOpts`]),
+    /// applied to every cell of a model they concern (`workers` to the multi-worker models,
+    /// `exclusive` to prefork).
     #[serde(default)]
-    pub server: ServerOptions,
+    pub server: ServerOpts,
     /// Client options: echo-bench's own, by their flag names
     /// ([`crate::cmd::ClientOpts`]), and `strace`.
     #[serde(default)]
@@ -329,6 +316,7 @@ impl Experiment {
             return Err("matrix: needs at least one block".into());
         }
         self.bench.check().map_err(|e| format!("bench: {e}"))?;
+        self.server.check().map_err(|e| format!("server: {e}"))?;
         for (i, b) in self.matrix.iter().enumerate() {
             let at = |field: &str| format!("matrix[{i}].{field}");
             if b.servers.is_empty() {
@@ -424,6 +412,15 @@ impl Experiment {
         }
         // A reference that matches no cell could never be compared: catch the typo here.
         let cells = self.cells();
+        if self.server.exclusive
+            && !cells
+                .iter()
+                .any(|c| c.server == ServerModel::Prefork.name())
+        {
+            return Err(
+                "server.exclusive: applies to prefork cells only, and the matrix has none".into(),
+            );
+        }
         let unmatched = |sel: &CellSelector| !cells.iter().any(|c| sel.matches(c));
         for (i, f) in self.reference.figures.iter().enumerate() {
             if unmatched(&f.cell) {

@@ -370,9 +370,41 @@ fn a_knee_mechanism_names_a_series_and_nothing_a_pair_uses() {
     assert!(msg.contains("reference.mechanisms[0].series: server=epoll-et mode=long matches 1 cells of the matrix; a scan needs at least 2"), "{msg}");
 }
 
+const ONE_CELL: &str = "name: c\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\n";
+
+#[test]
+fn server_options_are_checked_by_echo_server_s_rules_when_the_file_loads() {
+    let base = ONE_CELL;
+    let e = Experiment::parse(
+        &format!("{base}server: {{backlog: 128, read_buf: 4KiB}}\n"),
+        "c.yaml",
+    )
+    .unwrap();
+    assert_eq!((e.server.backlog, e.server.read_buf.0), (128, 4096));
+    let msg = Experiment::parse(&format!("{base}server: {{backlog: 0}}\n"), "c.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("server: ") && msg.contains("--backlog"),
+        "{msg}"
+    );
+    // exclusive concerns prefork only: set where no cell runs prefork, it would do nothing.
+    let msg = Experiment::parse(&format!("{base}server: {{exclusive: true}}\n"), "c.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("server.exclusive") && msg.contains("prefork"),
+        "{msg}"
+    );
+    let prefork = base.replace("[epoll-et]", "[epoll-et, prefork]");
+    let e =
+        Experiment::parse(&format!("{prefork}server: {{exclusive: true}}\n"), "c.yaml").unwrap();
+    assert!(e.server.exclusive);
+}
+
 #[test]
 fn client_options_are_checked_by_echo_bench_s_rules_when_the_file_loads() {
-    let base = "name: c\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\n";
+    let base = ONE_CELL;
     let e = Experiment::parse(&format!("{base}bench: {{nodelay: false}}\n"), "c.yaml").unwrap();
     assert!(!e.bench.nodelay);
     let msg = Experiment::parse(&format!("{base}bench: {{threads: 0}}\n"), "c.yaml")

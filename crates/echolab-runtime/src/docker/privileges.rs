@@ -147,8 +147,6 @@ pub const TCP_DEFAULT_BUFFERS: u64 = 131_072 + 16_384;
 /// Stack of a per-connection thread: echo-server's thread model and echo-bench's thread
 /// engine both ask for 128 KiB.
 pub const CONN_THREAD_STACK: u64 = 128 << 10;
-/// echo-server's `--read-buf` default, 16 KiB, allocated per connection.
-pub const DEFAULT_READ_BUF: u64 = 16 << 10;
 /// Memory of the link host besides its queues: the wire's binary, threads and 64 KiB
 /// scratch buffers.
 pub const LINK_BASE_MEMORY: u64 = 128 << 20;
@@ -182,7 +180,7 @@ pub fn per_connection_bytes(cell: &Cell, read_buf: u64) -> u64 {
 /// thread-per-connection models and engine) plus one per worker or client thread (default:
 /// one per CPU). Both hosts hold the same connections, so they get the same limits.
 pub fn endpoint_limits(exp: &Experiment, machine_cpus: u64) -> Limits {
-    let read_buf = exp.server.read_buf.map_or(DEFAULT_READ_BUF, |b| b.0);
+    let read_buf = exp.server.read_buf.0;
     let cells = exp.cells();
     let largest = cells
         .iter()

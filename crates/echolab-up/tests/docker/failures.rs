@@ -14,12 +14,14 @@ use super::common::*;
 fn a_forced_failure_leaves_nothing_behind() {
     let e = engine();
     let base = TempDir::new("up-docker-fail");
-    // A valid experiment whose server refuses to start (echo-server caps --read-buf at 64 MiB):
-    // the failure happens inside the run, after hosts exist, which is what cleanup must survive.
+    // A valid experiment whose server cannot start: reuseport opens one listener per worker,
+    // and 100000 of them pass every rule the file is checked by but not the host's nofile
+    // limit (65536). The failure happens inside the run, after hosts exist, which is what
+    // cleanup must survive.
     let (mut cmd, out) = loopback_experiment(
         &base,
         "bad-server.yaml",
-        "name: bad-server\nquestion: does a failing cell stop the run cleanly?\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\nserver:\n  read_buf: 1GiB\n",
+        "name: bad-server\nquestion: does a failing cell stop the run cleanly?\nrepetitions: 1\nmatrix:\n  - servers: [reuseport]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\nserver:\n  workers: 100000\n",
     );
     let o = cmd.output().expect("echolab-up runs");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -27,7 +29,7 @@ fn a_forced_failure_leaves_nothing_behind() {
     assert_eq!(r.manifest.status, RunStatus::Failed);
     let error = r.manifest.error.clone().unwrap_or_default();
     assert!(
-        error.contains("read") && error.contains("64 MiB"),
+        error.contains("cannot listen"),
         "the error carries the server's reason: {error}"
     );
     assert_eq!(r.runs.len(), 1, "the failed run is recorded");

@@ -80,12 +80,11 @@ pub struct MechanismCheck {
 impl MechanismCheck {
     /// `predicts 4.3×, measured 4.9× (95% CI …): holds here`.
     pub fn short(&self) -> String {
-        if self.short_says_how() {
-            let how = &self.how;
-            return match self.mechanism.kind {
-                MechanismKind::Knee => format!("{how}: {}", self.verdict.word()),
-                _ => format!("no prediction ({how}): {}", self.verdict.word()),
-            };
+        if self.mechanism.kind == MechanismKind::Knee {
+            return format!("{}: {}", self.how, self.verdict.word());
+        }
+        if self.predicted.is_none() {
+            return format!("no prediction ({}): {}", self.how, self.verdict.word());
         }
         let predicted = self
             .predicted
@@ -106,9 +105,7 @@ impl MechanismCheck {
             self.verdict.word()
         )
     }
-}
 
-impl MechanismCheck {
     /// Whether [`MechanismCheck::short`] already gives [`MechanismCheck::how`]: a knee's
     /// verdict is its figures, and a missing prediction says why in its place.
     fn short_says_how(&self) -> bool {

@@ -381,17 +381,13 @@ fn server_options_are_checked_by_echo_server_s_rules_when_the_file_loads() {
     )
     .unwrap();
     assert_eq!((e.server.backlog, e.server.read_buf.0), (128, 4096));
-    let msg = Experiment::parse(&format!("{base}server: {{backlog: 0}}\n"), "c.yaml")
-        .unwrap_err()
-        .to_string();
+    let msg = err(&format!("{base}server: {{backlog: 0}}\n"));
     assert!(
         msg.contains("server: ") && msg.contains("--backlog"),
         "{msg}"
     );
     // exclusive concerns prefork only: set where no cell runs prefork, it would do nothing.
-    let msg = Experiment::parse(&format!("{base}server: {{exclusive: true}}\n"), "c.yaml")
-        .unwrap_err()
-        .to_string();
+    let msg = err(&format!("{base}server: {{exclusive: true}}\n"));
     assert!(
         msg.contains("server.exclusive") && msg.contains("prefork"),
         "{msg}"
@@ -407,17 +403,13 @@ fn client_options_are_checked_by_echo_bench_s_rules_when_the_file_loads() {
     let base = ONE_CELL;
     let e = Experiment::parse(&format!("{base}bench: {{nodelay: false}}\n"), "c.yaml").unwrap();
     assert!(!e.bench.nodelay);
-    let msg = Experiment::parse(&format!("{base}bench: {{threads: 0}}\n"), "c.yaml")
-        .unwrap_err()
-        .to_string();
+    let msg = err(&format!("{base}bench: {{threads: 0}}\n"));
     assert!(
         msg.contains("bench: ") && msg.contains("--threads"),
         "{msg}"
     );
     let storm = base.replace("[long]", "[connect-storm]");
-    let msg = Experiment::parse(&format!("{storm}bench: {{engine: thread}}\n"), "c.yaml")
-        .unwrap_err()
-        .to_string();
+    let msg = err(&format!("{storm}bench: {{engine: thread}}\n"));
     assert!(
         msg.contains("connect-storm, which runs on the event engine only"),
         "{msg}"

@@ -13,7 +13,7 @@
 //! (ln here − ln setting) / (ln here − ln seed). What no setting of this machine can vary
 //! (the kernel, more CPUs than the machine has) is named as the part left unexplained.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use echolab_core::results::ResultsDir;
 use serde::{Deserialize, Serialize};
@@ -32,13 +32,9 @@ pub const HERE: &str = "here";
 /// The variant with every setting of the seed's that this machine can run.
 pub const ALL_SEED: &str = "all-seed-settings";
 
-/// One rerun of the claims' cells under a setting.
+/// One batch of repetitions of a variant: one `echolab-up` run into its own results directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Variant {
-    /// `here`, a setting's name in kebab case (`cpu-plan`), or [`ALL_SEED`].
-    pub name: String,
-    /// The settings (as the "Setting: seed vs here" table names them) run as the seed's.
-    pub settings: Vec<String>,
+pub struct Batch {
     /// echolab-up's arguments for the rerun.
     pub args: Vec<String>,
     /// Its results directory, relative to [`EXPLAIN_DIR`]; absent when it made none.
@@ -48,13 +44,34 @@ pub struct Variant {
     pub outcome: String,
 }
 
+/// The claims' cells rerun under a setting, in batches (one per round it ran in) whose
+/// repetitions are pooled ([`pooled`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Variant {
+    /// `here`, a setting's name in kebab case (`cpu-plan`), or [`ALL_SEED`].
+    pub name: String,
+    /// The settings (as the "Setting: seed vs here" table names them) run as the seed's.
+    pub settings: Vec<String>,
+    /// Its batches, in the order they ran.
+    pub batches: Vec<Batch>,
+}
+
 /// `explain/index.yaml`: what `--explain` ran and why.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExplainIndex {
     /// The claims explained (refuted or inconclusive in the main run), by name.
     pub claims: Vec<String>,
-    /// The reruns, in the order they ran.
+    /// The variants, in the order of the first round.
     pub variants: Vec<Variant>,
+    /// The settle margin, a fraction (0.05 for 5%): a change whose 95% interval lies within
+    /// 1 ± this does not move the claim by more than it; one whose interval holds 1 but reaches
+    /// beyond it is unsettled. The experiment's `target_halfwidth`, the precision it asks of
+    /// every cell.
+    pub margin: f64,
+    /// Why the rounds of reruns stopped (every change settled, the maximum repetitions, the
+    /// time budget), as the report says it.
+    #[serde(default)]
+    pub ended: String,
     /// Settings that differ from the seed's but cannot vary on this machine, each with why.
     pub cannot_vary: Vec<String>,
 }
@@ -90,8 +107,12 @@ impl ExplainIndex {
 /// What one setting did to a claim's ratio, against the same cells rerun as here.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Move {
-    /// The intervals overlap: no measurable move.
-    None,
+    /// The change's 95% interval lies within 1 ± this margin: it does not move the ratio by
+    /// more than the margin.
+    Within(f64),
+    /// The change's interval holds 1 but reaches beyond the margin (or, without a change
+    /// interval, the two ratios' intervals overlap): more repetitions could still tell.
+    Unsettled,
     /// Toward the seed's figure, closing this share of the log gap (above 1: past it).
     Toward(f64),
     /// Away from it.
@@ -100,20 +121,31 @@ pub enum Move {
     Unknown,
 }
 
-/// How `setting` moved the ratio from `here`, given the seed's figure `seed` and, where the
-/// four samples allow it, the ratio of the two ratios with its interval
-/// ([`ratio_of_ratios`]): moved when that interval excludes 1; without it,
-/// when the two ratios' own intervals do not overlap (see the module doc).
-pub fn movement(here: &Ratio, setting: &Ratio, change: Option<&Ratio>, seed: f64) -> Move {
+/// How `setting` moved the ratio from `here`, given the seed's figure `seed`, the settle
+/// `margin` (a fraction) and, where the four samples allow it, the ratio of the two ratios
+/// with its interval ([`ratio_of_ratios`]): moved when that interval excludes 1, within the
+/// margin when it lies inside 1 ± margin, unsettled otherwise; without it, moved when the two
+/// ratios' own intervals do not overlap (see the module doc).
+pub fn movement(
+    here: &Ratio,
+    setting: &Ratio,
+    change: Option<&Ratio>,
+    seed: f64,
+    margin: f64,
+) -> Move {
     let (Some(a), Some(b)) = (here.ci95, setting.ci95) else {
         return Move::Unknown;
     };
-    let unmoved = match change.and_then(|c| c.ci95) {
-        Some(c) => c.low <= 1.0 && 1.0 <= c.high,
-        None => a.high >= b.low && b.high >= a.low,
-    };
-    if unmoved {
-        return Move::None;
+    match change.and_then(|c| c.ci95) {
+        Some(c) if c.low <= 1.0 && 1.0 <= c.high => {
+            return if 1.0 / (1.0 + margin) <= c.low && c.high <= 1.0 + margin {
+                Move::Within(margin)
+            } else {
+                Move::Unsettled
+            };
+        }
+        None if a.high >= b.low && b.high >= a.low => return Move::Unsettled,
+        _ => {}
     }
     let gap = here.value.ln() - seed.ln();
     let (d_here, d_setting) = (gap.abs(), (setting.value.ln() - seed.ln()).abs());
@@ -128,7 +160,15 @@ impl Move {
     /// How the report says it.
     pub fn text(self) -> String {
         match self {
-            Move::None => "does not move it (the change's 95% interval holds 1×)".into(),
+            Move::Within(m) => format!(
+                "does not move it by more than {} (the change's 95% interval lies within 1× ± {})",
+                format::pct(m),
+                format::pct(m)
+            ),
+            Move::Unsettled => {
+                "unsettled: the change's 95% interval holds 1× but is too wide to rule out a move"
+                    .into()
+            }
             Move::Toward(share) => format!(
                 "moves it toward the seed's figure, closing {} of the gap",
                 format::pct(share)
@@ -144,12 +184,14 @@ impl Move {
 pub struct VariantResult {
     /// The variant.
     pub variant: Variant,
-    /// The claim checked on the variant's directory, when it has one.
+    /// The claim checked on the variant's pooled batches, when it has any.
     pub check: Option<ClaimCheck>,
     /// Against the `here` rerun (none for `here` itself).
     pub movement: Option<Move>,
     /// This ratio over the `here` rerun's, with its 95% interval, where the samples allow it.
     pub change: Option<Ratio>,
+    /// Usable repetitions behind the ratio: the fewer of its two cells'.
+    pub repetitions: usize,
 }
 
 /// One claim's attribution.
@@ -166,18 +208,92 @@ pub struct ClaimAttribution {
 impl ClaimAttribution {
     /// The single settings that move the ratio toward the seed's figure, by name.
     pub fn toward(&self) -> Vec<String> {
+        self.single_settings(|m| matches!(m, Move::Toward(_)))
+    }
+
+    /// The single settings whose move is still unsettled, by name.
+    pub fn unsettled(&self) -> Vec<String> {
+        self.single_settings(|m| m == Move::Unsettled)
+    }
+
+    fn single_settings(&self, pick: impl Fn(Move) -> bool) -> Vec<String> {
         self.results
             .iter()
             .filter(|r| r.variant.settings.len() == 1)
-            .filter(|r| matches!(r.movement, Some(Move::Toward(_))))
+            .filter(|r| r.movement.is_some_and(&pick))
             .map(|r| r.variant.settings[0].clone())
             .collect()
     }
+
+    /// "Settings that move it toward the seed: …" with the unsettled ones after, one sentence
+    /// each, for the report and the terminal alike.
+    pub fn summary(&self) -> String {
+        let toward = self.toward();
+        let unsettled = self.unsettled();
+        let mut s = format!(
+            "Settings that move it toward the seed: {}.",
+            if toward.is_empty() {
+                "none".to_string()
+            } else {
+                toward.join(", ")
+            }
+        );
+        if !unsettled.is_empty() {
+            s.push_str(&format!(
+                " Unsettled at the repetitions run: {}.",
+                unsettled.join(", ")
+            ));
+        }
+        s
+    }
 }
 
-/// The results directory a variant made, under `explain/`.
-fn variant_dir(root: &Path, v: &Variant) -> Option<PathBuf> {
-    v.dir.as_ref().map(|d| root.join(EXPLAIN_DIR).join(d))
+/// The variants (by name) whose change from `here` is still unsettled for some claim: those
+/// another round of repetitions could settle.
+pub fn unsettled(attributions: &[ClaimAttribution]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for r in attributions.iter().flat_map(|a| &a.results) {
+        if r.movement == Some(Move::Unsettled) && !names.contains(&r.variant.name) {
+            names.push(r.variant.name.clone());
+        }
+    }
+    names
+}
+
+/// A variant's batches read back and pooled into one results directory: the first batch's
+/// manifest and every batch's run records, each cell's repetitions numbered on from the
+/// previous batch's highest, so that no repetition is dropped or counted twice. `None` when no
+/// batch left a directory that loads. `dir` is the main run's results directory.
+pub fn pooled(dir: &Path, v: &Variant) -> Option<ResultsDir> {
+    let mut out: Option<ResultsDir> = None;
+    for b in &v.batches {
+        let Some(rel) = &b.dir else { continue };
+        let Ok(batch) = ResultsDir::load(&dir.join(EXPLAIN_DIR).join(rel)) else {
+            continue;
+        };
+        match &mut out {
+            None => out = Some(batch),
+            Some(all) => {
+                // Each cell's highest repetition before this batch, so that a batch's own
+                // records do not shift each other.
+                let before = |cell: &echolab_core::experiment::Cell| {
+                    all.runs
+                        .iter()
+                        .filter(|r| r.cell == *cell)
+                        .map(|r| r.repetition)
+                        .max()
+                        .unwrap_or(0)
+                };
+                let offsets: Vec<u64> = batch.runs.iter().map(|r| before(&r.cell)).collect();
+                for (mut run, offset) in batch.runs.into_iter().zip(offsets) {
+                    run.repetition += offset;
+                    all.runs.push(run);
+                }
+                all.unreadable.extend(batch.unreadable);
+            }
+        }
+    }
+    out
 }
 
 /// Reads the attribution of the run in `dir`; `Ok(None)` when `--explain` did not run there.
@@ -191,10 +307,7 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
     let loaded: Vec<(Variant, Option<ResultsDir>)> = index
         .variants
         .iter()
-        .map(|v| {
-            let results = variant_dir(dir, v).and_then(|d| ResultsDir::load(&d).ok());
-            (v.clone(), results)
-        })
+        .map(|v| (v.clone(), pooled(dir, v)))
         .collect();
     let check_of = |results: &Option<ResultsDir>, claim: &str| {
         let r = results.as_ref()?;
@@ -235,6 +348,7 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
                     Some((c, s)) => (Some(c), Some(s)),
                     None => (None, None),
                 };
+                let repetitions = samples.as_ref().map_or(0, |s| s[0].len().min(s[1].len()));
                 let change = match (&here, &samples) {
                     (Some((_, h)), Some(s)) if variant.name != HERE => {
                         ratio_of_ratios([&s[0], &s[1]], [&h[0], &h[1]])
@@ -246,7 +360,7 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
                     (Some((h, _)), Some(o), Some(s)) if variant.name != HERE => h
                         .ours
                         .as_ref()
-                        .map(|hr| movement(hr, o, change.as_ref(), s)),
+                        .map(|hr| movement(hr, o, change.as_ref(), s, index.margin)),
                     _ => None,
                 };
                 VariantResult {
@@ -254,6 +368,7 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
                     check,
                     movement,
                     change,
+                    repetitions,
                 }
             })
             .collect();
@@ -268,17 +383,23 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
 
 /// The section "Attribution: the gap to the seed, setting by setting".
 pub fn section(dir: &Path) -> String {
-    let (attributions, cannot) = match (load(dir), ExplainIndex::load(dir)) {
-        (Ok(Some(a)), Ok(Some(i))) => (a, i.cannot_vary),
+    let (attributions, index) = match (load(dir), ExplainIndex::load(dir)) {
+        (Ok(Some(a)), Ok(Some(i))) => (a, i),
         (Err(e), _) | (_, Err(e)) => return format!("## Attribution\n\n⚠ {e}\n\n"),
         _ => return String::new(),
     };
-    let mut out = String::from(
+    let mut out = format!(
         "## Attribution: the gap to the seed, setting by setting\n\n`echolab-up --explain` ran the cells of every refuted or \
          inconclusive claim again: as here, under each of the seed's settings that this machine can run, and under all of \
-         them together, one after the other with the experiment's own rules (shuffled rounds, repetitions until the CI is \
-         narrow). A setting moves a ratio when the change from the rerun-as-here ratio (their ratio, with a Welch 95% \
-         interval over the four cells' repetitions) excludes 1×.\n\n",
+         them together. It ran them in rounds, each round a batch of the experiment's minimum repetitions per variant, \
+         the variants in alternating order (ABBA) so that the machine's drift falls on all of them alike; a round after \
+         the first reruns `here` and the variants whose change is still unsettled (each up to the experiment's maximum \
+         repetitions), and each variant's batches are pooled. \
+         A setting moves a ratio when the change from the rerun-as-here ratio (their ratio, with a Welch 95% interval \
+         over the four cells' repetitions) excludes 1×; it does not move it by more than {m} when that interval lies \
+         within 1× ± {m} (the experiment's target half-width); between the two it is unsettled. {ended}\n\n",
+        m = format::pct(index.margin),
+        ended = index.ended,
     );
     for a in &attributions {
         out.push_str(&format!(
@@ -288,6 +409,7 @@ pub fn section(dir: &Path) -> String {
         ));
         let mut t = Table::new([
             "Setting",
+            "Repetitions",
             "Ratio (95% CI)",
             "Verdict",
             "Change from here (95% CI)",
@@ -307,10 +429,19 @@ pub fn section(dir: &Path) -> String {
                         .unwrap_or_else(|| "—".into()),
                     c.verdict.word().to_string(),
                 ),
-                None => ("—".into(), r.variant.outcome.clone()),
+                None => (
+                    "—".into(),
+                    r.variant
+                        .batches
+                        .iter()
+                        .map(|b| b.outcome.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
             };
             t.row([
                 format!("{label} (`{}`)", r.variant.name),
+                r.repetitions.to_string(),
                 ratio,
                 verdict,
                 r.change
@@ -321,20 +452,12 @@ pub fn section(dir: &Path) -> String {
             ]);
         }
         out.push_str(&t.to_markdown());
-        let toward = a.toward();
-        out.push_str(&format!(
-            "\nSettings that move it toward the seed: {}.\n\n",
-            if toward.is_empty() {
-                "none".to_string()
-            } else {
-                toward.join(", ")
-            }
-        ));
+        out.push_str(&format!("\n{}\n\n", a.summary()));
     }
-    if !cannot.is_empty() {
+    if !index.cannot_vary.is_empty() {
         out.push_str(&format!(
             "Left unexplained (these settings differ from the seed's but cannot vary on this machine): {}.\n\n",
-            cannot.join("; ")
+            index.cannot_vary.join("; ")
         ));
     }
     out
@@ -345,18 +468,7 @@ pub fn text(dir: &Path) -> String {
     match load(dir) {
         Ok(Some(all)) => all
             .iter()
-            .map(|a| {
-                let toward = a.toward();
-                format!(
-                    "  {}: {}\n",
-                    a.claim,
-                    if toward.is_empty() {
-                        "no setting moves it toward the seed".to_string()
-                    } else {
-                        format!("toward the seed under {}", toward.join(", "))
-                    }
-                )
-            })
+            .map(|a| format!("  {}: {}\n", a.claim, a.summary()))
             .collect(),
         Ok(None) => String::new(),
         Err(e) => format!("  {e}\n"),
@@ -440,7 +552,7 @@ mod tests {
         let halved = gain(&[25_000.0, 25_500.0, 24_500.0], &short);
         let same = gain(&[50_500.0, 49_500.0, 50_000.0], &short);
         let higher = gain(&[80_000.0, 81_000.0, 79_000.0], &short);
-        match movement(&here, &halved, None, 2.0) {
+        match movement(&here, &halved, None, 2.0, 0.05) {
             // ln 5 − ln 2.5 over ln 5 − ln 2: 75.6% of the gap.
             Move::Toward(share) => assert!(
                 (share - (2.0f64).ln() / 2.5f64.ln()).abs() < 0.01,
@@ -448,11 +560,13 @@ mod tests {
             ),
             m => panic!("{m:?}"),
         }
-        assert_eq!(movement(&here, &same, None, 2.0), Move::None);
-        assert_eq!(movement(&here, &higher, None, 2.0), Move::Away);
+        // Without a change interval, overlapping intervals cannot tell "within 5%" from a
+        // move too small for them: unsettled.
+        assert_eq!(movement(&here, &same, None, 2.0, 0.05), Move::Unsettled);
+        assert_eq!(movement(&here, &higher, None, 2.0, 0.05), Move::Away);
         // Past the seed's figure but closer to it in log ratio: still toward, share above 1.
         let past = gain(&[17_000.0, 17_500.0, 16_500.0], &short);
-        assert!(matches!(movement(&here, &past, None, 2.0), Move::Toward(s) if s > 1.0));
+        assert!(matches!(movement(&here, &past, None, 2.0, 0.05), Move::Toward(s) if s > 1.0));
     }
 
     /// Two gains whose own intervals overlap but whose change, tested on the four cells'
@@ -473,11 +587,22 @@ mod tests {
             "{change:?}"
         );
         assert!(matches!(
-            movement(&here, &set, Some(&change), 2.0),
+            movement(&here, &set, Some(&change), 2.0, 0.05),
             Move::Toward(_)
         ));
+        // The same samples on both sides: a change of 1× whose interval is about ±8%
+        // (the four samples' spread), within a 15% margin, unsettled against a 5% one.
         let nothing = ratio_of_ratios([&long_here, &short], [&long_here, &short]).unwrap();
-        assert_eq!(movement(&here, &here, Some(&nothing), 2.0), Move::None);
+        let c = nothing.ci95.unwrap();
+        assert!(c.high > 1.05 && c.high < 1.15, "{c:?}");
+        assert_eq!(
+            movement(&here, &here, Some(&nothing), 2.0, 0.15),
+            Move::Within(0.15)
+        );
+        assert_eq!(
+            movement(&here, &here, Some(&nothing), 2.0, 0.05),
+            Move::Unsettled
+        );
         // A sample with a 0 has no log interval: None, and the overlap rule decides.
         assert!(ratio_of_ratios([&[0.0, 1.0], &short], [&long_here, &short]).is_none());
     }
@@ -491,7 +616,7 @@ mod tests {
         )
         .unwrap();
         let here = gain(&[50_000.0, 51_000.0, 49_000.0], &short);
-        assert_eq!(movement(&here, &one, None, 2.0), Move::Unknown);
+        assert_eq!(movement(&here, &one, None, 2.0, 0.05), Move::Unknown);
     }
 
     #[test]
@@ -504,10 +629,14 @@ mod tests {
             variants: vec![Variant {
                 name: HERE.into(),
                 settings: vec![],
-                args: vec!["--experiment".into(), "x.yaml".into()],
-                dir: Some("here/20261205T000000Z-exp31-loopback".into()),
-                outcome: "complete".into(),
+                batches: vec![Batch {
+                    args: vec!["--experiment".into(), "x.yaml".into()],
+                    dir: Some("here/20261205T000000Z-exp31-loopback".into()),
+                    outcome: "complete".into(),
+                }],
             }],
+            margin: 0.05,
+            ended: "Every change settled. Rounds run: 1.".into(),
             cannot_vary: vec!["kernel: 3.10 in the seed".into()],
         };
         index.save(&dir).unwrap();

@@ -141,18 +141,16 @@ pub fn render(dir: &Path, claim: &str) -> Result<String, Error> {
                     .movement
                     .map(|m| format!(": {}", m.text()))
                     .unwrap_or_default();
-                md.push_str(&format!("- {label}: {ratio}{moved}\n"));
+                md.push_str(&format!(
+                    "- {label}, {} repetitions: {ratio}{moved}\n",
+                    r.repetitions
+                ));
             }
-            let toward = a.toward();
-            md.push_str(&format!(
-                "\nSettings that move it toward the seed's figure: {}.\n",
-                if toward.is_empty() {
-                    "none".into()
-                } else {
-                    toward.join(", ")
-                }
-            ));
+            md.push_str(&format!("\n{}\n", a.summary()));
             if let Ok(Some(index)) = attribution::ExplainIndex::load(dir) {
+                if !index.ended.is_empty() {
+                    md.push_str(&format!("{}\n", index.ended));
+                }
                 if !index.cannot_vary.is_empty() {
                     md.push_str(&format!(
                         "Left unexplained, because this machine cannot vary them: {}.\n",

@@ -1,26 +1,15 @@
 //! Verdicts that explain: the verdict table opens the report, every cell gets its bound label
-//! from its own records, the seed's mechanisms are computed from the run's costs, and the
-//! attribution under `explain/` names the settings that move a claim. Every figure here comes
+//! from its own records and the seed's mechanisms are computed from the run's costs (the
+//! attribution under `explain/` is tests/attribution.rs). Every figure here comes
 //! from repetitions that differ from each other, so a computation that drops, repeats or
 //! double-counts one gives another number than the one worked out by hand.
 
 mod common;
 
-use common::{closed_loop_runs, manifest, rendered, row, section, shipped, temp_dir, write_dir};
+use common::{closed_loop_runs, exp31_qps, manifest, rendered, row, section, shipped};
 use echolab_core::experiment::{BenchMode, Cell};
 use echolab_core::results::{ResourceSample, RunRecord, RunStatus};
 use echolab_core::stats::{CpuTime, ServerStats};
-use echolab_report::attribution::{ExplainIndex, Variant, EXPLAIN_DIR, HERE};
-
-/// QPS per repetition (differing), as in the claims test data: ET gain 2.161×, LT 3.09×.
-fn qps(c: &Cell) -> Vec<f64> {
-    match (c.server.as_str(), c.mode) {
-        ("epoll-et", BenchMode::Short) => vec![24000.0, 25000.0, 26000.0],
-        ("epoll-et", _) => vec![53000.0, 54000.0, 55000.0],
-        ("epoll-lt", BenchMode::Short) => vec![26000.0, 26500.0, 27000.0],
-        _ => vec![80000.0, 82000.0, 84000.0],
-    }
-}
 
 /// (server CPU % of a core, client CPU % of a core) per repetition.
 fn loads(c: &Cell) -> [(f64, f64); 3] {
@@ -74,7 +63,7 @@ fn with_costs(mut run: RunRecord) -> RunRecord {
 
 fn exp31_runs() -> (echolab_core::experiment::Experiment, Vec<RunRecord>) {
     let e = shipped("exp31");
-    let runs = closed_loop_runs(&e, qps, |c, q| c.conns as f64 / q * 1e6)
+    let runs = closed_loop_runs(&e, exp31_qps, |c, q| c.conns as f64 / q * 1e6)
         .into_iter()
         .map(with_costs)
         .collect();
@@ -203,76 +192,4 @@ fn a_server_cost_mechanism_on_cells_the_server_does_not_pace_is_not_testable() {
     // The round-trip mechanism is not a server-cost one: judged on the same ET cells.
     let p50 = line("P50 follows round trips (ET)");
     assert!(!p50.contains("not testable"), "{p50}");
-}
-
-/// A results directory under `explain/<name>/` whose long cells run at `long_factor` of the
-/// main run's QPS.
-fn variant(root: &std::path::Path, name: &str, settings: &[&str], long_factor: f64) -> Variant {
-    let e = shipped("exp31");
-    let runs: Vec<RunRecord> = closed_loop_runs(
-        &e,
-        |c| {
-            let f = if c.mode == BenchMode::Long {
-                long_factor
-            } else {
-                1.0
-            };
-            qps(c).into_iter().map(|q| q * f).collect()
-        },
-        |c, q| c.conns as f64 / q * 1e6,
-    );
-    let rel = format!("{name}/20261205T000000Z-exp31-loopback");
-    write_dir(
-        &root.join(EXPLAIN_DIR).join(&rel),
-        &manifest(e, RunStatus::Complete, 12),
-        &runs,
-    );
-    Variant {
-        name: name.into(),
-        settings: settings.iter().map(|s| s.to_string()).collect(),
-        args: vec![],
-        dir: Some(rel),
-        outcome: "complete".into(),
-    }
-}
-
-#[test]
-fn the_attribution_names_the_setting_that_moves_a_claim_and_not_the_one_that_does_not() {
-    let tmp = temp_dir("attribution");
-    let (e, runs) = exp31_runs();
-    write_dir(tmp.path(), &manifest(e, RunStatus::Complete, 12), &runs);
-    let index = ExplainIndex {
-        claims: vec!["long/short QPS gain, LT server".into()],
-        variants: vec![
-            variant(tmp.path(), HERE, &[], 1.0),
-            // Long cells at 60%: LT's gain 3.09× → 1.86×, toward the seed's 1.48×.
-            variant(tmp.path(), "cpu-plan", &["CPU plan"], 0.6),
-            variant(tmp.path(), "hosts", &["hosts"], 1.0),
-        ],
-        cannot_vary: vec!["kernel: 3.10 in the seed, 6.1 here".into()],
-    };
-    index.save(tmp.path()).unwrap();
-    let summary = echolab_report::render(tmp.path()).unwrap();
-    assert!(summary.complete);
-    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
-    let s = section(&md, "Attribution: the gap to the seed, setting by setting");
-    assert!(
-        s.contains("Settings that move it toward the seed: CPU plan."),
-        "{s}"
-    );
-    let hosts = row(s, "hosts (`hosts`)");
-    // The same QPS as the rerun as here: a change of exactly 1× within its interval.
-    assert!(hosts[3].starts_with("1.00× (95% CI "), "{s}");
-    assert!(hosts[4].starts_with("does not move it"), "{s}");
-    // Long cells at 60%: the change is 0.600× whatever the repetitions' spread.
-    assert!(
-        row(s, "CPU plan (`cpu-plan`)")[3].starts_with("0.600× (95% CI "),
-        "{s}"
-    );
-    assert!(s.contains("Left unexplained"), "{s}");
-    let lines = echolab_report::attribution::text(tmp.path());
-    assert_eq!(
-        lines,
-        "  long/short QPS gain, LT server: toward the seed under CPU plan\n"
-    );
 }

@@ -402,7 +402,7 @@ pub(crate) async fn run_once(
     if let Err(e) = out.finish(status, error.clone()) {
         eprintln!("echolab-up: {e:#}");
     }
-    crate::report::render(&out.dir);
+    crate::report::render(&out.dir, !args.quiet_verdicts);
     if let Some(e) = &error {
         eprintln!("echolab-up: {e}");
     }

@@ -119,10 +119,15 @@ pub struct Args {
     /// (CPU plan shared, the thread-per-connection client, CONNS × ROUNDS as published,
     /// hosts reused), one at a time and all together, and report each claim's ratio under
     /// each setting with which ones move it toward the seed's figure (report.md,
-    /// "Attribution"). Each rerun takes about as long as the run itself (exp31 on a quiet
-    /// 2-core machine: about a minute and a half each, six reruns).
+    /// "Attribution"). The reruns go in rounds of the experiment's minimum repetitions,
+    /// repeating the ones whose change is still unsettled, and stop before a round would
+    /// take the whole call past 15 minutes.
     #[arg(long, conflicts_with_all = ["down", "build_image", "lab", "keep"])]
     pub(crate) explain: bool,
+    /// Set by `--explain` on its reruns, never from the command line: a rerun's verdicts go to
+    /// its own report.md instead of the terminal, which keeps one line per rerun.
+    #[arg(skip)]
+    pub(crate) quiet_verdicts: bool,
 }
 
 /// `--order`.

@@ -5,13 +5,14 @@
 //! claim toward the seed's figure. A setting of the seed's that cannot vary here (the kernel,
 //! more CPUs than the machine has) is named once and left unexplained, never skipped silently.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use echolab_core::cmd::BenchEngine;
 use echolab_core::experiment::Experiment;
 use echolab_core::results::{ResultsDir, RunStatus};
-use echolab_report::attribution::{ExplainIndex, Variant, ALL_SEED, EXPLAIN_DIR, HERE};
+use echolab_report::attribution::{Batch, ExplainIndex, Variant, ALL_SEED, EXPLAIN_DIR, HERE};
 use echolab_report::claims::Verdict;
 use echolab_report::setting::{Setting, SettingRow};
 
@@ -37,9 +38,8 @@ fn completed(dir: &Path) -> Result<ResultsDir, String> {
 }
 
 /// The experiment the reruns use: the one the run ran (after `--reps`), with only the claims
-/// to explain (and its mechanisms' references to those); its repetition rules are the run's
-/// own (on a quiet 2-core VM the whole `--explain` of exp31 takes about ten minutes:
-/// `time echolab-up --explain`).
+/// to explain (and its mechanisms' references to those). Its minimum repetitions are the size
+/// of a round's batch and its maximum the most repetitions a variant gets over the rounds.
 fn rerun_experiment(exp: &Experiment, claims: &[String]) -> Experiment {
     let mut e = exp.clone();
     e.reference.claims.retain(|c| claims.contains(&c.name));
@@ -117,9 +117,15 @@ fn variant_args(
     v
 }
 
+/// The most time `--explain` may take, main run included, on the machine it runs on: a round
+/// of reruns whose estimate (each variant's last batch, per repetition) would end past it is
+/// not started, and the report says so.
+pub(crate) const BUDGET: Duration = Duration::from_secs(15 * 60);
+
 /// Runs the main run, then the reruns; returns the exit code of the first that failed, or
 /// the main run's.
 pub async fn run(args: Args, argv: Vec<String>) -> ExitCode {
+    let started = Instant::now();
     let mut made = None;
     let code = run_once(args.clone(), argv, &mut made).await;
     let Some(dir) = made else { return code };
@@ -132,7 +138,7 @@ pub async fn run(args: Args, argv: Vec<String>) -> ExitCode {
             return code;
         }
     };
-    match explain(&args, &dir, &main).await {
+    match explain(&args, &dir, &main, started).await {
         Ok(()) => code,
         Err(e) => {
             eprintln!("echolab-up: --explain: {e}");
@@ -141,7 +147,52 @@ pub async fn run(args: Args, argv: Vec<String>) -> ExitCode {
     }
 }
 
-async fn explain(args: &Args, dir: &Path, main: &ResultsDir) -> Result<(), String> {
+/// The order of a round's variants: as planned in odd rounds, reversed in even ones (ABBA), so
+/// that a drift of the machine over the rounds weighs on every variant alike.
+fn round_order<T: Clone>(chosen: &[T], round: u64) -> Vec<T> {
+    let mut v = chosen.to_vec();
+    if round % 2 == 0 {
+        v.reverse();
+    }
+    v
+}
+
+/// What the next round reruns, given the variants still unsettled and the repetitions each
+/// variant has had (`done`, in plan order, `here` first): `here` (the reference of every
+/// change) while it is below the maximum, and each unsettled variant below it, each with the
+/// repetitions its batch gets (the experiment's minimum, less near the maximum); or why the
+/// rounds end.
+fn next_round(
+    names: &[&str],
+    unsettled: &[String],
+    done: &[u64],
+    batch: u64,
+    max: u64,
+) -> Result<Vec<(usize, u64)>, String> {
+    if unsettled.is_empty() {
+        return Err("Every change settled.".into());
+    }
+    let is_unsettled = |i: usize| unsettled.iter().any(|u| u == names[i]);
+    let below = |i: &usize| done[*i] < max;
+    if !(1..names.len()).filter(below).any(is_unsettled) {
+        return Err(format!(
+            "The reruns reached the experiment's maximum of {max} repetitions with {} unsettled.",
+            unsettled.join(", ")
+        ));
+    }
+    Ok((0..names.len())
+        .filter(below)
+        .filter(|&i| i == 0 || is_unsettled(i))
+        .map(|i| (i, batch.min(max - done[i])))
+        .collect())
+}
+
+async fn explain(
+    args: &Args,
+    dir: &Path,
+    main: &ResultsDir,
+    started: Instant,
+) -> Result<(), String> {
     let report = echolab_report::build(dir).map_err(|e| e.to_string())?;
     let claims: Vec<String> = report
         .summary
@@ -184,59 +235,111 @@ async fn explain(args: &Args, dir: &Path, main: &ResultsDir) -> Result<(), Strin
     thread_exp.bench.engine = BenchEngine::Thread;
     let client_exp = root.join("experiment-client-thread.yaml");
     write_experiment(&thread_exp, &client_exp)?;
+    let planned = plan(&vary);
     let mut index = ExplainIndex {
         claims,
-        variants: Vec::new(),
+        variants: planned
+            .iter()
+            .map(|(name, settings)| Variant {
+                name: name.clone(),
+                settings: settings.iter().map(|s| s.name().to_string()).collect(),
+                batches: Vec::new(),
+            })
+            .collect(),
+        margin: exp.target_halfwidth(),
+        ended: String::new(),
         cannot_vary,
     };
     let kept = kept_flags(args);
-    let variants = plan(&vary);
-    for (i, (name, settings)) in variants.iter().enumerate() {
-        let out: PathBuf = root.join(name);
-        let vargs = variant_args(&kept, settings, (&here_exp, &client_exp), &out);
-        eprintln!(
-            "echolab-up: --explain: {} of {}: {} ({})",
-            i + 1,
-            variants.len(),
-            if settings.is_empty() {
-                "the claims' cells as here".to_string()
-            } else {
-                format!(
-                    "as the seed's: {}",
-                    settings
-                        .iter()
-                        .map(|s| s.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            },
-            vargs.join(" ")
-        );
-        let parsed =
-            crate::cli::parse(std::iter::once("echolab-up".to_string()).chain(vargs.clone()))
-                .map_err(|e| format!("variant {name}: {e}"))?;
-        let mut made = None;
-        let _ = run_once(parsed, vargs.clone(), &mut made).await;
-        let outcome = match &made {
-            Some(d) => completed(d)
-                .map(|_| "complete".to_string())
-                .unwrap_or_else(|e| e),
-            None => "made no results directory".into(),
+    let names: Vec<&str> = planned.iter().map(|(n, _)| n.as_str()).collect();
+    // Seconds per repetition of each variant's last batch, for the budget's estimate.
+    let mut per_rep = vec![0.0f64; planned.len()];
+    let (batch_reps, max) = (exp.repetitions, exp.max_repetitions());
+    let mut done = vec![0u64; planned.len()];
+    let mut chosen: Vec<(usize, u64)> = (0..planned.len())
+        .map(|i| (i, batch_reps.min(max)))
+        .collect();
+    for round in 1.. {
+        let order = round_order(&chosen, round);
+        for (k, &(i, reps)) in order.iter().enumerate() {
+            let (name, settings) = &planned[i];
+            let mut vargs =
+                variant_args(&kept, settings, (&here_exp, &client_exp), &root.join(name));
+            vargs.extend(["--reps".into(), reps.to_string()]);
+            eprintln!(
+                "echolab-up: --explain: round {round}, {} of {}: {} ({})",
+                k + 1,
+                order.len(),
+                if settings.is_empty() {
+                    "the claims' cells as here".to_string()
+                } else {
+                    format!(
+                        "as the seed's: {}",
+                        settings
+                            .iter()
+                            .map(|s| s.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                },
+                vargs.join(" ")
+            );
+            let mut parsed =
+                crate::cli::parse(std::iter::once("echolab-up".to_string()).chain(vargs.clone()))
+                    .map_err(|e| format!("variant {name}: {e}"))?;
+            parsed.quiet_verdicts = true;
+            let t = Instant::now();
+            let mut made = None;
+            let _ = run_once(parsed, vargs.clone(), &mut made).await;
+            per_rep[i] = t.elapsed().as_secs_f64() / reps as f64;
+            let outcome = match &made {
+                Some(d) => completed(d)
+                    .map(|_| "complete".to_string())
+                    .unwrap_or_else(|e| e),
+                None => "made no results directory".into(),
+            };
+            let interrupted = outcome.starts_with("interrupted");
+            done[i] += reps;
+            index.variants[i].batches.push(Batch {
+                args: vargs,
+                dir: made.and_then(|d| d.strip_prefix(&root).ok().map(|p| p.display().to_string())),
+                outcome,
+            });
+            index.save(dir)?;
+            if interrupted {
+                return Err("interrupted; the reruns so far are in explain/index.yaml".into());
+            }
+        }
+        let attributions = echolab_report::attribution::load(dir)?.unwrap_or_default();
+        let unsettled = echolab_report::attribution::unsettled(&attributions);
+        let ended = match next_round(&names, &unsettled, &done, batch_reps, max) {
+            Err(why) => Some(why),
+            Ok(next) => {
+                let estimate: f64 = next.iter().map(|&(i, r)| per_rep[i] * r as f64).sum();
+                let elapsed = started.elapsed().as_secs_f64();
+                if elapsed + estimate > BUDGET.as_secs_f64() {
+                    Some(format!(
+                        "Another round ({} unsettled) would have ended past --explain's budget of {} min \
+                         ({:.0} s run, about {:.0} s more), so the reruns stopped there.",
+                        unsettled.join(", "),
+                        BUDGET.as_secs() / 60,
+                        elapsed,
+                        estimate
+                    ))
+                } else {
+                    chosen = next;
+                    None
+                }
+            }
         };
-        let interrupted = outcome.starts_with("interrupted");
-        index.variants.push(Variant {
-            name: name.clone(),
-            settings: settings.iter().map(|s| s.name().to_string()).collect(),
-            args: vargs,
-            dir: made.and_then(|d| d.strip_prefix(&root).ok().map(|p| p.display().to_string())),
-            outcome,
-        });
-        index.save(dir)?;
-        if interrupted {
-            return Err("interrupted; the reruns so far are in explain/index.yaml".into());
+        if let Some(why) = ended {
+            index.ended = format!("{why} Rounds run: {round}.");
+            index.save(dir)?;
+            break;
         }
     }
-    crate::report::render(dir);
+    crate::report::render(dir, true);
+    eprintln!("echolab-up: --explain: {}", index.ended);
     eprintln!("echolab-up: --explain: which settings move each claim toward the seed (report.md, \"Attribution\"):");
     eprint!("{}", echolab_report::attribution::text(dir));
     Ok(())
@@ -254,6 +357,44 @@ mod tests {
         assert_eq!(p[3].1, vec![Setting::CpuPlan, Setting::Measure]);
         // One setting: no "all together", which would be the same run twice.
         assert_eq!(plan(&[Setting::Hosts]).len(), 2);
+    }
+
+    #[test]
+    fn rounds_alternate_their_order_so_drift_weighs_on_every_variant_alike() {
+        assert_eq!(round_order(&[0, 1, 2], 1), [0, 1, 2]);
+        assert_eq!(round_order(&[0, 1, 2], 2), [2, 1, 0]);
+        assert_eq!(round_order(&[0, 2], 3), [0, 2]);
+    }
+
+    #[test]
+    fn a_round_reruns_here_and_the_unsettled_until_the_maximum() {
+        let names = [HERE, "cpu-plan", "cell-measures", "hosts"];
+        let unsettled = vec!["hosts".to_string(), "cell-measures".to_string()];
+        // After one batch of 3 of at most 10: here and both unsettled, in plan order, 3 more.
+        assert_eq!(
+            next_round(&names, &unsettled, &[3, 3, 3, 3], 3, 10),
+            Ok(vec![(0, 3), (2, 3), (3, 3)])
+        );
+        // Near the maximum a batch has what is left of it.
+        assert_eq!(
+            next_round(&names, &unsettled, &[9, 9, 9, 9], 3, 10),
+            Ok(vec![(0, 1), (2, 1), (3, 1)])
+        );
+        // A variant that settled and then, against a larger here, did not: it goes on to the
+        // maximum alone once here has reached it.
+        assert_eq!(
+            next_round(&names, &unsettled, &[10, 10, 10, 6], 3, 10),
+            Ok(vec![(3, 3)])
+        );
+        let at_max = next_round(&names, &unsettled, &[10, 10, 10, 10], 3, 10).unwrap_err();
+        assert!(
+            at_max.contains("maximum of 10") && at_max.contains("hosts, cell-measures"),
+            "{at_max}"
+        );
+        assert_eq!(
+            next_round(&names, &[], &[3, 3, 3, 3], 3, 10),
+            Err("Every change settled.".to_string())
+        );
     }
 
     #[test]

@@ -467,6 +467,16 @@ pub(crate) fn steady_exp31() -> (Experiment, Vec<RunRecord>) {
     (e, runs)
 }
 
+/// QPS per repetition (differing), as in the claims test data: ET gain 2.161×, LT 3.09×.
+pub(crate) fn exp31_qps(c: &Cell) -> Vec<f64> {
+    match (c.server.as_str(), c.mode) {
+        ("epoll-et", BenchMode::Short) => vec![24000.0, 25000.0, 26000.0],
+        ("epoll-et", _) => vec![53000.0, 54000.0, 55000.0],
+        ("epoll-lt", BenchMode::Short) => vec![26000.0, 26500.0, 27000.0],
+        _ => vec![80000.0, 82000.0, 84000.0],
+    }
+}
+
 /// Closed-loop runs of every cell of `e`: QPS per repetition from `qps(cell)`, mean latency
 /// from Little's law (conns / QPS) unless `mean_us` says otherwise.
 pub(crate) fn closed_loop_runs(

@@ -1,0 +1,175 @@
+//! The attribution under `explain/`: synthetic reruns whose answer is known (a setting that
+//! moves a claim's ratio, one that does not, one too noisy to tell) and batches of one
+//! variant pooled without dropping or repeating a repetition.
+
+mod common;
+
+use common::{closed_loop_runs, exp31_qps, manifest, row, section, shipped, temp_dir, write_dir};
+use echolab_core::experiment::BenchMode;
+use echolab_core::results::{RunRecord, RunStatus};
+use echolab_report::attribution::{Batch, ExplainIndex, Variant, EXPLAIN_DIR, HERE};
+
+/// A variant under `explain/<name>/` with one results directory per entry of `long_factors`,
+/// whose long cells run at that factor of the main run's QPS.
+fn variant(root: &std::path::Path, name: &str, settings: &[&str], long_factors: &[f64]) -> Variant {
+    let e = shipped("exp31");
+    let batches = long_factors
+        .iter()
+        .enumerate()
+        .map(|(i, &factor)| {
+            let runs: Vec<RunRecord> = closed_loop_runs(
+                &e,
+                |c| {
+                    let f = if c.mode == BenchMode::Long {
+                        factor
+                    } else {
+                        1.0
+                    };
+                    exp31_qps(c).into_iter().map(|q| q * f).collect()
+                },
+                |c, q| c.conns as f64 / q * 1e6,
+            );
+            let rel = format!("{name}/20261205T00000{i}Z-exp31-loopback");
+            write_dir(
+                &root.join(EXPLAIN_DIR).join(&rel),
+                &manifest(e.clone(), RunStatus::Complete, 12),
+                &runs,
+            );
+            Batch {
+                args: vec![],
+                dir: Some(rel),
+                outcome: "complete".into(),
+            }
+        })
+        .collect();
+    Variant {
+        name: name.into(),
+        settings: settings.iter().map(|s| s.to_string()).collect(),
+        batches,
+    }
+}
+
+/// The main run's directory (exp31 with the shared QPS figures) and an index over `variants`
+/// for `claim`, with the settle `margin`.
+fn explained(
+    tag: &str,
+    claim: &str,
+    margin: f64,
+    variants: impl Fn(&std::path::Path) -> Vec<Variant>,
+) -> echolab_testkit::TempDir {
+    let tmp = temp_dir(tag);
+    let e = shipped("exp31");
+    let runs = closed_loop_runs(&e, exp31_qps, |c, q| c.conns as f64 / q * 1e6);
+    write_dir(tmp.path(), &manifest(e, RunStatus::Complete, 12), &runs);
+    ExplainIndex {
+        claims: vec![claim.into()],
+        variants: variants(tmp.path()),
+        margin,
+        ended: "Every change settled. Rounds run: 1.".into(),
+        cannot_vary: vec!["kernel: 3.10 in the seed, 6.1 here".into()],
+    }
+    .save(tmp.path())
+    .unwrap();
+    tmp
+}
+
+const LT: &str = "long/short QPS gain, LT server";
+
+/// Here, a setting that moves the long cells to 60% (LT's gain 3.09× → 1.86×, toward the
+/// seed's 1.48×) and one that changes nothing.
+fn moved_and_unmoved(root: &std::path::Path) -> Vec<Variant> {
+    vec![
+        variant(root, HERE, &[], &[1.0]),
+        variant(root, "cpu-plan", &["CPU plan"], &[0.6]),
+        variant(root, "hosts", &["hosts"], &[1.0]),
+    ]
+}
+
+#[test]
+fn the_attribution_names_the_setting_that_moves_a_claim_and_not_the_one_that_does_not() {
+    let tmp = explained("attribution", LT, 0.10, moved_and_unmoved);
+    let summary = echolab_report::render(tmp.path()).unwrap();
+    assert!(summary.complete);
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
+    let s = section(&md, "Attribution: the gap to the seed, setting by setting");
+    assert!(
+        s.contains("Settings that move it toward the seed: CPU plan."),
+        "{s}"
+    );
+    assert!(!s.contains("Unsettled at"), "{s}");
+    let hosts = row(s, "hosts (`hosts`)");
+    assert_eq!(hosts[1], "3", "{s}");
+    // The same QPS as the rerun as here: a change of exactly 1× whose interval (about ±6%
+    // over the four cells' spread) lies within the 10% margin.
+    assert!(hosts[4].starts_with("1.00× (95% CI "), "{s}");
+    assert!(
+        hosts[5].starts_with("does not move it by more than 10.0%"),
+        "{s}"
+    );
+    // Long cells at 60%: the change is 0.600× whatever the repetitions' spread.
+    assert!(
+        row(s, "CPU plan (`cpu-plan`)")[4].starts_with("0.600× (95% CI "),
+        "{s}"
+    );
+    assert!(s.contains("Left unexplained"), "{s}");
+    assert_eq!(
+        echolab_report::attribution::text(tmp.path()),
+        format!("  {LT}: Settings that move it toward the seed: CPU plan.\n")
+    );
+}
+
+/// The same reruns against a 3% margin: the unchanged setting's interval (about ±6%) holds 1×
+/// but reaches past the margin, so it is unsettled, and another round would rerun it.
+#[test]
+fn a_change_too_wide_to_tell_is_unsettled_and_named_for_another_round() {
+    let tmp = explained("unsettled", LT, 0.03, moved_and_unmoved);
+    let all = echolab_report::attribution::load(tmp.path())
+        .unwrap()
+        .unwrap();
+    assert_eq!(echolab_report::attribution::unsettled(&all), ["hosts"]);
+    assert_eq!(
+        echolab_report::attribution::text(tmp.path()),
+        format!(
+            "  {LT}: Settings that move it toward the seed: CPU plan. Unsettled at the repetitions run: hosts.\n"
+        )
+    );
+}
+
+/// Two batches of `here`, the second's long cells at 57/54 of the first's. The gain is the
+/// ratio of geometric means over six repetitions (the log-t ratio of
+/// `echolab_report::inference::ratio`): long 53000, 54000, 55000 and those × 57/54, over
+/// short 24000, 25000, 26000 twice, = 2.22012× (python3: `g(L+L2)/g(S+S)`). Dropping the
+/// second batch gives 2.16091×, counting the first twice 2.20020×, and a second batch that
+/// overwrote the first's repetition numbers 2.16091× or 2.28096×.
+#[test]
+fn a_variants_batches_pool_every_repetition_once() {
+    let et = "long/short QPS gain, ET server";
+    let tmp = explained("pooled", et, 0.05, |root| {
+        vec![
+            variant(root, HERE, &[], &[1.0, 57.0 / 54.0]),
+            variant(root, "hosts", &["hosts"], &[1.0]),
+        ]
+    });
+    let all = echolab_report::attribution::load(tmp.path())
+        .unwrap()
+        .unwrap();
+    let here = &all[0].results[0];
+    assert_eq!(here.repetitions, 6);
+    let ratio = here.check.as_ref().unwrap().ours.as_ref().unwrap().value;
+    assert!((ratio - 2.22012).abs() < 1e-5, "{ratio}");
+    // The rerun under `hosts` has 3 repetitions, compared with here's 6.
+    assert_eq!(all[0].results[1].repetitions, 3);
+    let pooled = echolab_report::attribution::pooled(
+        tmp.path(),
+        &ExplainIndex::load(tmp.path()).unwrap().unwrap().variants[0],
+    )
+    .unwrap();
+    let mut reps: Vec<u64> = pooled
+        .runs
+        .iter()
+        .filter(|r| r.cell.server == "epoll-et" && r.cell.mode == BenchMode::Long)
+        .map(|r| r.repetition)
+        .collect();
+    reps.sort();
+    assert_eq!(reps, [1, 2, 3, 4, 5, 6]);
+}

@@ -137,9 +137,14 @@ pub fn render(dir: &Path, claim: &str) -> Result<String, Error> {
                     .as_ref()
                     .and_then(|c| c.ours.as_ref())
                     .map_or("—".into(), format::ratio);
+                let change = r
+                    .change
+                    .as_ref()
+                    .map(|c| format!("; change from here {}", format::ratio(c)))
+                    .unwrap_or_default();
                 let moved = r
                     .movement
-                    .map(|m| format!(": {}", m.text()))
+                    .map(|m| format!("{change}: {}", m.text()))
                     .unwrap_or_default();
                 md.push_str(&format!(
                     "- {label}, {} repetitions: {ratio}{moved}\n",

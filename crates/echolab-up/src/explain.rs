@@ -1,8 +1,10 @@
 //! `echolab-up --explain`: after the run, the cells of every refuted or inconclusive claim
 //! run again, as here and under each of the seed's settings that this machine can run, one at
-//! a time and all together, each as an ordinary results directory under `explain/` with an
-//! index (`echolab_report::attribution`), so that the report can say which settings move each
-//! claim toward the seed's figure. A setting of the seed's that cannot vary here (the kernel,
+//! a time and all together, in rounds (a batch of repetitions per variant, ABBA order) that go
+//! on while a variant's change from here is unsettled, each batch an ordinary results
+//! directory under `explain/<variant>/` with an index (`echolab_report::attribution`), so that
+//! the report can say which settings move each claim toward the seed's figure
+//! (docs/methodology.md, "Attribution"). A setting of the seed's that cannot vary here (the kernel,
 //! more CPUs than the machine has) is named once and left unexplained, never skipped silently.
 
 use std::path::Path;

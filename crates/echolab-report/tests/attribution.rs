@@ -173,3 +173,50 @@ fn a_variants_batches_pool_every_repetition_once() {
     reps.sort();
     assert_eq!(reps, [1, 2, 3, 4, 5, 6]);
 }
+
+/// "Reading a verdict" walks one claim through to its attribution: every variant with its
+/// repetitions, its ratio, its change from here and what that change says, then the settings
+/// named, why the rounds ended and what could not vary; a claim the run does not have is
+/// refused with the names it has.
+#[test]
+fn the_walkthrough_ends_with_the_claims_attribution() {
+    let tmp = explained("walkthrough", LT, 0.10, moved_and_unmoved);
+    let md = echolab_report::walkthrough::render(tmp.path(), LT).unwrap();
+    let part = &md[md.find("### 4. Attribution").expect("section 4")..];
+    let line = |start: &str| {
+        part.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start:?} in {part}"))
+    };
+    assert!(
+        line("- rerun as here, 3 repetitions: ").contains("× (95% CI "),
+        "{part}"
+    );
+    // ln(1 / 0.6) / ln(3.0941 / 1.48): the long cells at 60% close 69.3% of the log gap
+    // from here's 3.0941× (geometric means of 80–84k over 26–27k) to the seed's 1.48×.
+    let cpu = line("- as the seed's CPU plan, 3 repetitions: ");
+    assert!(
+        cpu.contains("; change from here 0.600× (95% CI ")
+            && cpu.ends_with("moves it toward the seed's figure, closing 69.3% of the gap"),
+        "{cpu}"
+    );
+    assert!(
+        line("- as the seed's hosts, 3 repetitions: ")
+            .contains("; change from here 1.00× (95% CI "),
+        "{part}"
+    );
+    assert!(
+        part.contains("\nSettings that move it toward the seed: CPU plan.\n"),
+        "{part}"
+    );
+    assert!(
+        part.contains("\nEvery change settled. Rounds run: 1.\n"),
+        "{part}"
+    );
+    assert!(
+        part.contains("Left unexplained, because this machine cannot vary them: kernel"),
+        "{part}"
+    );
+    let err = echolab_report::walkthrough::render(tmp.path(), "no such claim").unwrap_err();
+    assert!(err.to_string().contains(LT), "{err}");
+}

@@ -4,14 +4,17 @@
 //! here (docs/methodology.md, "Attribution").
 //!
 //! `echolab-up --explain` writes `explain/index.yaml` ([`ExplainIndex`]) in the run's results
-//! directory and one ordinary results directory per setting under `explain/<setting>/`; this
-//! module reads them. A setting **moves** a claim's ratio when the ratio of its ratio to the
-//! ratio of the same cells rerun as here (the `here` variant, run in the same sequence) has a
-//! 95% interval that excludes 1 ([`ratio_of_ratios`]; where a sample has a
-//! 0, when the two intervals do not overlap); it moves it **toward** the seed's figure when the distance to that figure
-//! (in log ratio) shrinks, and the share of the gap it closes is
-//! (ln here − ln setting) / (ln here − ln seed). What no setting of this machine can vary
-//! (the kernel, more CPUs than the machine has) is named as the part left unexplained.
+//! directory and, per setting, one ordinary results directory per round under
+//! `explain/<setting>/`, pooled here ([`pooled`]); this module reads them. A setting **moves**
+//! a claim's ratio when the ratio of its ratio to the ratio of the same cells rerun as here
+//! (the `here` variant, run in the same rounds) has a 95% interval that excludes 1
+//! ([`ratio_of_ratios`]; where a sample has a 0, when the two intervals do not overlap); it
+//! moves it **toward** the seed's figure when the distance to that figure (in log ratio)
+//! shrinks, and the share of the gap it closes is (ln here − ln setting) / (ln here − ln seed).
+//! A change whose interval holds 1 does not move it by more than the index's `margin` when the
+//! interval lies within 1 ± margin, and is **unsettled** otherwise ([`Move`]); `--explain`
+//! reruns the unsettled ones. What no setting of this machine can vary (the kernel, more CPUs
+//! than the machine has) is named as the part left unexplained.
 
 use std::path::Path;
 

@@ -253,7 +253,7 @@ impl ClaimAttribution {
 
 /// The variants (by name) whose change from `here` is still unsettled for some claim: those
 /// another round of repetitions could settle.
-pub fn unsettled(attributions: &[ClaimAttribution]) -> Vec<String> {
+pub fn unsettled_variants(attributions: &[ClaimAttribution]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for r in attributions.iter().flat_map(|a| &a.results) {
         if r.movement == Some(Move::Unsettled) && !names.contains(&r.variant.name) {

@@ -126,7 +126,10 @@ fn a_change_too_wide_to_tell_is_unsettled_and_named_for_another_round() {
     let all = echolab_report::attribution::load(tmp.path())
         .unwrap()
         .unwrap();
-    assert_eq!(echolab_report::attribution::unsettled(&all), ["hosts"]);
+    assert_eq!(
+        echolab_report::attribution::unsettled_variants(&all),
+        ["hosts"]
+    );
     assert_eq!(
         echolab_report::attribution::text(tmp.path()),
         format!(

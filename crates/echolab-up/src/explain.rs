@@ -189,6 +189,37 @@ fn next_round(
         .collect())
 }
 
+/// How the progress line names a variant's settings.
+fn label(settings: &[Setting]) -> String {
+    if settings.is_empty() {
+        return "the claims' cells as here".into();
+    }
+    let names: Vec<&str> = settings.iter().map(|s| s.name()).collect();
+    format!("as the seed's: {}", names.join(", "))
+}
+
+/// One batch of a variant: echolab-up run with `vargs` (its verdicts kept to its own report),
+/// and how it ended, its directory relative to `root` (`explain/`).
+async fn run_batch(name: &str, vargs: Vec<String>, root: &Path) -> Result<Batch, String> {
+    let mut parsed =
+        crate::cli::parse(std::iter::once("echolab-up".to_string()).chain(vargs.clone()))
+            .map_err(|e| format!("variant {name}: {e}"))?;
+    parsed.quiet_verdicts = true;
+    let mut made = None;
+    let _ = run_once(parsed, vargs.clone(), &mut made).await;
+    let outcome = match &made {
+        Some(d) => completed(d)
+            .map(|_| "complete".to_string())
+            .unwrap_or_else(|e| e),
+        None => "made no results directory".into(),
+    };
+    Ok(Batch {
+        args: vargs,
+        dir: made.and_then(|d| d.strip_prefix(root).ok().map(|p| p.display().to_string())),
+        outcome,
+    })
+}
+
 async fn explain(
     args: &Args,
     dir: &Path,
@@ -272,48 +303,22 @@ async fn explain(
                 "echolab-up: --explain: round {round}, {} of {}: {} ({})",
                 k + 1,
                 order.len(),
-                if settings.is_empty() {
-                    "the claims' cells as here".to_string()
-                } else {
-                    format!(
-                        "as the seed's: {}",
-                        settings
-                            .iter()
-                            .map(|s| s.name())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                },
+                label(settings),
                 vargs.join(" ")
             );
-            let mut parsed =
-                crate::cli::parse(std::iter::once("echolab-up".to_string()).chain(vargs.clone()))
-                    .map_err(|e| format!("variant {name}: {e}"))?;
-            parsed.quiet_verdicts = true;
             let t = Instant::now();
-            let mut made = None;
-            let _ = run_once(parsed, vargs.clone(), &mut made).await;
+            let batch = run_batch(name, vargs, &root).await?;
             per_rep[i] = t.elapsed().as_secs_f64() / reps as f64;
-            let outcome = match &made {
-                Some(d) => completed(d)
-                    .map(|_| "complete".to_string())
-                    .unwrap_or_else(|e| e),
-                None => "made no results directory".into(),
-            };
-            let interrupted = outcome.starts_with("interrupted");
             done[i] += reps;
-            index.variants[i].batches.push(Batch {
-                args: vargs,
-                dir: made.and_then(|d| d.strip_prefix(&root).ok().map(|p| p.display().to_string())),
-                outcome,
-            });
+            let interrupted = batch.outcome.starts_with("interrupted");
+            index.variants[i].batches.push(batch);
             index.save(dir)?;
             if interrupted {
                 return Err("interrupted; the reruns so far are in explain/index.yaml".into());
             }
         }
         let attributions = echolab_report::attribution::load(dir)?.unwrap_or_default();
-        let unsettled = echolab_report::attribution::unsettled(&attributions);
+        let unsettled = echolab_report::attribution::unsettled_variants(&attributions);
         let ended = match next_round(&names, &unsettled, &done, batch_reps, max) {
             Err(why) => Some(why),
             Ok(next) => {

@@ -5,16 +5,21 @@
 //!
 //! `echolab-up --explain` writes `explain/index.yaml` ([`ExplainIndex`]) in the run's results
 //! directory and, per setting, one ordinary results directory per round under
-//! `explain/<setting>/`, pooled here ([`pooled`]); this module reads them. A setting **moves**
-//! a claim's ratio when the ratio of its ratio to the ratio of the same cells rerun as here
-//! (the `here` variant, run in the same rounds) has a 95% interval that excludes 1
-//! ([`ratio_of_ratios`]; where a sample has a 0, when the two intervals do not overlap); it
-//! moves it **toward** the seed's figure when the distance to that figure (in log ratio)
-//! shrinks, and the share of the gap it closes is (ln here − ln setting) / (ln here − ln seed).
-//! A change whose interval holds 1 does not move it by more than the index's `margin` when the
-//! interval lies within 1 ± margin, and is **unsettled** otherwise ([`Move`]); `--explain`
-//! reruns the unsettled ones. What no setting of this machine can vary (the kernel, more CPUs
-//! than the machine has) is named as the part left unexplained.
+//! `explain/<setting>/`, pooled here ([`pooled`]); this module reads them. A setting's
+//! **change** is the ratio of its ratio to the ratio of the same cells rerun as here (the
+//! `here` variant, run in the same rounds), with a 95% interval ([`ratio_of_ratios`]). Against
+//! the band 1 ± the index's `margin` (the experiment's target half-width), that interval says
+//! one of three things ([`Move`]): it lies wholly outside the band, and the setting **moves**
+//! the ratio by more than the margin; wholly inside, and it does not move it by more than the
+//! margin; across one of the band's edges, and the change is **unsettled**, whether or not it
+//! excludes 1: the claims' own settle rule, applied to the change, so that a move too small to
+//! matter at the precision the experiment asks is never named one run and missed the next.
+//! A setting that moves the ratio moves it **toward** the seed's figure when the distance to
+//! that figure (in log ratio) shrinks, and the share of the gap it closes is
+//! (ln here − ln setting) / (ln here − ln seed). Where a sample has a 0 and the change has no
+//! interval, the two ratios' own intervals decide: moved when they do not overlap. `--explain`
+//! reruns the unsettled. What no setting of this machine can vary (the kernel, more CPUs than
+//! the machine has) is named as the part left unexplained.
 
 use std::path::Path;
 
@@ -66,10 +71,10 @@ pub struct ExplainIndex {
     pub claims: Vec<String>,
     /// The variants, in the order of the first round.
     pub variants: Vec<Variant>,
-    /// The settle margin, a fraction (0.05 for 5%): a change whose 95% interval lies within
-    /// 1 ± this does not move the claim by more than it; one whose interval holds 1 but reaches
-    /// beyond it is unsettled. The experiment's `target_halfwidth`, the precision it asks of
-    /// every cell.
+    /// The settle margin m, a fraction (0.05 for 5%): a change whose 95% interval lies outside
+    /// [1/(1+m), 1+m] moves the claim by more than m, one within it does not, one across an
+    /// edge is unsettled ([`Move`]). The experiment's `target_halfwidth`, the precision it asks
+    /// of every cell.
     pub margin: f64,
     /// Why the rounds of reruns stopped (every change settled, the maximum repetitions, the
     /// time budget), as the report says it.
@@ -107,28 +112,32 @@ impl ExplainIndex {
     }
 }
 
-/// What one setting did to a claim's ratio, against the same cells rerun as here.
+/// What one setting did to a claim's ratio, against the same cells rerun as here, at the
+/// index's margin m (a fraction).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Move {
-    /// The change's 95% interval lies within 1 ± this margin: it does not move the ratio by
-    /// more than the margin.
-    Within(f64),
-    /// The change's interval holds 1 but reaches beyond the margin (or, without a change
-    /// interval, the two ratios' intervals overlap): more repetitions could still tell.
+    /// The change's 95% interval lies within [1/(1+m), 1+m]: it does not move the ratio by
+    /// more than m.
+    Within,
+    /// The change's interval reaches across an edge of that band (or, without a change
+    /// interval, the two ratios' intervals overlap): more repetitions could still tell a move
+    /// of more than m from a smaller one.
     Unsettled,
-    /// Toward the seed's figure, closing this share of the log gap (above 1: past it).
+    /// Wholly outside the band, toward the seed's figure, closing this share of the log gap
+    /// (above 1: past it).
     Toward(f64),
-    /// Away from it.
+    /// Wholly outside the band, away from it.
     Away,
     /// A side has no interval.
     Unknown,
 }
 
 /// How `setting` moved the ratio from `here`, given the seed's figure `seed`, the settle
-/// `margin` (a fraction) and, where the four samples allow it, the ratio of the two ratios
-/// with its interval ([`ratio_of_ratios`]): moved when that interval excludes 1, within the
-/// margin when it lies inside 1 ± margin, unsettled otherwise; without it, moved when the two
-/// ratios' own intervals do not overlap (see the module doc).
+/// `margin` m (a fraction) and, where the four samples allow it, the ratio of the two ratios
+/// with its interval ([`ratio_of_ratios`]): moved when that interval lies outside
+/// [1/(1+m), 1+m], within the margin when it lies inside, unsettled when it reaches across an
+/// edge; without it, moved when the two ratios' own intervals do not overlap (see the module
+/// doc).
 pub fn movement(
     here: &Ratio,
     setting: &Ratio,
@@ -139,14 +148,10 @@ pub fn movement(
     let (Some(a), Some(b)) = (here.ci95, setting.ci95) else {
         return Move::Unknown;
     };
+    let (low_edge, high_edge) = (1.0 / (1.0 + margin), 1.0 + margin);
     match change.and_then(|c| c.ci95) {
-        Some(c) if c.low <= 1.0 && 1.0 <= c.high => {
-            return if 1.0 / (1.0 + margin) <= c.low && c.high <= 1.0 + margin {
-                Move::Within(margin)
-            } else {
-                Move::Unsettled
-            };
-        }
+        Some(c) if low_edge <= c.low && c.high <= high_edge => return Move::Within,
+        Some(c) if c.low <= high_edge && low_edge <= c.high => return Move::Unsettled,
         None if a.high >= b.low && b.high >= a.low => return Move::Unsettled,
         _ => {}
     }
@@ -160,23 +165,22 @@ pub fn movement(
 }
 
 impl Move {
-    /// How the report says it.
-    pub fn text(self) -> String {
+    /// How the report says it, at the margin `margin` (a fraction).
+    pub fn text(self, margin: f64) -> String {
+        let m = format::pct(margin);
         match self {
-            Move::Within(m) => format!(
-                "does not move it by more than {} (the change's 95% interval lies within 1× ± {})",
-                format::pct(m),
-                format::pct(m)
+            Move::Within => format!(
+                "does not move it by more than {m} (the change's 95% interval lies within 1× ± {m})"
             ),
-            Move::Unsettled => {
-                "unsettled: the change's 95% interval holds 1× but is too wide to rule out a move"
-                    .into()
-            }
+            Move::Unsettled => format!(
+                "unsettled: the change's 95% interval reaches across an edge of 1× ± {m}, so it may \
+                 move it by more than {m} or by less"
+            ),
             Move::Toward(share) => format!(
-                "moves it toward the seed's figure, closing {} of the gap",
+                "moves it toward the seed's figure by more than {m}, closing {} of the gap",
                 format::pct(share)
             ),
-            Move::Away => "moves it away from the seed's figure".into(),
+            Move::Away => format!("moves it away from the seed's figure by more than {m}"),
             Move::Unknown => "no interval to compare".into(),
         }
     }
@@ -204,12 +208,15 @@ pub struct ClaimAttribution {
     pub claim: String,
     /// The seed's figure the gap is measured to (`expect`, else `seed_ratio`).
     pub seed: Option<f64>,
+    /// The settle margin the moves were judged at ([`ExplainIndex::margin`]).
+    pub margin: f64,
     /// Each variant, in the index's order.
     pub results: Vec<VariantResult>,
 }
 
 impl ClaimAttribution {
-    /// The single settings that move the ratio toward the seed's figure, by name.
+    /// The single settings that move the ratio toward the seed's figure by more than the
+    /// margin, by name.
     pub fn toward(&self) -> Vec<String> {
         self.single_settings(|m| matches!(m, Move::Toward(_)))
     }
@@ -228,13 +235,14 @@ impl ClaimAttribution {
             .collect()
     }
 
-    /// "Settings that move it toward the seed: …" with the unsettled ones after, one sentence
-    /// each, for the report and the terminal alike.
+    /// "Settings that move it toward the seed by more than 5.0%: …" with the unsettled ones
+    /// after, one sentence each, for the report and the terminal alike.
     pub fn summary(&self) -> String {
         let toward = self.toward();
         let unsettled = self.unsettled();
         let mut s = format!(
-            "Settings that move it toward the seed: {}.",
+            "Settings that move it toward the seed by more than {}: {}.",
+            format::pct(self.margin),
             if toward.is_empty() {
                 "none".to_string()
             } else {
@@ -378,6 +386,7 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
         out.push(ClaimAttribution {
             claim: claim.clone(),
             seed,
+            margin: index.margin,
             results,
         });
     }
@@ -398,9 +407,10 @@ pub fn section(dir: &Path) -> String {
          the variants in alternating order (ABBA) so that the machine's drift falls on all of them alike; a round after \
          the first reruns `here` and the variants whose change is still unsettled (each up to the experiment's maximum \
          repetitions), and each variant's batches are pooled. \
-         A setting moves a ratio when the change from the rerun-as-here ratio (their ratio, with a Welch 95% interval \
-         over the four cells' repetitions) excludes 1×; it does not move it by more than {m} when that interval lies \
-         within 1× ± {m} (the experiment's target half-width); between the two it is unsettled. {ended}\n\n",
+         A setting moves a ratio by more than {m} (the experiment's target half-width) when the change from the \
+         rerun-as-here ratio (their ratio, with a Welch 95% interval over the four cells' repetitions) lies wholly \
+         outside 1× ± {m}; it does not move it by more than {m} when that interval lies wholly inside; an interval \
+         across either edge is unsettled, whether or not it excludes 1×. {ended}\n\n",
         m = format::pct(index.margin),
         ended = index.ended,
     );
@@ -451,7 +461,9 @@ pub fn section(dir: &Path) -> String {
                     .as_ref()
                     .map(format::ratio)
                     .unwrap_or_else(|| "—".into()),
-                r.movement.map(Move::text).unwrap_or_else(|| "—".into()),
+                r.movement
+                    .map(|m| m.text(index.margin))
+                    .unwrap_or_else(|| "—".into()),
             ]);
         }
         out.push_str(&t.to_markdown());
@@ -573,7 +585,9 @@ mod tests {
     }
 
     /// Two gains whose own intervals overlap but whose change, tested on the four cells'
-    /// repetitions, excludes 1: the sharper test says moved; a change that holds 1 does not.
+    /// repetitions, excludes 1: the sharper test decides, and the band decides what it says.
+    /// A 0.9× change whose interval reaches past 1/(1+m) is unsettled at a 5% margin (it may
+    /// move the gain by less than 5%) and a move toward the seed at a 2% margin.
     #[test]
     fn the_change_decides_where_the_intervals_overlap() {
         let short = [10_000.0, 10_400.0, 9_600.0, 10_200.0, 9_800.0];
@@ -584,13 +598,19 @@ mod tests {
         let (a, b) = (here.ci95.unwrap(), set.ci95.unwrap());
         assert!(a.low <= b.high, "the intervals overlap: {a:?} {b:?}");
         let change = ratio_of_ratios([&long_set, &short], [&long_here, &short]).unwrap();
-        // 0.9× by construction (every long value at 90%), interval below 1.
+        // 0.9× by construction (every long value at 90%), interval below 1 and across 1/1.05.
+        let c = change.ci95.unwrap();
+        assert!((change.value - 0.9).abs() < 0.01, "{change:?}");
         assert!(
-            (change.value - 0.9).abs() < 0.01 && change.ci95.unwrap().high < 1.0,
-            "{change:?}"
+            c.high < 1.0 && c.high > 1.0 / 1.05 && c.high < 1.0 / 1.02,
+            "{c:?}"
+        );
+        assert_eq!(
+            movement(&here, &set, Some(&change), 2.0, 0.05),
+            Move::Unsettled
         );
         assert!(matches!(
-            movement(&here, &set, Some(&change), 2.0, 0.05),
+            movement(&here, &set, Some(&change), 2.0, 0.02),
             Move::Toward(_)
         ));
         // The same samples on both sides: a change of 1× whose interval is about ±8%
@@ -600,7 +620,7 @@ mod tests {
         assert!(c.high > 1.05 && c.high < 1.15, "{c:?}");
         assert_eq!(
             movement(&here, &here, Some(&nothing), 2.0, 0.15),
-            Move::Within(0.15)
+            Move::Within
         );
         assert_eq!(
             movement(&here, &here, Some(&nothing), 2.0, 0.05),

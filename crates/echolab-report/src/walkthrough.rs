@@ -144,7 +144,7 @@ pub fn render(dir: &Path, claim: &str) -> Result<String, Error> {
                     .unwrap_or_default();
                 let moved = r
                     .movement
-                    .map(|m| format!("{change}: {}", m.text()))
+                    .map(|m| format!("{change}: {}", m.text(a.margin)))
                     .unwrap_or_default();
                 md.push_str(&format!(
                     "- {label}, {} repetitions: {ratio}{moved}\n",

@@ -93,7 +93,7 @@ fn the_attribution_names_the_setting_that_moves_a_claim_and_not_the_one_that_doe
     let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     let s = section(&md, "Attribution: the gap to the seed, setting by setting");
     assert!(
-        s.contains("Settings that move it toward the seed: CPU plan."),
+        s.contains("Settings that move it toward the seed by more than 10.0%: CPU plan."),
         "{s}"
     );
     assert!(!s.contains("Unsettled at"), "{s}");
@@ -114,26 +114,34 @@ fn the_attribution_names_the_setting_that_moves_a_claim_and_not_the_one_that_doe
     assert!(s.contains("Left unexplained"), "{s}");
     assert_eq!(
         echolab_report::attribution::text(tmp.path()),
-        format!("  {LT}: Settings that move it toward the seed: CPU plan.\n")
+        format!("  {LT}: Settings that move it toward the seed by more than 10.0%: CPU plan.\n")
     );
 }
 
-/// The same reruns against a 3% margin: the unchanged setting's interval (about ±6%) holds 1×
-/// but reaches past the margin, so it is unsettled, and another round would rerun it.
+/// The same reruns against a 3% margin, and a setting whose long cells run at 93%: the
+/// unchanged setting's interval (about ±6%) holds 1× but reaches past the margin; the 93% one's
+/// excludes 1× but reaches inside 1× − 3%, so it may move the gain by less than the margin.
+/// Both are unsettled, neither is named as a move, and another round would rerun both.
 #[test]
-fn a_change_too_wide_to_tell_is_unsettled_and_named_for_another_round() {
-    let tmp = explained("unsettled", LT, 0.03, moved_and_unmoved);
+fn a_change_across_the_margins_edge_is_unsettled_and_named_for_another_round() {
+    let tmp = explained("unsettled", LT, 0.03, |root| {
+        let mut v = moved_and_unmoved(root);
+        v.push(variant(root, "cell-measures", &["cell measures"], &[0.93]));
+        v
+    });
     let all = echolab_report::attribution::load(tmp.path())
         .unwrap()
         .unwrap();
+    let small = all[0].results[3].change.as_ref().unwrap().ci95.unwrap();
+    assert!(small.high < 1.0 && small.high > 1.0 / 1.03, "{small:?}");
     assert_eq!(
         echolab_report::attribution::unsettled_variants(&all),
-        ["hosts"]
+        ["hosts", "cell-measures"]
     );
     assert_eq!(
         echolab_report::attribution::text(tmp.path()),
         format!(
-            "  {LT}: Settings that move it toward the seed: CPU plan. Unsettled at the repetitions run: hosts.\n"
+            "  {LT}: Settings that move it toward the seed by more than 3.0%: CPU plan. Unsettled at the repetitions run: hosts, cell measures.\n"
         )
     );
 }
@@ -200,7 +208,9 @@ fn the_walkthrough_ends_with_the_claims_attribution() {
     let cpu = line("- as the seed's CPU plan, 3 repetitions: ");
     assert!(
         cpu.contains("; change from here 0.600× (95% CI ")
-            && cpu.ends_with("moves it toward the seed's figure, closing 69.3% of the gap"),
+            && cpu.ends_with(
+                "moves it toward the seed's figure by more than 10.0%, closing 69.3% of the gap"
+            ),
         "{cpu}"
     );
     assert!(
@@ -209,7 +219,7 @@ fn the_walkthrough_ends_with_the_claims_attribution() {
         "{part}"
     );
     assert!(
-        part.contains("\nSettings that move it toward the seed: CPU plan.\n"),
+        part.contains("\nSettings that move it toward the seed by more than 10.0%: CPU plan.\n"),
         "{part}"
     );
     assert!(

@@ -6,9 +6,8 @@
 //! - **path-bound**: round trips × calibrated RTT are at least [`PATH_BOUND_SHARE`] of the
 //!   mean latency (the same rule that makes a claim "not comparable here");
 //! - **server-bound** / **client-bound**: that side used at least [`SATURATED`] of the CPUs
-//!   it can use, and the other side did not, or did but less: by [`LEAD`] or more on average,
-//!   with the 95% interval of the per-repetition difference of the two loads wholly on that
-//!   side's. In a closed loop the slower stage sets the pace and the other waits for it;
+//!   it can use, and the other side did not, or did but less: by [`LEAD`] or more over the
+//!   whole 95% interval of the per-repetition difference of the two loads. In a closed loop the slower stage sets the pace and the other waits for it;
 //! - **server- and client-bound**: both saturated and neither ahead by that rule, so either
 //!   could be setting the pace;
 //! - **unsaturated**: neither side nor the path is at its limit (the client's pacing, the
@@ -35,10 +34,10 @@ use crate::metrics;
 pub const SATURATED: f64 = 0.85;
 
 /// When both sides are saturated, the busier one is named as the bound only when it leads the
-/// other by at least this share of a full load (5 percentage points), and, with two or more
-/// repetitions, the 95% interval of its lead excludes 0. Below it both are at their limit: on
-/// exp31's long cells the two sides sit at 98.6–99.6% (`echolab-up --out DIR`, section "What
-/// bounds each cell"), a difference the repetitions' noise decides.
+/// other by at least this share of a full load (5 percentage points), with two or more
+/// repetitions over the whole 95% interval of its lead ([`pace_setter`]). Below it both are at
+/// their limit: on exp31's long cells the two sides sit at 94–99% (`echolab-up --out DIR`,
+/// section "What bounds each cell"), a difference the repetitions' noise decides.
 pub const LEAD: f64 = 0.05;
 
 /// The bound of a cell (see the module doc).
@@ -132,10 +131,8 @@ pub fn round_trips(mode: BenchMode) -> Option<f64> {
     }
 }
 
-/// Which of two saturated sides sets the pace: the one whose load is higher by at least
-/// [`LEAD`] on average, with the 95% t interval of the mean per-repetition difference (client
-/// load minus server load) excluding 0; both when not. A single repetition has no interval:
-/// the lead of [`LEAD`] alone decides.
+/// Which of two saturated sides sets the pace, from the cell's per-repetition loads
+/// ([`pace_setter`]).
 fn leader(cell: &CellData<'_>, scpus: f64, ccpus: f64) -> Bound {
     let diffs: Vec<f64> = cell
         .ok_runs()
@@ -145,6 +142,15 @@ fn leader(cell: &CellData<'_>, scpus: f64, ccpus: f64) -> Bound {
             Some(c - s)
         })
         .collect();
+    pace_setter(&diffs)
+}
+
+/// Which of two saturated sides sets the pace, given the per-repetition differences of their
+/// loads (client load minus server load, each a share of the CPUs that side can use): the
+/// client when the 95% t interval of the mean difference lies wholly at or above [`LEAD`],
+/// the server when wholly at or below −[`LEAD`], both otherwise. A single repetition has no
+/// interval: its difference alone decides.
+fn pace_setter(diffs: &[f64]) -> Bound {
     let n = diffs.len();
     if n == 0 {
         return Bound::ServerAndClient;
@@ -156,14 +162,14 @@ fn leader(cell: &CellData<'_>, scpus: f64, ccpus: f64) -> Bound {
             let half = t * (var / n as f64).sqrt();
             (mean - half, mean + half)
         }
-        None => (mean - LEAD, mean + LEAD),
+        None => (mean, mean),
     };
-    // A lead must be real (its interval excludes 0) and large enough to matter (at least
-    // LEAD): two cores at 98.6% and 99.5% are both at their limit, and naming one of them
-    // would turn the repetitions' noise into a label that flips from run to run.
-    if low >= 0.0 && mean >= LEAD {
+    // The lead must clear LEAD with its whole interval, not only on average: two cores at
+    // 94% and 99% are both near their limit, and a mean lead that crosses LEAD in one run
+    // and not in the next would make the label flip (the claims' band rule, applied here).
+    if low >= LEAD {
         Bound::Client
-    } else if high <= 0.0 && mean <= -LEAD {
+    } else if high <= -LEAD {
         Bound::Server
     } else {
         Bound::ServerAndClient
@@ -310,8 +316,8 @@ pub fn section(ds: &Dataset<'_>, manifest: &Manifest) -> String {
         "## What bounds each cell\n\n{}Medians over repetitions, from each run's own records: the server's CPU from its host's \
          samples over the window, the client's from its own accounting (getrusage), each as a share of the CPUs that side \
          can use; the path share is round trips × calibrated RTT over the mean latency. A side at {} or more of its CPUs is \
-         saturated; when both are, the one whose load is higher by {} points or more across repetitions (with \
-         the 95% interval of the per-repetition difference excluding 0) sets the pace (closed loop: the slower \
+         saturated; when both are, the one whose load is higher by {} points or more across repetitions (over \
+         the whole 95% interval of the per-repetition difference) sets the pace (closed loop: the slower \
          stage sets it). \
          Per-request costs divide the window's CPU by the window's requests; the server's system calls run from its start \
          and divide by every request it read.\n\n{}\n",
@@ -320,4 +326,23 @@ pub fn section(ds: &Dataset<'_>, manifest: &Manifest) -> String {
         (LEAD * 100.0).round(),
         t.to_markdown()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lead names its side only when its whole interval clears 5 points: a mean lead of
+    /// 5.2 points whose interval reaches down to 3.6 names both, as does a steady lead of
+    /// under a point; 10 points either way names the leader; one repetition decides alone.
+    #[test]
+    fn a_side_sets_the_pace_only_when_its_whole_lead_clears_the_threshold() {
+        assert_eq!(pace_setter(&[0.055, 0.057, 0.045]), Bound::ServerAndClient);
+        assert_eq!(pace_setter(&[0.009, 0.010, 0.008]), Bound::ServerAndClient);
+        assert_eq!(pace_setter(&[0.09, 0.10, 0.11]), Bound::Client);
+        assert_eq!(pace_setter(&[-0.09, -0.10, -0.11]), Bound::Server);
+        assert_eq!(pace_setter(&[0.06]), Bound::Client);
+        assert_eq!(pace_setter(&[0.04]), Bound::ServerAndClient);
+        assert_eq!(pace_setter(&[]), Bound::ServerAndClient);
+    }
 }

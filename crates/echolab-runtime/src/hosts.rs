@@ -174,13 +174,31 @@ pub fn sample_schedule(window_start: Duration) -> tokio::time::Interval {
 
 /// The samples of the measurement window: those that end later than half an interval past
 /// `window_start` (a sample is stamped when it ends; the warm-up's ends at `window_start`
-/// plus the time of one reading).
-pub fn window_samples(samples: Vec<ResourceSample>, window_start: Duration) -> Vec<ResourceSample> {
-    if window_start.is_zero() {
-        return samples;
+/// plus the time of one reading) and, for a timed window of length `window`, begin before
+/// its end. The schedule reads at the window's end; the last reading, taken when the client
+/// has exited, covers its report and exit, when the server idles (on exp31's long cells a
+/// sample of ~80 ms at 65–71% that took 2–3 points off a server at 95%: `echolab-up --out DIR`,
+/// then `runs/epoll-et_long_c100_d1s_rep1.json`, `samples`).
+pub fn window_samples(
+    samples: Vec<ResourceSample>,
+    window_start: Duration,
+    window: Option<Duration>,
+) -> Vec<ResourceSample> {
+    let cut = if window_start.is_zero() {
+        f64::NEG_INFINITY
+    } else {
+        (window_start + SAMPLE_INTERVAL / 2).as_secs_f64()
+    };
+    let end = window.map(|w| (window_start + w).as_secs_f64());
+    let mut begins = 0.0;
+    let mut kept = Vec::new();
+    for s in samples {
+        let start = std::mem::replace(&mut begins, s.t_s);
+        if s.t_s > cut && end.is_none_or(|e| start < e) {
+            kept.push(s);
+        }
     }
-    let cut = (window_start + SAMPLE_INTERVAL / 2).as_secs_f64();
-    samples.into_iter().filter(|s| s.t_s > cut).collect()
+    kept
 }
 
 /// CPU percent of one core between two readings of cumulative CPU time, as top(1) shows it.
@@ -247,11 +265,43 @@ mod tests {
             ..Default::default()
         };
         let samples = vec![at(1.002), at(1.503), at(2.004), at(2.1)];
-        let kept: Vec<f64> = window_samples(samples.clone(), Duration::from_secs(1))
+        let kept: Vec<f64> = window_samples(samples.clone(), Duration::from_secs(1), None)
             .iter()
             .map(|s| s.t_s)
             .collect();
         assert_eq!(kept, [1.503, 2.004, 2.1]);
-        assert_eq!(window_samples(samples, Duration::ZERO).len(), 4);
+        assert_eq!(window_samples(samples, Duration::ZERO, None).len(), 4);
+    }
+
+    /// A 1 s window after a 0.5 s warm-up ends at 1.5 s: the sample that begins at the
+    /// reading stamped 1.502 (the client's report and exit) is not the window's; a window
+    /// shorter than the interval keeps its one sample, which begins inside it.
+    #[test]
+    fn the_sample_after_the_windows_end_is_dropped() {
+        let at = |t_s: f64| ResourceSample {
+            t_s,
+            ..Default::default()
+        };
+        let samples = vec![at(0.501), at(1.001), at(1.502), at(1.58)];
+        let kept = |start: u64, window: u64| -> Vec<f64> {
+            window_samples(
+                samples.clone(),
+                Duration::from_millis(start),
+                Some(Duration::from_millis(window)),
+            )
+            .iter()
+            .map(|s| s.t_s)
+            .collect()
+        };
+        assert_eq!(kept(500, 1000), [1.001, 1.502]);
+        assert_eq!(kept(0, 1500), [0.501, 1.001, 1.502]);
+        let short = vec![at(0.101), at(0.45)];
+        let one = window_samples(
+            short,
+            Duration::from_millis(100),
+            Some(Duration::from_millis(300)),
+        );
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].t_s, 0.45);
     }
 }

@@ -223,8 +223,11 @@ pub(crate) async fn run_all<H: Hosts>(
         }
         match bench {
             Ok((output, samples)) => {
-                rec.samples =
-                    echolab_runtime::hosts::window_samples(samples, window_start(exp, cell));
+                rec.samples = echolab_runtime::hosts::window_samples(
+                    samples,
+                    window_start(exp, cell),
+                    cell.duration.map(|d| d.0),
+                );
                 match bench_report(&output.stdout) {
                     Ok(report) => rec.bench = Some(report),
                     Err(e) => errors.push(format!("echo-bench {}: {e}", output.describe())),

@@ -17,7 +17,8 @@
 //! A setting that moves the ratio moves it **toward** the seed's figure when the distance to
 //! that figure (in log ratio) shrinks, and the share of the gap it closes is
 //! (ln here − ln setting) / (ln here − ln seed). Where a sample has a 0 and the change has no
-//! interval, the two ratios' own intervals decide: moved when they do not overlap. `--explain`
+//! interval, the two ratios' own intervals decide: moved when they do not overlap and the
+//! change's point lies outside the band, unsettled otherwise. `--explain`
 //! reruns the unsettled. What no setting of this machine can vary (the kernel, more CPUs than
 //! the machine has) is named as the part left unexplained.
 
@@ -136,8 +137,8 @@ pub enum Move {
 /// `margin` m (a fraction) and, where the four samples allow it, the ratio of the two ratios
 /// with its interval ([`ratio_of_ratios`]): moved when that interval lies outside
 /// [1/(1+m), 1+m], within the margin when it lies inside, unsettled when it reaches across an
-/// edge; without it, moved when the two ratios' own intervals do not overlap (see the module
-/// doc).
+/// edge; without it, moved when the two ratios' own intervals do not overlap and their ratio
+/// lies outside that band, unsettled otherwise (see the module doc).
 pub fn movement(
     here: &Ratio,
     setting: &Ratio,
@@ -153,6 +154,10 @@ pub fn movement(
         Some(c) if low_edge <= c.low && c.high <= high_edge => return Move::Within,
         Some(c) if c.low <= high_edge && low_edge <= c.high => return Move::Unsettled,
         None if a.high >= b.low && b.high >= a.low => return Move::Unsettled,
+        // Apart, but by less than the margin at their points: a move that may be smaller.
+        None if (low_edge..=high_edge).contains(&(setting.value / here.value)) => {
+            return Move::Unsettled
+        }
         _ => {}
     }
     let gap = here.value.ln() - seed.ln();
@@ -579,6 +584,12 @@ mod tests {
         // move too small for them: unsettled.
         assert_eq!(movement(&here, &same, None, 2.0, 0.05), Move::Unsettled);
         assert_eq!(movement(&here, &higher, None, 2.0, 0.05), Move::Away);
+        // Apart (intervals a hundredth of a percent wide) but 2% higher: not more than 5%.
+        let steady = [10_000.0, 10_001.0, 9_999.0];
+        let a = gain(&[50_000.0, 50_001.0, 49_999.0], &steady);
+        let b = gain(&[51_000.0, 51_001.0, 50_999.0], &steady);
+        assert!(a.ci95.unwrap().high < b.ci95.unwrap().low);
+        assert_eq!(movement(&a, &b, None, 2.0, 0.05), Move::Unsettled);
         // Past the seed's figure but closer to it in log ratio: still toward, share above 1.
         let past = gain(&[17_000.0, 17_500.0, 16_500.0], &short);
         assert!(matches!(movement(&here, &past, None, 2.0, 0.05), Move::Toward(s) if s > 1.0));

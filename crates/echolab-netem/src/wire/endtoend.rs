@@ -150,6 +150,9 @@ pub fn round_trips(
         setsockopt(socket, sockopt::ReceiveTimestampns, &wait.stamped())
             .map_err(io::Error::from)?;
     }
+    if wait.stamped() {
+        await_arrival_stamps(&echo)?;
+    }
     let echo_thread = std::thread::Builder::new().name(ECHO_THREAD.into()).spawn(
         move || -> HashMap<u64, i64> {
             endpoint_priority(false);
@@ -208,6 +211,41 @@ pub fn round_trips(
         two_way_rtts(exchanges, &turnarounds)
     } else {
         Ok(exchanges.into_iter().map(|e| e.map(|e| e.rtt_us)).collect())
+    }
+}
+
+/// How long a probe of [`await_arrival_stamps`] waits in its socket before it is read.
+const STAMP_PROBE_HOLD: Duration = Duration::from_millis(1);
+
+/// Returns once the kernel stamps datagrams when they arrive, not when they are read, on
+/// `socket` (SO_TIMESTAMPNS on, blocking with a read timeout). The first socket on a machine
+/// to ask for stamps turns arrival stamping on through a deferred work item
+/// (`net_enable_timestamp()`, net/core/dev.c); a datagram that arrives before it has run is
+/// stamped when it is read (`__sock_recv_timestamp()`, net/socket.c), which would make a
+/// request's wait in the echo's socket count as none. Each probe is a datagram to `socket`
+/// itself (not 8 bytes long, so never taken for an exchange), read [`STAMP_PROBE_HOLD`] later.
+///
+/// # Errors
+/// The probe cannot be sent or read, or no probe was stamped on arrival within 1 s.
+fn await_arrival_stamps(socket: &UdpSocket) -> io::Result<()> {
+    let me = socket.local_addr()?;
+    let give_up = Instant::now() + Duration::from_secs(1);
+    let mut buf = [0u8; 16];
+    loop {
+        socket.send_to(b"stamp probe", me)?;
+        // The probe's hold is what is measured, not a wait for a condition.
+        std::thread::sleep(STAMP_PROBE_HOLD);
+        let (_, _, stamp) = recv_stamped(socket, &mut buf)?;
+        let held = stamp.map(|t| realtime_ns() - t);
+        if held.is_some_and(|h| h >= STAMP_PROBE_HOLD.as_nanos() as i64) {
+            return Ok(());
+        }
+        if Instant::now() >= give_up {
+            return Err(io::Error::other(format!(
+                "the kernel did not stamp datagrams on arrival within 1 s (SO_TIMESTAMPNS; \
+                 the last probe, held {STAMP_PROBE_HOLD:?}, read {held:?} ns after its stamp)"
+            )));
+        }
     }
 }
 
@@ -575,6 +613,7 @@ mod tests {
         echo.set_read_timeout(Some(Duration::from_millis(200)))
             .unwrap();
         setsockopt(&echo, sockopt::ReceiveTimestampns, &true).unwrap();
+        await_arrival_stamps(&echo).unwrap();
         let client = UdpSocket::bind("127.0.0.1:0").unwrap();
         client
             .set_read_timeout(Some(Duration::from_secs(5)))

@@ -7,7 +7,8 @@
 //!   mean latency (the same rule that makes a claim "not comparable here");
 //! - **server-bound** / **client-bound**: that side used at least [`SATURATED`] of the CPUs
 //!   it can use, and the other side did not, or did but less: by [`LEAD`] or more over the
-//!   whole 95% interval of the per-repetition difference of the two loads. In a closed loop the slower stage sets the pace and the other waits for it;
+//!   whole 95% interval of the per-repetition difference of the two loads. In a closed loop
+//!   the slower stage sets the pace and the other waits for it;
 //! - **server- and client-bound**: both saturated and neither ahead by that rule, so either
 //!   could be setting the pace;
 //! - **unsaturated**: neither side nor the path is at its limit (the client's pacing, the
@@ -34,8 +35,8 @@ use crate::metrics;
 pub const SATURATED: f64 = 0.85;
 
 /// When both sides are saturated, the busier one is named as the bound only when it leads the
-/// other by at least this share of a full load (5 percentage points), with two or more
-/// repetitions over the whole 95% interval of its lead ([`pace_setter`]). Below it both are at
+/// other by at least this share of a full load (5 percentage points), over the whole 95%
+/// interval of its lead where there are two or more repetitions. Below it both are at
 /// their limit: on exp31's long cells the two sides sit at 94–99% (`echolab-up --out DIR`,
 /// section "What bounds each cell"), a difference the repetitions' noise decides.
 pub const LEAD: f64 = 0.05;

@@ -235,6 +235,14 @@ pub fn mem_percent(mem_bytes: u64, total: u64) -> f64 {
 mod tests {
     use super::*;
 
+    /// A sample stamped `t_s` seconds after the sampler started.
+    fn at(t_s: f64) -> ResourceSample {
+        ResourceSample {
+            t_s,
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn a_server_exit_is_told_by_its_fatal_line_or_its_last_words() {
         let out = |code, stderr: &str| ProcOutput {
@@ -260,10 +268,6 @@ mod tests {
 
     #[test]
     fn warmup_samples_are_dropped() {
-        let at = |t_s: f64| ResourceSample {
-            t_s,
-            ..Default::default()
-        };
         let samples = vec![at(1.002), at(1.503), at(2.004), at(2.1)];
         let kept: Vec<f64> = window_samples(samples.clone(), Duration::from_secs(1), None)
             .iter()
@@ -278,10 +282,6 @@ mod tests {
     /// shorter than the interval keeps its one sample, which begins inside it.
     #[test]
     fn the_sample_after_the_windows_end_is_dropped() {
-        let at = |t_s: f64| ResourceSample {
-            t_s,
-            ..Default::default()
-        };
         let samples = vec![at(0.501), at(1.001), at(1.502), at(1.58)];
         let kept = |start: u64, window: u64| -> Vec<f64> {
             window_samples(

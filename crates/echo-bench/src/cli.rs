@@ -33,7 +33,11 @@ intended send time so that a stalled server is not hidden (coordinated omission,
 
 Output: QPS, P50/P90/P99 in µs and failures by kind; --hist adds a histogram, --syscalls the
 client's system calls (count and time, seed 002's strace question without ptrace), --json the
-full BenchReport with an HdrHistogram that repetitions can merge.";
+full BenchReport with an HdrHistogram that repetitions can merge.
+
+Exit status: 0 when requests succeeded; 1 on a failure, when no request succeeded (the report
+still prints, with no latency: null in --json, — in the table), or with --fail-on-error when any
+failed; 2 on bad input; 130 or 143 when SIGINT or SIGTERM cut the run short.";
 
 const EXAMPLES: &str = "\
 Examples:

@@ -41,8 +41,9 @@ pub struct Finished {
 }
 
 /// The whole program: parses the command line, runs the load, prints the report; returns the
-/// exit status (0, 1 on a failure or with `--fail-on-error` and failed requests, 2 bad input,
-/// 128 + the signal's number after a SIGINT or SIGTERM cut the run short: 130 or 143).
+/// exit status (0, 1 on a failure, when no request succeeded, or with `--fail-on-error` and
+/// failed requests, 2 bad input, 128 + the signal's number after a SIGINT or SIGTERM cut the
+/// run short: 130 or 143).
 pub fn real_main() -> i32 {
     // Before any other thread starts, so that every one of them inherits the blocked mask.
     if let Err(e) = interrupt::install() {
@@ -97,6 +98,15 @@ pub fn real_main() -> i32 {
     }
 }
 
+/// `: timeout 12, refused 3`, or empty without failures.
+fn failure_kinds(r: &BenchReport) -> String {
+    if r.failures.is_empty() {
+        return String::new();
+    }
+    let kinds: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    format!(": {}", kinds.join(", "))
+}
+
 /// Prints the report as asked and returns the exit status.
 fn emit(done: &Finished, out: &OutputArgs) -> i32 {
     let r = &done.report;
@@ -116,6 +126,17 @@ fn emit(done: &Finished, out: &OutputArgs) -> i32 {
     }
     // A closed stdout (`| head`) is not worth a panic.
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    // A run that measured nothing is no result, whatever its report says of it: a script that
+    // reads only the status must not take it for one. The report is still printed (null
+    // latency, the failures by kind), so the cause can be read.
+    if r.requests_ok == 0 {
+        eprintln!(
+            "echo-bench: no request succeeded ({} failed{}); no latency was measured",
+            r.requests_failed,
+            failure_kinds(r)
+        );
+        return 1;
+    }
     if out.fail_on_error && r.requests_failed > 0 {
         eprintln!(
             "echo-bench: {} request(s) failed (--fail-on-error)",

@@ -131,6 +131,8 @@ pub(crate) struct Recorder {
     window: Window,
     /// Latencies of successful requests, nanoseconds.
     pub hist: Histogram<u64>,
+    /// Latencies outside `hist`'s range, recorded at its nearest bound ([`hist::record_ns`]).
+    pub out_of_range: u64,
     /// Successful requests in the window.
     pub ok: u64,
     /// Failed requests in the window.
@@ -153,6 +155,7 @@ impl Recorder {
         Self {
             window,
             hist: hist::new_latency_histogram(),
+            out_of_range: 0,
             ok: 0,
             failed: 0,
             failures: KindCounts::new(),
@@ -200,12 +203,13 @@ impl Recorder {
         };
         self.ok += 1;
         self.rx_bytes += rx_bytes;
-        hist::record_ns(&mut self.hist, latency_ns);
+        self.out_of_range += u64::from(hist::record_ns(&mut self.hist, latency_ns));
         if let Some(i) = slot {
             let acc = &mut self.intervals[i];
             acc.ok += 1;
             acc.rx_bytes += rx_bytes;
-            hist::record_ns(&mut acc.hist, latency_ns);
+            // Counted once, above: the interval holds the same value.
+            let _ = hist::record_ns(&mut acc.hist, latency_ns);
         }
     }
 
@@ -226,6 +230,7 @@ impl Recorder {
         self.hist
             .add(&other.hist)
             .expect("histograms of one run share their bounds");
+        self.out_of_range += other.out_of_range;
         self.ok += other.ok;
         self.failed += other.failed;
         for (k, v) in &other.failures {
@@ -376,6 +381,22 @@ mod tests {
     }
 
     #[test]
+    fn latencies_outside_the_histograms_range_are_counted_once_and_merged() {
+        let start = Instant::now();
+        let mut a = Recorder::new(window(start));
+        let mut b = Recorder::new(window(start));
+        a.ok(start, start, 0, 1);
+        a.ok(start, start, 1_000, 1);
+        b.ok(start, start, hist::MAX_TRACKABLE_NS + 1, 1);
+        assert_eq!(
+            a.out_of_range, 1,
+            "the interval's copy is not counted again"
+        );
+        a.merge(&b);
+        assert_eq!((a.out_of_range, a.hist.len()), (2, 3));
+    }
+
+    #[test]
     fn merge_adds_counts_and_intervals() {
         let start = Instant::now();
         let mut a = Recorder::new(window(start));
@@ -403,7 +424,7 @@ mod tests {
             (2, 1, 6.0)
         );
         // 1000 ns = 1 µs, within the interval histogram's two significant figures.
-        let max = iv[2].latency_us.max;
+        let max = iv[2].latency_us.unwrap().max;
         assert!((0.99..=1.01).contains(&max), "{max}");
     }
 

@@ -49,6 +49,7 @@ pub(crate) fn base_report(
             0.0
         },
         latency_us: LatencySummary::from_histogram(&rec.hist),
+        latency_out_of_range: rec.out_of_range,
         histogram: hist::encode(&rec.hist),
         syscalls: outcome.syscalls.to_table(),
         client_cpu: outcome.cpu,
@@ -154,6 +155,11 @@ pub(crate) fn cpu_us_per_request(r: &BenchReport) -> Option<f64> {
         .then(|| (r.client_cpu.user_s + r.client_cpu.sys_s) * 1e6 / r.requests_ok as f64)
 }
 
+/// `value` in µs with `digits` decimals, or `—` when nothing was measured.
+pub(crate) fn us(value: Option<f64>, digits: usize) -> String {
+    value.map_or_else(|| "—".into(), |v| format!("{v:.digits$}"))
+}
+
 /// The seed-shaped summary: one header line and a table row.
 pub(crate) fn render_summary(r: &BenchReport) -> String {
     let mut out = String::new();
@@ -177,17 +183,43 @@ pub(crate) fn render_summary(r: &BenchReport) -> String {
         "| mode | conns | requests | QPS | P50(µs) | P90(µs) | P99(µs) | fail |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
-    let l = &r.latency_us;
+    let l = r.latency_us.as_ref();
+    let at = |f: fn(&LatencySummary) -> f64, digits: usize| us(l.map(f), digits);
     let _ = writeln!(
         out,
-        "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} |",
-        r.mode, r.conns, r.requests_ok, r.qps, l.p50, l.p90, l.p99, r.requests_failed
+        "| {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+        r.mode,
+        r.conns,
+        r.requests_ok,
+        r.qps,
+        at(|l| l.p50, 0),
+        at(|l| l.p90, 0),
+        at(|l| l.p99, 0),
+        r.requests_failed
     );
     let _ = writeln!(
         out,
-        "latency µs: min {:.1} mean {:.1} p99.9 {:.1} max {:.1}; measured {:.4} s",
-        l.min, l.mean, l.p999, l.max, r.duration_s
+        "latency µs: min {} mean {} p99.9 {} max {}; measured {:.4} s",
+        at(|l| l.min, 1),
+        at(|l| l.mean, 1),
+        at(|l| l.p999, 1),
+        at(|l| l.max, 1),
+        r.duration_s
     );
+    if l.is_none() {
+        let _ = writeln!(
+            out,
+            "no request succeeded: no latency was measured (— is not 0)"
+        );
+    }
+    if r.latency_out_of_range > 0 {
+        let _ = writeln!(
+            out,
+            "{} latencies fell outside the histogram's range (1 ns to 1 h) and were recorded at \
+             its nearest bound",
+            r.latency_out_of_range
+        );
+    }
     if r.interrupted {
         let asked = r
             .extra
@@ -337,7 +369,7 @@ mod tests {
     fn histogram_bars_account_for_every_request() {
         let mut h = hist::new_latency_histogram();
         for ns in [10_000u64, 10_000, 20_000, 400_000, 1_000_000] {
-            hist::record_ns(&mut h, ns);
+            assert!(!hist::record_ns(&mut h, ns));
         }
         let text = render_histogram(&h);
         let total: u64 = text
@@ -420,7 +452,7 @@ mod tests {
     #[test]
     fn single_value_histogram_has_one_bar() {
         let mut h = hist::new_latency_histogram();
-        hist::record_ns(&mut h, 5_000);
+        assert!(!hist::record_ns(&mut h, 5_000));
         assert_eq!(render_histogram(&h).lines().count(), 2);
     }
 }

@@ -67,18 +67,19 @@ pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
     };
     report.extra.time_to_establish_s = Some(to_establish);
     report.extra.established = Some(outcome.established);
-    report.extra.connect_latency_us = Some(connect);
+    report.extra.connect_latency_us = connect;
+    let us = |f: fn(&LatencySummary) -> f64| crate::report::us(connect.as_ref().map(f), 0);
     let text = format!(
         "established {}/{} in {:.4} s ({:.0} connections/s)\n\
-         connect latency µs (connect to writable): P50 {:.0} P90 {:.0} P99 {:.0} max {:.0}\n",
+         connect latency µs (connect to writable): P50 {} P90 {} P99 {} max {}\n",
         outcome.established,
         args.n,
         to_establish,
         report.qps,
-        connect.p50,
-        connect.p90,
-        connect.p99,
-        connect.max
+        us(|l| l.p50),
+        us(|l| l.p90),
+        us(|l| l.p99),
+        us(|l| l.max)
     );
     Ok(Finished {
         report,

@@ -48,15 +48,15 @@ pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
     );
     for (i, iv) in report.intervals.iter().enumerate() {
         text.push_str(&format!(
-            "{:>8} {:>7.2} {:>9} {:>8} {:>10.0} {:>11.2} {:>9.0} {:>9.0}\n",
+            "{:>8} {:>7.2} {:>9} {:>8} {:>10.0} {:>11.2} {:>9} {:>9}\n",
             i + 1,
             iv.t_s,
             iv.requests_ok,
             iv.requests_failed,
             iv.qps,
             iv.rx_bytes_per_s / 1e6,
-            iv.latency_us.p50,
-            iv.latency_us.p99
+            crate::report::us(iv.latency_us.map(|l| l.p50), 0),
+            crate::report::us(iv.latency_us.map(|l| l.p99), 0)
         ));
     }
     Ok(Finished {

@@ -26,8 +26,7 @@ fn bench_json(args: &[&str]) -> (BenchReport, Duration) {
     let mut all = args.to_vec();
     all.push("--json");
     let (out, took) = run(&all);
-    assert!(out.status.success(), "{all:?}: {out:?}");
-    (serde_json::from_slice(&out.stdout).unwrap(), took)
+    (common::checked_report(&all, &out), took)
 }
 
 #[test]

@@ -16,11 +16,35 @@ fn wrong_bytes_are_counted_as_mismatch() {
         assert_eq!((r.requests_ok, r.requests_failed), (0, 12), "{engine}");
         assert_eq!(failures(&r, "mismatch"), 12, "{engine}: {:?}", r.failures);
     }
-    // The exit status reflects failures only when asked to.
-    let (out, _) = run(&["127.0.0.1", &port, "2", "1", "--fail-on-error"]);
+    // A run in which nothing succeeded fails with or without --fail-on-error.
+    for extra in [&[][..], &["--fail-on-error"][..]] {
+        let (out, _) = run(&[&["127.0.0.1", &port, "2", "1"][..], extra].concat());
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+    }
+}
+
+#[test]
+fn some_failures_fail_the_exit_status_only_when_asked_to() {
+    // Three of six requests succeed (see the overrunner below).
+    let server = FaultyServer::overrunner();
+    let port = server.port.to_string();
+    let (out, _) = run(&["127.0.0.1", &port, "3", "2", "--fail-on-error"]);
     assert_eq!(out.status.code(), Some(1));
-    let (out, _) = run(&["127.0.0.1", &port, "2", "1"]);
+    let (out, _) = run(&["127.0.0.1", &port, "3", "2"]);
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_run_in_which_nothing_succeeded_has_no_latency_in_any_output() {
+    let port = closed_port().to_string();
+    let (out, _) = run(&["127.0.0.1", &port, "2", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("| — | — | — |") && !text.contains("| 0 | 0 | 0 |"),
+        "the table shows no latency, not 0 µs: {text}"
+    );
+    assert!(text.contains("min — mean —"), "{text}");
 }
 
 #[test]
@@ -76,8 +100,12 @@ fn silence_is_counted_as_timeout_within_the_deadline() {
             "--json",
         ];
         let (out, took) = run(&args);
-        assert!(out.status.success());
+        assert_eq!(out.status.code(), Some(1), "nothing succeeded");
         let r: echolab_core::stats::BenchReport = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            r.latency_us, None,
+            "{engine}: no request succeeded, so no latency"
+        );
         assert_eq!(failures(&r, "timeout"), 4, "{engine}: {:?}", r.failures);
         // Two 300 ms timeouts in a row per connection, the connections side by side: 0.6 s
         // measured, never less; the slack is a loaded host's scheduling, not another timeout.

@@ -206,10 +206,10 @@ fn row_cells(r: &Row) -> String {
     let wait = ["epoll_wait", "select", "poll", "io_uring_enter"];
     let requests = r.server.totals.bytes_in as f64 / DEFAULT_PAYLOAD.len() as f64;
     format!(
-        "{:.0} | {:.0} | {:.0} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {:.1}",
+        "{:.0} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {:.1}",
         r.bench.qps,
-        r.bench.latency_us.p50,
-        r.bench.latency_us.p99,
+        us(r.bench.latency_us.map(|l| l.p50)),
+        us(r.bench.latency_us.map(|l| l.p99)),
         r.bench.requests_failed,
         per_request(&r.server, &all),
         per_request(&r.server, &["read"]),
@@ -260,11 +260,11 @@ fn main() {
                     // measured QPS times that whole time (hence "~").
                     let requests = b.qps * (o.warmup_s + b.duration_s);
                     println!(
-                        "| {round} | C epoll-lt (reference) | {:.0} | {:.0} | {:.0} | {} | - | - | - \
+                        "| {round} | C epoll-lt (reference) | {:.0} | {} | {} | {} | - | - | - \
                          | - | - | {cpu:.2} | ~{:.1} |",
                         b.qps,
-                        b.latency_us.p50,
-                        b.latency_us.p99,
+                        us(b.latency_us.map(|l| l.p50)),
+                        us(b.latency_us.map(|l| l.p99)),
                         b.requests_failed,
                         cpu * 1e6 / requests
                     );
@@ -305,4 +305,9 @@ fn main() {
             median(&mut ratio[i])
         );
     }
+}
+
+/// A latency in µs, or `-` when no request succeeded.
+fn us(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.0}"))
 }

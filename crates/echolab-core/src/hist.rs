@@ -22,10 +22,16 @@ pub fn new_latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_TRACKABLE_NS, SIGFIG).expect("constant bounds are valid")
 }
 
-/// Records `ns` into `h`, clamping to the trackable range instead of failing.
+/// Records `ns` into `h`, at the nearest bound of the trackable range (1 ns to
+/// [`MAX_TRACKABLE_NS`]) when it lies outside. Returns whether it did: a caller counts those
+/// values ([`crate::stats::BenchReport::latency_out_of_range`]) so that a clamped figure is
+/// never passed off as measured.
 #[inline]
-pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
-    h.saturating_record(ns.clamp(1, MAX_TRACKABLE_NS));
+#[must_use = "a value outside the range is clamped; count it"]
+pub fn record_ns(h: &mut Histogram<u64>, ns: u64) -> bool {
+    let clamped = ns.clamp(1, MAX_TRACKABLE_NS);
+    h.saturating_record(clamped);
+    clamped != ns
 }
 
 /// Errors from decoding a histogram string.
@@ -97,13 +103,14 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    /// Summarises a histogram of nanoseconds into microseconds; all zeros when it is empty.
-    pub fn from_histogram(h: &Histogram<u64>) -> Self {
+    /// Summarises a histogram of nanoseconds into microseconds; `None` when it is empty: no
+    /// sample, no number (an all-zero summary would read as the fastest run there is).
+    pub fn from_histogram(h: &Histogram<u64>) -> Option<Self> {
         if h.is_empty() {
-            return Self::default();
+            return None;
         }
         let us = |ns: u64| ns as f64 / 1000.0;
-        Self {
+        Some(Self {
             min: us(h.min()),
             mean: h.mean() / 1000.0,
             p50: us(h.value_at_quantile(0.50)),
@@ -111,8 +118,23 @@ impl LatencySummary {
             p99: us(h.value_at_quantile(0.99)),
             p999: us(h.value_at_quantile(0.999)),
             max: us(h.max()),
-        }
+        })
     }
+}
+
+/// Serde's reader for an optional [`LatencySummary`] (`#[serde(deserialize_with)]`): `null`,
+/// absent, or an object. An object whose every field is 0 is read as `None`: records written
+/// before empty runs were printed as `null` hold an all-zero summary for them, and no measured
+/// summary can be all zero (the histogram's lowest value is 1 ns).
+///
+/// # Errors
+/// The value is neither `null` nor a summary object.
+pub fn de_optional_summary<'de, D>(d: D) -> Result<Option<LatencySummary>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let s: Option<LatencySummary> = Option::deserialize(d)?;
+    Ok(s.filter(|s| *s != LatencySummary::default()))
 }
 
 #[cfg(test)]
@@ -123,7 +145,7 @@ mod tests {
     fn encode_decode_round_trip_keeps_every_count() {
         let mut h = new_latency_histogram();
         for ns in [1_000u64, 2_000, 2_000, 50_000, 1_000_000, 7_000_000_000] {
-            record_ns(&mut h, ns);
+            assert!(!record_ns(&mut h, ns));
         }
         let back = decode(&encode(&h)).unwrap();
         assert_eq!(back.len(), 6);
@@ -135,12 +157,12 @@ mod tests {
     fn merge_adds_repetitions() {
         let mut a = new_latency_histogram();
         let mut b = new_latency_histogram();
-        (0..100).for_each(|_| record_ns(&mut a, 10_000));
-        (0..300).for_each(|_| record_ns(&mut b, 30_000));
+        (0..100).for_each(|_| assert!(!record_ns(&mut a, 10_000)));
+        (0..300).for_each(|_| assert!(!record_ns(&mut b, 30_000)));
         let (ea, eb) = (encode(&a), encode(&b));
         let m = merge([ea.as_str(), eb.as_str()]).unwrap();
         assert_eq!(m.len(), 400);
-        let s = LatencySummary::from_histogram(&m);
+        let s = LatencySummary::from_histogram(&m).unwrap();
         assert!((s.p50 - 30.0).abs() < 0.1, "{s:?}");
         assert!((s.min - 10.0).abs() < 0.1, "{s:?}");
     }
@@ -160,9 +182,9 @@ mod tests {
         // is exact to 0.1%.
         let mut h = new_latency_histogram();
         for us in 1..=1000u64 {
-            record_ns(&mut h, us * 1000);
+            assert!(!record_ns(&mut h, us * 1000));
         }
-        let s = LatencySummary::from_histogram(&h);
+        let s = LatencySummary::from_histogram(&h).unwrap();
         let expected = [
             ("min", s.min, 1.0),
             ("mean", s.mean, 500.5),
@@ -183,12 +205,43 @@ mod tests {
     #[test]
     fn summary_is_in_microseconds() {
         let mut h = new_latency_histogram();
-        record_ns(&mut h, 1_500_000);
-        let s = LatencySummary::from_histogram(&h);
+        assert!(!record_ns(&mut h, 1_500_000));
+        let s = LatencySummary::from_histogram(&h).unwrap();
         assert!((s.p99 - 1500.0).abs() / 1500.0 < 0.001, "{s:?}");
+    }
+
+    #[test]
+    fn an_empty_histogram_has_no_summary() {
         assert_eq!(
             LatencySummary::from_histogram(&new_latency_histogram()),
-            LatencySummary::default()
+            None
         );
+    }
+
+    #[test]
+    fn values_outside_the_range_are_recorded_at_its_bounds_and_reported() {
+        let mut h = new_latency_histogram();
+        assert!(record_ns(&mut h, 0), "0 ns is below the 1 ns floor");
+        assert!(record_ns(&mut h, MAX_TRACKABLE_NS + 1));
+        assert!(!record_ns(&mut h, MAX_TRACKABLE_NS));
+        assert_eq!(h.len(), 3);
+        assert_eq!(h.min(), 1);
+    }
+
+    #[test]
+    fn an_all_zero_summary_of_an_old_record_reads_as_none() {
+        #[derive(serde::Deserialize)]
+        struct R {
+            #[serde(default, deserialize_with = "de_optional_summary")]
+            l: Option<LatencySummary>,
+        }
+        let zero =
+            r#"{"l":{"min":0.0,"mean":0.0,"p50":0.0,"p90":0.0,"p99":0.0,"p999":0.0,"max":0.0}}"#;
+        assert_eq!(serde_json::from_str::<R>(zero).unwrap().l, None);
+        assert_eq!(serde_json::from_str::<R>(r#"{"l":null}"#).unwrap().l, None);
+        assert_eq!(serde_json::from_str::<R>("{}").unwrap().l, None);
+        let real =
+            r#"{"l":{"min":1.0,"mean":2.0,"p50":2.0,"p90":3.0,"p99":3.0,"p999":3.0,"max":3.0}}"#;
+        assert_eq!(serde_json::from_str::<R>(real).unwrap().l.unwrap().p50, 2.0);
     }
 }

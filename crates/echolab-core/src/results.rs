@@ -489,8 +489,10 @@ pub struct DirectionCounters {
     pub peak_queue_since_start: u64,
     /// The queue limit, packets.
     pub limit: u64,
-    /// Release error over the interval (write time minus scheduled release), µs.
-    pub release_error_us: crate::hist::LatencySummary,
+    /// Release error over the interval (write time minus scheduled release), µs; `null` when
+    /// the wire released no packet in it.
+    #[serde(default, deserialize_with = "crate::hist::de_optional_summary")]
+    pub release_error_us: Option<crate::hist::LatencySummary>,
     /// Times over the interval the wire was overloaded (packets arrived faster than it
     /// carried them for 2 ms) and shared its CPU instead of keeping real-time priority.
     #[serde(default)]

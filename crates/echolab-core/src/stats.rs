@@ -125,8 +125,10 @@ pub struct IntervalRecord {
     pub qps: f64,
     /// Payload bytes received per second over this interval.
     pub rx_bytes_per_s: f64,
-    /// Latency percentiles of this interval, microseconds.
-    pub latency_us: LatencySummary,
+    /// Latency percentiles of this interval, microseconds; `null` when no request completed
+    /// in it.
+    #[serde(default, deserialize_with = "crate::hist::de_optional_summary")]
+    pub latency_us: Option<LatencySummary>,
 }
 
 /// [`BenchReport::load_model`] of a closed-loop run.
@@ -179,8 +181,16 @@ pub struct BenchReport {
     pub failures: KindCounts,
     /// `requests_ok / duration_s`.
     pub qps: f64,
-    /// Latency percentiles, microseconds (short: connect to close; long: send to receive).
-    pub latency_us: LatencySummary,
+    /// Latency percentiles, microseconds (short: connect to close; long: send to receive);
+    /// `null` when no request succeeded: a run that measured nothing has no latency, not 0 µs
+    /// (an all-zero summary in an older record is read as `null` too).
+    #[serde(default, deserialize_with = "crate::hist::de_optional_summary")]
+    pub latency_us: Option<LatencySummary>,
+    /// Latencies that fell outside the histogram's range (1 ns to one hour,
+    /// [`crate::hist::MAX_TRACKABLE_NS`]) and were recorded at its nearest bound; absent when
+    /// none did. Not 0 means the extreme percentiles are bounds, not measurements.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub latency_out_of_range: u64,
     /// The latency histogram, nanoseconds, HdrHistogram V2 base64 (see [`crate::hist`]).
     pub histogram: String,
     /// Client system calls with count and total time.
@@ -402,7 +412,10 @@ mod tests {
             },
         );
         let text = serde_json::to_string(&r).unwrap();
-        assert!(text.contains("\"latency_us\":{\"min\":0.0"), "{text}");
+        assert!(
+            text.contains("\"latency_us\":null"),
+            "a run with no successful request has no latency: {text}"
+        );
         assert!(
             !text.contains("intervals"),
             "empty intervals are omitted: {text}"

@@ -40,7 +40,7 @@ use echolab_core::profile::Profile;
 use echolab_netem::testbed::{
     ChildGuard, Testbed, CLIENT_ADDR, LINK_CLIENT_SIDE, LINK_SERVER_SIDE, SERVER_ADDR,
 };
-use echolab_netem::wire::counters::WireStats;
+use echolab_netem::wire::counters::{DirectionSnapshot, WireStats};
 use echolab_netem::wire::endtoend::{self, AddedDelayError, ClientWait, PROBE_IP_BYTES};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -472,9 +472,12 @@ fn release_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize
                     goodput[1].extend(down);
                 }
                 for (i, d) in [&s.uplink, &s.downlink].into_iter().enumerate() {
-                    cols[i * 6].push(d.release_error_us.p50);
-                    cols[i * 6 + 1].push(d.release_error_us.p99);
-                    cols[i * 6 + 2].push(d.release_error_us.max);
+                    // A direction that released nothing has no release error to show.
+                    if let Some(r) = d.release_error_us {
+                        cols[i * 6].push(r.p50);
+                        cols[i * 6 + 1].push(r.p99);
+                        cols[i * 6 + 2].push(r.max);
+                    }
                     cols[i * 6 + 3].push(d.compensation_us);
                     cols[i * 6 + 4].push(d.peak_queue as f64);
                     cols[i * 6 + 5].push(d.drops_queue as f64);
@@ -570,10 +573,14 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
                         names[i], u.packets, d.packets
                     ));
                 }
-                own[i][0].push(u.release_error_us.p50.max(d.release_error_us.p50));
-                own[i][1].push(u.release_error_us.p99.max(d.release_error_us.p99));
+                // The worse direction of each; a direction without the figure does not count.
+                let worse = |f: fn(&DirectionSnapshot) -> Option<f64>| {
+                    f(u).into_iter().chain(f(d)).reduce(f64::max)
+                };
+                own[i][0].extend(worse(|x| x.release_error_us.map(|r| r.p50)));
+                own[i][1].extend(worse(|x| x.release_error_us.map(|r| r.p99)));
                 own[i][2].push(u.compensation_us + d.compensation_us);
-                own[i][3].push(u.tun_wait_us.p50.max(d.tun_wait_us.p50));
+                own[i][3].extend(worse(|x| x.tun_wait_us.map(|r| r.p50)));
             }
             let after = endtoend::sorted(&udp_rtts(tb, 1000.min(n), pace, wait));
             noise.push(endtoend::quantile(&before, 0.99) - endtoend::quantile(&before, 0.5));

@@ -65,6 +65,9 @@ pub enum Verdict {
     Inconclusive,
     /// See the module doc.
     NotComparable,
+    /// A magnitude claim judged against the seed's rounds whose own interval is wider than
+    /// the band, so that no run could settle it ([`crate::replication`]).
+    SeedTooSpread,
     /// See the module doc.
     NotChecked,
 }
@@ -77,6 +80,7 @@ impl Verdict {
             Verdict::Refuted => "refuted",
             Verdict::Inconclusive => "inconclusive",
             Verdict::NotComparable => "not comparable here",
+            Verdict::SeedTooSpread => "seed too spread to decide",
             Verdict::NotChecked => "not checked",
         }
     }
@@ -100,6 +104,9 @@ pub struct ClaimCheck {
     /// Where the comparison stands (see [`setting::Comparison::sentence`]); empty when the
     /// experiment states no seed setup.
     pub setting: String,
+    /// The seed's ratio from its rounds, when the claim was judged against them
+    /// ([`crate::replication`]).
+    pub seed_rounds: Option<crate::replication::SeedRatio>,
 }
 
 impl ClaimCheck {
@@ -109,6 +116,7 @@ impl ClaimCheck {
     pub fn line(&self) -> String {
         let here = self.here();
         let seed = match (self.claim.seed_ratio, self.claim.expect) {
+            _ if self.seed_rounds.is_some() => format!("seed {}, ", self.seed()),
             (Some(r), Some(e)) => format!(
                 "seed {} (the claim's words: {}), ",
                 format::times(r),
@@ -131,6 +139,16 @@ impl ClaimCheck {
 }
 
 impl ClaimCheck {
+    /// The seed's figure as the verdict table prints it: from its rounds with their interval
+    /// (`2.25× (95% CI 0.81–6.2×, 3/3 rounds)`), else its published ratio, else `—`.
+    pub fn seed(&self) -> String {
+        match (&self.seed_rounds, self.claim.seed_ratio) {
+            (Some(s), _) => s.text(),
+            (None, Some(r)) => format::times(r),
+            (None, None) => "—".into(),
+        }
+    }
+
     /// Our figure as the verdict table prints it: the ratio with its 95% CI, or for a spread
     /// claim `log-SD ratio 4.6× (one-sided 95% bounds 1.3–17×)`; `—` without one.
     pub fn here(&self) -> String {
@@ -344,6 +362,7 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
         verdict: Verdict::NotChecked,
         why: String::new(),
         setting,
+        seed_rounds: None,
     };
     let not_checked = |mut out: ClaimCheck, why: String| {
         out.why = why;
@@ -403,9 +422,17 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
         out.why = why.clone();
         return out;
     }
-    let (verdict, why) = match judged {
-        Some((v, why, _)) => (v, why),
-        None => judge(&band, &ours),
+    let replication = crate::replication::rounds_of(reference, claim, [num, den]).and_then(|(sn, sd)| {
+        let centre = claim.expect.or(claim.seed_ratio)?;
+        crate::replication::judge(&band, centre, (&ns.values, &dsum.values), (sn, sd))
+    });
+    let (verdict, why) = match (judged, replication) {
+        (Some((v, why, _)), _) => (v, why),
+        (None, Some(r)) => {
+            out.seed_rounds = Some(r.seed);
+            (r.verdict, r.why)
+        }
+        (None, None) => judge(&band, &ours),
     };
     out.verdict = verdict;
     out.why = match path {
@@ -441,7 +468,8 @@ pub fn straddling(results: &echolab_core::results::ResultsDir) -> Vec<ClaimCheck
 pub fn edge_distance(check: &ClaimCheck) -> Option<String> {
     let (band, ours) = (check.band?, check.ours.as_ref()?);
     let ci = ours.ci95?;
-    if check.verdict != Verdict::Inconclusive {
+    // A claim judged against the seed's rounds has its quotient's edges in its why already.
+    if check.verdict != Verdict::Inconclusive || check.seed_rounds.is_some() {
         return None;
     }
     let (name, edge) = if ci.low <= band.low && band.low > 0.0 {
@@ -703,10 +731,10 @@ mod tests {
             wall_s: 1.0,
             bench: Some(echolab_core::stats::BenchReport {
                 requests_ok: 1,
-                latency_us: echolab_core::hist::LatencySummary {
+                latency_us: Some(echolab_core::hist::LatencySummary {
                     mean: mean_us,
                     ..Default::default()
-                },
+                }),
                 ..Default::default()
             }),
             server: None,

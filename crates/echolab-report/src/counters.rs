@@ -159,12 +159,9 @@ pub fn section(ds: &Dataset<'_>, manifest: &echolab_core::results::Manifest) -> 
             // The worst direction's release error: how late the wire ran on its own schedule.
             let late_us = links
                 .iter()
-                .map(|l| {
-                    l.uplink
-                        .release_error_us
-                        .p99
-                        .max(l.downlink.release_error_us.p99)
-                })
+                .flat_map(|l| [l.uplink.release_error_us, l.downlink.release_error_us])
+                .flatten()
+                .map(|r| r.p99)
                 .fold(0.0, f64::max);
             if unintended > 0.0 {
                 link_trouble.push(format!(

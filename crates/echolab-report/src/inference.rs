@@ -280,6 +280,54 @@ impl Summary {
     }
 }
 
+/// One sample of positive values on the log scale: the mean of the logarithms, their sample
+/// variance (divisor n − 1) and the sample size; one term of [`welch`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogSample {
+    /// Mean of the logarithms.
+    pub mean: f64,
+    /// Sample variance of the logarithms; 0 for a single value.
+    pub var: f64,
+    /// Number of values.
+    pub n: usize,
+}
+
+impl LogSample {
+    /// The log-scale summary of `values`, which must all be positive (the caller checks).
+    pub fn of(values: &[f64]) -> Self {
+        let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+        let (mean, sd) = mean_sd(&logs);
+        Self {
+            mean,
+            var: sd * sd,
+            n: values.len(),
+        }
+    }
+}
+
+/// The standard error of a sum or difference of the independent samples' means and its
+/// Welch–Satterthwaite degrees of freedom, floored (Welch 1947): `se² = Σ varᵢ/nᵢ`,
+/// `df = se⁴ / Σ (varᵢ/nᵢ)² / (nᵢ − 1)`, at least 1. A sample without spread, or of one value,
+/// contributes no term to the df.
+pub fn welch(samples: &[LogSample]) -> (f64, u64) {
+    let terms: Vec<(f64, usize)> = samples
+        .iter()
+        .map(|s| (s.var / s.n.max(1) as f64, s.n))
+        .collect();
+    let se2: f64 = terms.iter().map(|(a, _)| a).sum();
+    let denom: f64 = terms
+        .iter()
+        .filter(|(a, n)| *a > 0.0 && *n > 1)
+        .map(|(a, n)| a * a / (*n as f64 - 1.0))
+        .sum();
+    let df = if denom > 0.0 {
+        (se2 * se2 / denom).floor().max(1.0) as u64
+    } else {
+        1
+    };
+    (se2.sqrt(), df)
+}
+
 /// The ratio of two cells' figures with its 95% confidence interval.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ratio {
@@ -333,20 +381,7 @@ pub fn ratio(numerator: &Summary, denominator: &Summary) -> Result<Ratio, String
         });
     }
     if positive {
-        let lx: Vec<f64> = x.values.iter().map(|v| v.ln()).collect();
-        let ly: Vec<f64> = y.values.iter().map(|v| v.ln()).collect();
-        let ((_, sx), (_, sy)) = (mean_sd(&lx), mean_sd(&ly));
-        let (a, b) = (sx * sx / x.n as f64, sy * sy / y.n as f64);
-        let se = (a + b).sqrt();
-        // Welch–Satterthwaite; a side without spread contributes no term.
-        let mut denom = 0.0;
-        if a > 0.0 {
-            denom += a * a / (x.n as f64 - 1.0);
-        }
-        if b > 0.0 {
-            denom += b * b / (y.n as f64 - 1.0);
-        }
-        let df = ((a + b).powi(2) / denom).floor().max(1.0) as u64;
+        let (se, df) = welch(&[LogSample::of(&x.values), LogSample::of(&y.values)]);
         let t = t_975(df).unwrap_or(Z_975);
         let d = value.ln();
         return Ok(Ratio {

@@ -43,6 +43,7 @@ pub mod plots;
 pub mod readme;
 pub mod reference;
 pub mod repetitions;
+pub mod replication;
 pub mod setting;
 pub mod spread;
 pub mod summary_csv;

@@ -66,8 +66,8 @@ pub fn check_cell(cell: &CellData<'_>) -> Option<Vec<RunCheck>> {
             Some(RunCheck {
                 repetition: r.repetition,
                 conns,
-                mean_us: b.latency_us.mean,
-                expected_qps: expected_qps(conns, b.latency_us.mean)?,
+                mean_us: b.latency_us?.mean,
+                expected_qps: expected_qps(conns, b.latency_us?.mean)?,
                 measured_qps: b.qps,
             })
         })

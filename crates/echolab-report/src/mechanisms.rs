@@ -9,8 +9,17 @@
 //! - **inconclusive**: it straddles an edge, or an input is missing (said which);
 //! - **not testable here**: the mechanism's premise is absent from this run, so its
 //!   prediction says nothing either way: a server-cost mechanism (`cpu-per-request`) on
-//!   cells none of which the server paces (all path-, client-bound or unsaturated, as
-//!   [`crate::bounds`] labels them), e.g. exp31 on crossnet, where round trips set QPS.
+//!   cells not all of which the server paces (some path-, client-bound or unsaturated, as
+//!   [`crate::bounds`] labels them), e.g. exp31 on crossnet, where round trips set QPS;
+//! - **consistent** / **inconsistent** (an identity, not a test of the mechanism): the
+//!   `cpu-per-request` prediction is built from the QPS it predicts. Server CPU per request
+//!   is the server's utilisation over QPS, so the predicted gain is the measured gain times
+//!   the ratio of the two cells' utilisations (the utilisation law, Denning & Buzen 1978,
+//!   "The Operational Analysis of Queueing Network Models", Computing Surveys 10(3)): at two
+//!   equally busy servers it agrees by construction. Its band then checks the measurement
+//!   (equal utilisation in both cells), never that CPU per request causes the gain. The same
+//!   holds for the Little's-law figure printed beside a round-trip mechanism: in a closed
+//!   loop without think time, mean latency = connections / QPS by definition.
 //!
 //! A knee mechanism ([`MechanismKind::Knee`]) is judged on a scan instead (see [`knee`]):
 //! it holds here when the predicted and the measured knee are the same scan point or
@@ -42,6 +51,10 @@ pub enum MechanismVerdict {
     Inconclusive,
     /// See the module doc.
     NotTestable,
+    /// See the module doc: an identity that agrees with the measurement.
+    Consistent,
+    /// See the module doc: an identity that does not, so a measurement is off.
+    Inconsistent,
 }
 
 impl MechanismVerdict {
@@ -52,6 +65,8 @@ impl MechanismVerdict {
             MechanismVerdict::DoesNotHold => "does not hold here",
             MechanismVerdict::Inconclusive => "inconclusive",
             MechanismVerdict::NotTestable => "not testable here",
+            MechanismVerdict::Consistent => "consistent (an identity, not a test)",
+            MechanismVerdict::Inconsistent => "inconsistent (an identity: a measurement is off)",
         }
     }
 }
@@ -182,19 +197,28 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
         Verdict::Refuted => MechanismVerdict::DoesNotHold,
         _ => MechanismVerdict::Inconclusive,
     };
-    if m.kind == MechanismKind::CpuPerRequest && server_paces_none(manifest, &[num, den]) {
-        // The band would still sort the figures, but by where the prediction happens to
-        // fall, not by anything the server did.
-        out.verdict = MechanismVerdict::NotTestable;
+    if m.kind == MechanismKind::CpuPerRequest {
+        out.verdict = if !server_paces_all(manifest, &[num, den]) {
+            // The band would still sort the figures, but by where the prediction happens to
+            // fall, not by anything the server did.
+            MechanismVerdict::NotTestable
+        } else {
+            match out.verdict {
+                MechanismVerdict::Holds => MechanismVerdict::Consistent,
+                MechanismVerdict::DoesNotHold => MechanismVerdict::Inconsistent,
+                v => v,
+            }
+        };
     }
     out
 }
 
-/// Whether every one of `cells` has a bound label and none of them involves the server.
-fn server_paces_none(manifest: &Manifest, cells: &[&CellData<'_>]) -> bool {
+/// Whether every one of `cells` has a bound label that involves the server: a server-cost
+/// prediction compares the server's work in each, so each must be paced by it.
+fn server_paces_all(manifest: &Manifest, cells: &[&CellData<'_>]) -> bool {
     cells
         .iter()
-        .all(|c| bounds::of_cell(c, manifest).is_some_and(|b| !b.bound.involves_server()))
+        .all(|c| bounds::of_cell(c, manifest).is_some_and(|b| b.bound.involves_server()))
 }
 
 type Prediction = (Option<f64>, Option<Ratio>, String);
@@ -323,7 +347,9 @@ fn cpu_per_request(
         _ => String::new(),
     };
     let how = format!(
-        "server CPU per request {} µs{} in {} against {} µs{} in {}: QPS at a saturated server goes as 1 / CPU per request",
+        "server CPU per request {} µs{} in {} against {} µs{} in {}: QPS at a saturated server goes as 1 / CPU per request; \
+         CPU per request is utilisation / QPS, so this prediction is the measured gain times the cells' utilisation ratio \
+         (the utilisation law): it checks the measurement, not the mechanism",
         format::num(cd.median),
         split(den),
         den.id,
@@ -414,13 +440,14 @@ fn round_trips(
                 .as_ref()
                 .map(|m| judge(&band(q.value, DEFAULT_AGREEMENT), m).0);
             out.alternative = format!(
-                "queueing instead (Little's law, {} connections in a closed loop: latency = connections / QPS) predicts {}{}",
+                "Little's-law check ({} connections in a closed loop: mean latency = connections / QPS by definition, \
+                 an identity, not a mechanism): inverse QPS ratio {} against the P50 ratio, {}",
                 num.cell.conns,
                 format::times(q.value),
                 match queueing {
-                    Some(Verdict::Reproduced) => ", which holds here",
-                    Some(Verdict::Refuted) => ", which does not hold here either",
-                    _ => ", inconclusive",
+                    Some(Verdict::Reproduced) => "consistent (P50 moves as the mean)",
+                    Some(Verdict::Refuted) => "inconsistent (P50 and the mean move apart)",
+                    _ => "inconclusive",
                 }
             );
         }

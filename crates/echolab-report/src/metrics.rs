@@ -211,10 +211,11 @@ pub fn value(run: &RunRecord, metric: &str) -> Option<f64> {
     let bench = run.bench.as_ref()?;
     match metric {
         QPS => Some(bench.qps),
-        P50_US => Some(bench.latency_us.p50),
-        P90_US => Some(bench.latency_us.p90),
-        P99_US => Some(bench.latency_us.p99),
-        MEAN_US => Some(bench.latency_us.mean),
+        // No successful request, no latency: absent, never 0 µs.
+        P50_US => bench.latency_us.map(|l| l.p50),
+        P90_US => bench.latency_us.map(|l| l.p90),
+        P99_US => bench.latency_us.map(|l| l.p99),
+        MEAN_US => bench.latency_us.map(|l| l.mean),
         FAILURES => Some(bench.requests_failed as f64),
         CONNECT_S => bench.extra.time_to_establish_s,
         _ => {
@@ -253,7 +254,10 @@ mod tests {
             requests_failed: 3,
             ..Default::default()
         };
-        bench.latency_us.p99 = 900.0;
+        bench.latency_us = Some(echolab_core::hist::LatencySummary {
+            p99: 900.0,
+            ..Default::default()
+        });
         bench.syscalls.insert(
             "close".into(),
             SyscallStat {
@@ -297,6 +301,22 @@ mod tests {
             link: None,
             strace: None,
             error: None,
+        }
+    }
+
+    #[test]
+    fn a_run_in_which_nothing_succeeded_has_no_latency() {
+        // As echo-bench wrote such a run before it printed `null`: every figure 0.0 µs.
+        let zeros = r#"{"min":0.0,"mean":0.0,"p50":0.0,"p90":0.0,"p99":0.0,"p999":0.0,"max":0.0}"#;
+        for latency in [zeros, "null"] {
+            let mut r = run();
+            let mut json = serde_json::to_value(r.bench.take().unwrap()).unwrap();
+            json["requests_ok"] = 0.into();
+            json["latency_us"] = serde_json::from_str(latency).unwrap();
+            r.bench = Some(serde_json::from_value(json).unwrap());
+            for m in [P50_US, P90_US, P99_US, MEAN_US] {
+                assert_eq!(value(&r, m), None, "{m} of {latency}");
+            }
         }
     }
 

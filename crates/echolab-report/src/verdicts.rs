@@ -10,7 +10,7 @@ use echolab_core::results::Manifest;
 use crate::bounds;
 use crate::claims::{ClaimCheck, Verdict};
 use crate::dataset::Dataset;
-use crate::format::{self, Table};
+use crate::format::Table;
 use crate::mechanisms::MechanismCheck;
 
 /// One row of the verdict table.
@@ -69,11 +69,7 @@ pub fn rows(
             }
             VerdictRow {
                 claim: c.claim.name.clone(),
-                seed: c
-                    .claim
-                    .seed_ratio
-                    .map(format::times)
-                    .unwrap_or_else(|| "—".into()),
+                seed: c.seed(),
                 here: c.here(),
                 verdict: c.verdict,
                 why: why.join("; "),

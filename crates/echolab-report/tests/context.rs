@@ -83,7 +83,7 @@ fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
             ..Default::default()
         };
         link.uplink.packets = 1000;
-        link.uplink.release_error_us = late(if troubled { 2500.0 } else { 20.0 });
+        link.uplink.release_error_us = Some(late(if troubled { 2500.0 } else { 20.0 }));
         link.uplink.drops_queue = if troubled { 40 } else { 0 };
         link.uplink.drops_loss = 3;
         // Overloaded 1, 2 and 3 times over the three repetitions: mean 2.

@@ -34,10 +34,10 @@ fn exp31() -> (TempDir, String) {
                     t_s: k as f64,
                     qps: 49_000.0 + 1000.0 * rep + 100.0 * k as f64,
                     requests_ok: 50_000,
-                    latency_us: echolab_core::hist::LatencySummary {
+                    latency_us: Some(echolab_core::hist::LatencySummary {
                         p99: 900.0 + 10.0 * rep,
                         ..Default::default()
-                    },
+                    }),
                     ..Default::default()
                 })
                 .collect();

@@ -11,7 +11,7 @@ use echolab_report::claims::Verdict;
 use common::*;
 
 #[test]
-fn exp31_on_loopback_reproduces_about_halved_and_exp34_its_counts() {
+fn exp31_on_loopback_judged_against_the_seeds_rounds_and_exp34_its_counts() {
     // exp31: short 26000–27000 req/s, long 57000–59000: long/short QPS 2.19× and P50 (from
     // Little's law, mean = conns / QPS) 26497 / 57994 = 0.457×, both with a few % spread.
     // As published (the seed's 100 × 10), so that the setting matches the seed's.
@@ -31,20 +31,26 @@ fn exp31_on_loopback_reproduces_about_halved_and_exp34_its_counts() {
     assert_no_negative_bound(&md);
     let v = verdicts(&summary);
     let of = |name: &str| v.iter().find(|(n, _)| n.starts_with(name)).unwrap().1;
+    // Judged against the seed's rounds (seed 000 §5): its ET P50 rounds give 0.439× with a 95%
+    // interval (0.325–0.593×) wider than the claim's ±20%, so no run could settle that claim;
+    // LT's steadier rounds give 0.421× (0.378–0.468×), and ours, 0.457×, is 1.09× of it
+    // (1.00–1.18× with both spreads), inside 0.8–1.2.
     assert_eq!(
         of("long/short P50 latency, ET server (about halved)"),
-        Verdict::Reproduced,
+        Verdict::SeedTooSpread,
         "{md}"
     );
     assert_eq!(
         of("long/short P50 latency, LT server (about halved)"),
         Verdict::Reproduced
     );
-    assert_eq!(of("long/short QPS gain, ET server"), Verdict::Reproduced);
+    // The seed's QPS rounds swing (ET short 14900–30824, LT long 29177–55785): both gains'
+    // own intervals (0.815–6.23× and 0.676–3.04×) dwarf ±15%, so 2.19× settles neither.
+    assert_eq!(of("long/short QPS gain, ET server"), Verdict::SeedTooSpread);
     assert_eq!(
         of("long/short QPS gain, LT server"),
-        Verdict::Refuted,
-        "2.19× is above 1.26–1.70×"
+        Verdict::SeedTooSpread,
+        "against the seed's point, 2.19× is above 1.26–1.70×; against its rounds, undecidable"
     );
     assert_eq!(
         of("ET long/short QPS gain within the predicted 2-5x"),
@@ -143,10 +149,14 @@ fn crossnet_marks_path_bound_claims_not_comparable_and_seed_figures_as_context()
     assert_no_negative_bound(&md);
     for (name, v) in verdicts(&summary) {
         // The P50 claims' own mechanism is round trips (exp31's `round-trips` mechanisms):
-        // where the path sets the ratio they are judged (0.9 × 22.6 / 0.9 × 47.4 ms ≈ 0.48×
-        // against 0.5× ±20%); the QPS claims are about the server and are set aside.
-        let expected = if name.contains("P50") {
-            Verdict::Reproduced
+        // where the path sets the ratio they are judged, against the seed's rounds
+        // (0.9 × 22.6 / 0.9 × 47.4 ms ≈ 0.48×): ET's rounds (0.439×, 95% CI 0.325–0.593×) are
+        // wider than ±20%, LT's (0.421×, 0.378–0.468×) are not, and 0.48/0.421 = 1.14 sits at
+        // the band's 1.2 edge. The QPS claims are about the server and are set aside.
+        let expected = if name.contains("P50 latency, ET") {
+            Verdict::SeedTooSpread
+        } else if name.contains("P50") {
+            Verdict::Inconclusive
         } else {
             Verdict::NotComparable
         };

@@ -151,14 +151,23 @@ async fn probe_once<H: Hosts>(
         .map_err(|e| anyhow::anyhow!("calibration client ({}): {e}", out.describe()))?;
     let stats = stopped.ok().and_then(|o| final_stats(&o.stdout).ok());
     let mut measured = BTreeMap::new();
-    measured.insert("rtt_min_us".into(), report.latency_us.min);
-    measured.insert(
-        CalibrationRecord::RTT_MEDIAN_US.into(),
-        report.latency_us.p50,
-    );
-    measured.insert("rtt_p99_us".into(), report.latency_us.p99);
     measured.insert("round_trips".into(), report.requests_ok as f64);
     measured.insert("failures".into(), report.requests_failed as f64);
+    let Some(latency) = report.latency_us else {
+        // No round trip, no RTT: a failed calibration, never a 0 µs path.
+        return Ok(CalibrationRecord {
+            measured,
+            passed: false,
+            reason: format!(
+                "failed: none of {rounds} probe round trips succeeded ({} failed)",
+                report.requests_failed
+            ),
+            ..Default::default()
+        });
+    };
+    measured.insert("rtt_min_us".into(), latency.min);
+    measured.insert(CalibrationRecord::RTT_MEDIAN_US.into(), latency.p50);
+    measured.insert("rtt_p99_us".into(), latency.p99);
     if let Some(s) = stats {
         measured.insert("server_bytes_in".into(), s.totals.bytes_in as f64);
     }
@@ -166,7 +175,7 @@ async fn probe_once<H: Hosts>(
         measured,
         ..Default::default()
     };
-    judge_rtt(profile, report.latency_us.p50, &mut record);
+    judge_rtt(profile, latency.p50, &mut record);
     if report.requests_failed > 0 && record.passed {
         record.passed = false;
         record.reason = format!(
@@ -302,10 +311,10 @@ mod tests {
             let report = echolab_core::stats::BenchReport {
                 requests_ok: 2000 - self.failed,
                 requests_failed: self.failed,
-                latency_us: echolab_core::hist::LatencySummary {
+                latency_us: Some(echolab_core::hist::LatencySummary {
                     p50: self.p50_us,
                     ..Default::default()
-                },
+                }),
                 ..Default::default()
             };
             let stdout = serde_json::to_string(&report).unwrap();

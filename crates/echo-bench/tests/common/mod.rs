@@ -63,19 +63,41 @@ pub(crate) fn run(args: &[&str]) -> (Output, Duration) {
     run_with(args, |_| {})
 }
 
-/// Runs echo-bench with `args` plus `--json`, expects exit 0 and returns the parsed report.
+/// Runs echo-bench with `args` plus `--json` and returns the parsed report, holding every run
+/// to the contract of a report: exit 0 when a request succeeded; when none did, exit 1, no
+/// latency (`null`, never 0 µs) and one line on stderr saying so.
 pub(crate) fn report(args: &[&str]) -> BenchReport {
     let mut all = args.to_vec();
     all.push("--json");
     let (out, _) = run(&all);
+    checked_report(&all, &out)
+}
+
+/// The report of a `--json` run `all` that gave `out`, held to the contract [`report`] states.
+pub(crate) fn checked_report(all: &[&str], out: &Output) -> BenchReport {
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "echo-bench {all:?} exited {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not a BenchReport ({e}):\n{stdout}"))
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let r: BenchReport = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not a BenchReport ({e}):\n{stdout}\nstderr:\n{stderr}"));
+    if r.requests_ok > 0 {
+        assert!(
+            out.status.success(),
+            "echo-bench {all:?} exited {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            out.status
+        );
+    } else {
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "nothing succeeded: {all:?}\n{stderr}"
+        );
+        assert!(
+            stdout.contains("\"latency_us\": null") && r.latency_us.is_none(),
+            "nothing succeeded, so no latency: {stdout}"
+        );
+        assert!(stderr.contains("no request succeeded"), "{stderr}");
+    }
+    r
 }
 
 /// Count of `name` in a report's syscall table (0 when absent).

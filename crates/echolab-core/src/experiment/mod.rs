@@ -429,6 +429,8 @@ impl Experiment {
                     f.cell
                 ));
             }
+            f.validate_rounds()
+                .map_err(|m| format!("reference.figures[{i}].{m}"))?;
         }
         for (i, c) in self.reference.claims.iter().enumerate() {
             c.validate()

@@ -63,6 +63,52 @@ pub struct ReferenceFigure {
     /// (connect-storm time), `cpu_pct`, `mem_pct`, `mem_mib`, or a syscall metric such as
     /// `syscall.close.count`, `syscall.close.total_s`.
     pub values: BTreeMap<String, f64>,
+    /// The seed's value in each of its rounds, by metric, where the seed publishes them
+    /// (seed 000 §5 and seed 001 §3 do, three rounds a cell): what `values` is the mean of.
+    /// With them on both cells of a magnitude claim, the claim is judged against the seed's
+    /// own spread as well as ours (docs/methodology.md, "Claims against the seed's rounds").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rounds: BTreeMap<String, Vec<f64>>,
+}
+
+/// How far a figure may sit from the mean of its rounds and still be that mean: the seeds
+/// print means rounded to whole units (26433 for rounds 20409, 29725, 29165), so 0.5% finds
+/// a transcription error without refusing a rounding.
+pub(super) const ROUNDS_MEAN_TOLERANCE: f64 = 0.005;
+
+impl ReferenceFigure {
+    /// Checks `rounds`: each metric's rounds are at least 2 positive, finite values whose mean
+    /// is the figure's value for that metric, when it has one.
+    ///
+    /// # Errors
+    /// The field and what is wrong, e.g. `rounds.qps: 1 value; a spread needs at least 2`.
+    pub fn validate_rounds(&self) -> Result<(), String> {
+        for (metric, rounds) in &self.rounds {
+            if rounds.len() < 2 {
+                return Err(format!(
+                    "rounds.{metric}: {} value; a spread needs at least 2",
+                    rounds.len()
+                ));
+            }
+            if let Some(bad) = rounds.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+                return Err(format!(
+                    "rounds.{metric}: {bad} is not a positive number (the seed's rounds are \
+                     judged on a log scale)"
+                ));
+            }
+            let mean = rounds.iter().sum::<f64>() / rounds.len() as f64;
+            if let Some(&v) = self.values.get(metric) {
+                if ((mean - v) / v).abs() > ROUNDS_MEAN_TOLERANCE {
+                    return Err(format!(
+                        "rounds.{metric}: their mean {mean:.1} is not values.{metric} {v} \
+                         (within {}%)",
+                        ROUNDS_MEAN_TOLERANCE * 100.0
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a claim asserts about the ratio numerator / denominator (see [`ReferenceClaim`]).

@@ -106,18 +106,20 @@ pub struct DirectionSnapshot {
     /// Release error (write time minus scheduled time), µs: how late the wire is on its own
     /// schedule. The schedule is the profile's delay minus `compensation_us`, so the delay seen
     /// from outside is the profile's plus this plus the kernel's unseen share (which the
-    /// compensation estimates); `examples/wire_perf.rs` measures that end to end.
-    pub release_error_us: LatencySummary,
+    /// compensation estimates); `examples/wire_perf.rs` measures that end to end. `null` before
+    /// the first release.
+    #[serde(default, deserialize_with = "hist::de_optional_summary")]
+    pub release_error_us: Option<LatencySummary>,
     /// The release-error histogram (ns, HdrHistogram V2 base64), for merging.
     pub release_error_histogram: String,
     /// The wire's own per-pass overhead it subtracts from the profile's delay (never below
     /// zero), µs: the median of `self_probe_us`. 0 when not compensated.
     #[serde(default)]
     pub compensation_us: f64,
-    /// Self-probe write-to-read times measured at startup, µs ([`super::probe`]); all zeros when
+    /// Self-probe write-to-read times measured at startup, µs ([`super::probe`]); `null` when
     /// the probe was off or failed.
-    #[serde(default)]
-    pub self_probe_us: LatencySummary,
+    #[serde(default, deserialize_with = "hist::de_optional_summary")]
+    pub self_probe_us: Option<LatencySummary>,
     /// How long before each release the direction wakes and polls instead of sleeping, µs.
     #[serde(default)]
     pub early_wake_us: f64,
@@ -140,9 +142,9 @@ pub struct DirectionSnapshot {
     #[serde(default)]
     pub translated: u64,
     /// How long packets waited in the TUN before the wire read them, µs (all zeros without
-    /// kernel stamps).
-    #[serde(default)]
-    pub tun_wait_us: LatencySummary,
+    /// kernel stamps, or before the first packet).
+    #[serde(default, deserialize_with = "hist::de_optional_summary")]
+    pub tun_wait_us: Option<LatencySummary>,
     /// Times the direction was overloaded (its TUN undrained for 2 ms: packets arrived faster
     /// than it carried them) and gave up real-time priority to share its CPU, so that the
     /// applications it delivers to could run; release times slip during those spells.

@@ -23,7 +23,8 @@ pub(super) fn timeline(cell: &CellData<'_>) -> Option<Result<String, String>> {
     if runs.is_empty() {
         return None;
     }
-    let per_interval = |f: fn(&echolab_core::stats::IntervalRecord) -> f64| {
+    // An interval without a figure (no request completed in it: no latency) has no point.
+    let per_interval = |f: fn(&echolab_core::stats::IntervalRecord) -> Option<f64>| {
         runs.iter()
             .map(|r| {
                 let b = r.bench.as_ref().expect("filtered above");
@@ -31,7 +32,7 @@ pub(super) fn timeline(cell: &CellData<'_>) -> Option<Result<String, String>> {
                     r.repetition,
                     b.intervals
                         .iter()
-                        .map(|i| (i.t_s, f(i)))
+                        .filter_map(|i| Some((i.t_s, f(i)?)))
                         .collect::<Vec<_>>(),
                 )
             })
@@ -40,11 +41,11 @@ pub(super) fn timeline(cell: &CellData<'_>) -> Option<Result<String, String>> {
     let panels = [
         Panel {
             title: "QPS per interval (requests/s)",
-            lines: per_interval(|i| i.qps),
+            lines: per_interval(|i| Some(i.qps)),
         },
         Panel {
             title: "P99 per interval (µs)",
-            lines: per_interval(|i| i.latency_us.p99),
+            lines: per_interval(|i| i.latency_us.map(|l| l.p99)),
         },
         Panel {
             title: "server CPU per sample (% of one core)",

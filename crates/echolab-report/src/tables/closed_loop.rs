@@ -216,7 +216,9 @@ pub fn per_repetition(ds: &Dataset<'_>) -> Option<Section> {
 fn merged_text(c: &CellData<'_>, notes: &mut Vec<String>) -> String {
     match c.merged_histogram() {
         Ok(Some(h)) => {
-            let s = LatencySummary::from_histogram(&h);
+            let Some(s) = LatencySummary::from_histogram(&h) else {
+                return "—".into();
+            };
             format!(
                 "{} / {} / {} / {}",
                 format::num(s.p50),
@@ -242,7 +244,7 @@ pub fn percentiles(ds: &Dataset<'_>) -> Option<Section> {
     let measured = |c: &CellData<'_>| {
         c.ok_runs().next().is_none()
             || c.ok_runs()
-                .any(|r| r.bench.as_ref().is_some_and(|b| b.latency_us.max > 0.0))
+                .any(|r| r.bench.as_ref().is_some_and(|b| b.latency_us.is_some()))
     };
     let cells: Vec<&CellData<'_>> = ds
         .cells
@@ -262,6 +264,19 @@ pub fn percentiles(ds: &Dataset<'_>) -> Option<Section> {
         "Merged P50 / P90 / P99 / P99.9 (µs)",
     ]);
     for c in &cells {
+        let clamped: u64 = c
+            .ok_runs()
+            .filter_map(|r| r.bench.as_ref())
+            .map(|b| b.latency_out_of_range)
+            .sum();
+        if clamped > 0 {
+            notes.push(format!(
+                "{}: {clamped} latencies fell outside the histogram's range (1 ns to 1 h) and \
+                 count at its nearest bound, so its extreme percentiles are bounds, not \
+                 measurements.",
+                c.id
+            ));
+        }
         t.row([
             c.id.clone(),
             c.reps_text(),

@@ -193,7 +193,7 @@ mod tests {
 
     fn report(conns: u64, ok: u64, tw: i64) -> BenchReport {
         let mut h = echolab_core::hist::new_latency_histogram();
-        echolab_core::hist::record_ns(&mut h, 100_000);
+        assert!(!echolab_core::hist::record_ns(&mut h, 100_000));
         let mut r = BenchReport {
             conns,
             requests_ok: ok,

@@ -144,9 +144,10 @@ fn direction_between(b: &DirectionSnapshot, a: &DirectionSnapshot) -> DirectionC
     ) {
         (Ok(before), Ok(mut after)) => match after.subtract(&before) {
             Ok(()) => hist::LatencySummary::from_histogram(&after),
-            Err(_) => a.release_error_us,
+            // The snapshot's own summary covers the wire's whole life, not this interval.
+            Err(_) => None,
         },
-        _ => a.release_error_us,
+        _ => None,
     };
     DirectionCounters {
         packets: a.packets.saturating_sub(b.packets),
@@ -177,7 +178,7 @@ mod tests {
     fn direction(packets: u64, drops_queue: u64, release_ns: &[u64]) -> DirectionSnapshot {
         let mut h = hist::new_latency_histogram();
         for &ns in release_ns {
-            hist::record_ns(&mut h, ns);
+            assert!(!hist::record_ns(&mut h, ns));
         }
         DirectionSnapshot {
             packets,
@@ -298,7 +299,8 @@ mod tests {
         // A wire that could not read its TUN's counter makes the sum unknown, not smaller.
         assert_eq!(after.uplink.drops_device, None);
         // 300 releases 10 ms late and 200 30 ms late: the median is wire 1's, the p99 wire 2's.
-        let (p50, p99) = (c.uplink.release_error_us.p50, c.uplink.release_error_us.p99);
+        let release = c.uplink.release_error_us.unwrap();
+        let (p50, p99) = (release.p50, release.p99);
         assert!((9_900.0..=10_100.0).contains(&p50), "p50 {p50}");
         assert!((29_700.0..=30_300.0).contains(&p99), "p99 {p99}");
         assert_eq!(c.downlink.packets, 0);
@@ -335,10 +337,13 @@ mod tests {
         assert_eq!(c.unintended_drops(), 19 + 3);
         assert_eq!(c.uplink.peak_queue_since_start, 40);
         // Only the run's 500 releases: all 50 µs late, none of the earlier 5 µs ones.
-        let p50 = c.uplink.release_error_us.p50;
+        let p50 = c.uplink.release_error_us.unwrap().p50;
         assert!((49.0..=51.0).contains(&p50), "p50 {p50}");
         assert_eq!(c.downlink.packets, 500);
-        assert_eq!(c.downlink.release_error_us.max, 0.0);
+        assert_eq!(
+            c.downlink.release_error_us, None,
+            "no release in the run: no release error, not 0 µs"
+        );
         // The class the wire ends the run in.
         after.downlink.scheduling = "fair: EPERM".into();
         let c = between(&before, &after);

@@ -127,7 +127,7 @@ fn smoke_on_crossnet_through_the_link() {
         .iter()
         .filter(|r| r.cell.mode == echolab_core::experiment::BenchMode::Long)
     {
-        let p50 = rec.bench.as_ref().unwrap().latency_us.p50;
+        let p50 = rec.bench.as_ref().unwrap().latency_us.unwrap().p50;
         assert!(
             p50 >= 18_000.0,
             "{}: p50 {p50} us is below the link's 20 ms RTT",

@@ -710,6 +710,7 @@ mod tests {
                 ..Default::default()
             }),
             server: None,
+            server_pid: None,
             samples: vec![],
             settle: None,
             link: None,

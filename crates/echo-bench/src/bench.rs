@@ -52,7 +52,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
             stop,
             warmup: args.load.warmup,
             rate: args.rate,
-            expected_reply: request.clone(),
+            reply: crate::engine::Reply::Echo,
             request,
             interval: args.duration.map(|_| INTERVAL),
             shard: args.shard,

@@ -18,7 +18,9 @@ const LONG_ABOUT: &str = "\
 echolab's load generator for TCP echo servers.
 
 The main form mirrors seed 000's echo-kp-bench: CONNS connections start together (a barrier) and
-each makes ROUNDS requests of a 12-byte \"hello echo\\r\\n\" payload, verifying every echo.
+each makes ROUNDS requests of a 12-byte \"hello echo\\r\\n\" payload, verifying every echo. Each
+request carries its connection's id and sequence number in place of \"hello echo\", so an echo
+of another connection's or an earlier request's bytes fails (foreign_echo) rather than passes.
 
   --mode short  every request is connect, send, receive, close. Latency is connect to close:
                 it includes the TCP handshake and teardown (about 2 RTT) and the connect(2) and
@@ -117,7 +119,8 @@ pub struct RunArgs {
     /// short: connect/send/recv/close per request; long: one connection, ROUNDS round trips.
     #[arg(long, value_enum, default_value_t = Mode::Long)]
     pub mode: Mode,
-    /// Request size in bytes: the seed payload "hello echo\r\n" repeated and cut to length.
+    /// Request size in bytes: the seed payload "hello echo\r\n" repeated and cut to length, each
+    /// 12-byte block with room for it stamped with the connection and request (none under 10).
     #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
     pub payload_size: u64,
     /// Run for this long instead of ROUNDS (e.g. "10s"); adds per-second records to --json.

@@ -26,8 +26,13 @@ pub(crate) enum FailureKind {
     Refused,
     /// ECONNRESET / EPIPE: the peer reset the connection.
     Reset,
-    /// The bytes echoed back differ from the bytes sent (or from the expected reply body).
+    /// The bytes echoed back differ from the bytes sent (or from the expected reply body),
+    /// and are not another request's echo.
     Mismatch,
+    /// The echo is another request's: its stamp (`echolab_core::protocol`) names another
+    /// connection, or an earlier request of this one. A server that mixes up connections'
+    /// buffers.
+    ForeignEcho,
     /// EADDRNOTAVAIL: no free ephemeral port (ip_local_port_range exhausted, e.g. by TIME_WAIT).
     AddrNotAvail,
     /// The peer closed the connection before the reply was complete.
@@ -61,6 +66,7 @@ impl FailureKind {
             FailureKind::Refused => "refused".into(),
             FailureKind::Reset => "reset".into(),
             FailureKind::Mismatch => "mismatch".into(),
+            FailureKind::ForeignEcho => "foreign_echo".into(),
             FailureKind::AddrNotAvail => "addr_not_avail".into(),
             FailureKind::Eof => "eof".into(),
             FailureKind::Errno(n) => format!("{:?}", nix::errno::Errno::from_raw(n)).to_lowercase(),

@@ -35,8 +35,10 @@ pub(crate) fn base_report(
             Stop::Duration(_) => None,
         },
         payload_bytes: plan.request.len() as u64,
-        reply_bytes: (plan.expected_reply != plan.request)
-            .then_some(plan.expected_reply.len() as u64),
+        reply_bytes: match &plan.reply {
+            crate::engine::Reply::Echo => None,
+            crate::engine::Reply::Fixed(bytes) => Some(bytes.len() as u64),
+        },
         target_rate: plan.rate,
         started_at: outcome.started_at.clone(),
         duration_s: secs,

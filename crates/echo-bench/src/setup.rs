@@ -165,10 +165,10 @@ pub(crate) struct PlanInputs {
     pub warmup: Duration,
     /// Open-loop rate.
     pub rate: Option<f64>,
-    /// Request bytes.
+    /// Request bytes, unstamped.
     pub request: Vec<u8>,
-    /// Expected reply bytes.
-    pub expected_reply: Vec<u8>,
+    /// What a request must get back.
+    pub reply: crate::engine::Reply,
     /// Per-interval records.
     pub interval: Option<Duration>,
     /// This process's share of a `--processes` run (`None`: all connections).
@@ -224,7 +224,7 @@ pub(crate) fn plan(
         warmup: inputs.warmup,
         rate: inputs.rate,
         request: inputs.request,
-        expected_reply: inputs.expected_reply,
+        reply: inputs.reply,
         timeout: client.timeout.0,
         sock: SocketOptions {
             nodelay: client.nodelay,

@@ -42,7 +42,7 @@ pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
             stop: Stop::Rounds(1),
             warmup: std::time::Duration::ZERO,
             rate: None,
-            expected_reply: request.clone(),
+            reply: crate::engine::Reply::Echo,
             request,
             interval: None,
             shard: None,

@@ -10,14 +10,15 @@ use crate::engine::{Pattern, Stop};
 use crate::setup::{self, PlanInputs, SetupError};
 use crate::Finished;
 
-/// Runs the sustained load described by `args`. The request is the seed payload, which ends
-/// in the reply-mode request terminator `\n`; the reply is verified against
-/// `protocol::reply_body(reply_bytes)`.
+/// Runs the sustained load described by `args`. The request is the seed payload's size,
+/// stamped (its stamp keeps the reply-mode request terminator `\n` at its end); the reply is
+/// verified against `protocol::reply_body(reply_bytes)`, the same for every request, so it
+/// cannot show whose it is.
 ///
 /// # Errors
 /// Unresolvable host, too few file descriptors, or an engine that could not start.
 pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
-    let request = protocol::DEFAULT_PAYLOAD.to_vec();
+    let request = protocol::payload(protocol::DEFAULT_PAYLOAD.len());
     debug_assert_eq!(request.last(), Some(&protocol::REQUEST_END));
     let plan = setup::plan(
         PlanInputs {
@@ -28,7 +29,7 @@ pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
             warmup: args.load.warmup,
             rate: args.rate,
             request,
-            expected_reply: protocol::reply_body(args.reply_bytes as usize),
+            reply: crate::engine::Reply::Fixed(protocol::reply_body(args.reply_bytes as usize)),
             interval: Some(args.interval),
             shard: None,
             engine: args.client.engine,

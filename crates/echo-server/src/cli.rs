@@ -25,7 +25,8 @@ accepts connections (for prefork and reuseport, once every worker has registered
 listener; launchers wait for this line); on stdout, one ServerStats JSON line every
 --stats-interval and a final one (\"final\":true) on SIGTERM or SIGINT, after which it exits 0.
 
-Exit: 0 after SIGTERM/SIGINT; 2 for bad input (one line); any other end prints one line
+Exit: 0 after SIGTERM/SIGINT; 2 for bad input (one line), a port another process listens on
+included, SO_REUSEPORT or not (a port is one server's); any other end prints one line
 `echo-server: fatal: REASON` (an error, a panic, a signal) and exits 1, or 128+N for signal N.
 prefork replaces a worker process that dies, says so on stderr, and counts it in
 `worker_restarts`.

@@ -71,6 +71,11 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let addr = SocketAddr::new(args.bind, args.port);
     let reuseport = model == ServerModel::Reuseport;
+    // Checked before the bind too, so that every model (not only those whose bind would fail
+    // with EADDRINUSE) names the reason the same way.
+    if let Some(msg) = port_taken(addr, &[])? {
+        return Ok(usage_error(&msg));
+    }
     let listeners = match listen::listeners(
         addr,
         i32::try_from(opts.backlog).unwrap_or(i32::MAX),
@@ -81,6 +86,10 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(l) => l,
         Err(e) => return Ok(usage_error(&format!("cannot listen on {addr}: {e}"))),
     };
+    // And after: a server that started at the same moment bound beside ours (SO_REUSEPORT).
+    if let Some(msg) = port_taken(addr, &listeners)? {
+        return Ok(usage_error(&msg));
+    }
     let bound = listeners[0].local_addr()?;
     let counters = counters::alloc_shared(workers)?;
     // Before any worker exists, so that every thread and child inherits the blocked mask.
@@ -135,6 +144,19 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(Ended::Error(e)) => Err(e),
     }
+}
+
+/// The usage error for a port another process listens on ([`listen::foreign_listener`]), if
+/// one does; `ours` are the server's own listeners.
+fn port_taken(addr: SocketAddr, ours: &[std::net::TcpListener]) -> anyhow::Result<Option<String>> {
+    let found = listen::foreign_listener(addr, ours)
+        .map_err(|e| anyhow::anyhow!("cannot check who listens on {addr}: {e}"))?;
+    Ok(found.map(|other| {
+        format!(
+            "cannot listen on {addr}: another process already listens on {other} (address in \
+             use); a port is one server's, even with SO_REUSEPORT"
+        )
+    }))
 }
 
 /// Why the server stops other than by SIGTERM/SIGINT.

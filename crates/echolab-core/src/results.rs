@@ -553,6 +553,13 @@ pub struct RunRecord {
     /// echo-server's final stats, if it produced them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerStats>,
+    /// The server's process id from its readiness line ([`crate::cmd::Ready`]'s `pid`, in the
+    /// server host's pid namespace), kept as soon as the server is ready, so that a run whose
+    /// server printed no stats still names its process; a prefork server's worker processes
+    /// are `server.workers[].pid`. Absent in older records and for a run whose server never
+    /// became ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_pid: Option<u32>,
     /// Server host CPU and memory during the client run.
     #[serde(default)]
     pub samples: Vec<ResourceSample>,
@@ -704,6 +711,19 @@ impl ResultsDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_record_keeps_the_server_pid_and_reads_older_records_without_it() {
+        let old = r#"{"cell":{"server":"epoll-et","mode":"long","conns":1,"rounds":1,"payload":12},
+            "repetition":1,"started_at":"t","wall_s":1.0}"#;
+        let mut rec: RunRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(rec.server_pid, None);
+        rec.server_pid = Some(4242);
+        let text = serde_json::to_string(&rec).unwrap();
+        assert!(text.contains(r#""server_pid":4242"#), "{text}");
+        let back: RunRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.server_pid, Some(4242));
+    }
 
     #[test]
     fn a_status_word_is_the_one_the_manifest_writes() {

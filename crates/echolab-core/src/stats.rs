@@ -176,8 +176,10 @@ pub struct BenchReport {
     pub requests_ok: u64,
     /// Requests that failed (any kind).
     pub requests_failed: u64,
-    /// Failures by kind: `"timeout"`, `"refused"`, `"reset"`, `"mismatch"`, `"addr_not_avail"`,
-    /// `"eof"`, or a lower-case errno name.
+    /// Failures by kind: `"timeout"`, `"refused"`, `"reset"`, `"mismatch"` (bytes that differ
+    /// from what was sent or from the reply body), `"foreign_echo"` (an echo that is another
+    /// request's: another connection's, or an earlier one of the same connection, told by the
+    /// stamp of [`crate::protocol`]), `"addr_not_avail"`, `"eof"`, or a lower-case errno name.
     pub failures: KindCounts,
     /// `requests_ok / duration_s`.
     pub qps: f64,

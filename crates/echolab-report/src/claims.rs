@@ -738,6 +738,7 @@ mod tests {
                 ..Default::default()
             }),
             server: None,
+            server_pid: None,
             samples: vec![],
             settle: None,
             link: None,

@@ -219,6 +219,7 @@ mod tests {
             wall_s: 1.0,
             bench: Some(bench),
             server: Some(server),
+            server_pid: None,
             // 0.25 s at 80% then 0.25 s at 100%, and a 0.05 s tail at 20%: weighted 86.4%.
             samples: vec![
                 sample(0.75, 80.0, Some(20.0)),

@@ -48,6 +48,28 @@ pub fn failure_reason(run: &RunRecord) -> Option<String> {
     Some(reason)
 }
 
+/// The processes that served a run, as a failed run's line names them: `"server pid 7"`, and
+/// `", worker pids 8, 9"` for worker processes of another pid (prefork's). The pid is the
+/// readiness line's (`RunRecord::server_pid`), else the final stats'; `None` when the record
+/// has neither (an older record of a server that printed no stats).
+pub fn server_processes(run: &RunRecord) -> Option<String> {
+    let main = run.server_pid.or(run.server.as_ref().map(|s| s.pid))?;
+    let mut workers: Vec<u32> = run
+        .server
+        .iter()
+        .flat_map(|s| s.workers.iter().map(|w| w.pid))
+        .filter(|&p| p != main && p != 0)
+        .collect();
+    workers.sort_unstable();
+    workers.dedup();
+    let mut out = format!("server pid {main}");
+    if !workers.is_empty() {
+        let list: Vec<String> = workers.iter().map(u32::to_string).collect();
+        out.push_str(&format!(", worker pids {}", list.join(", ")));
+    }
+    Some(out)
+}
+
 impl<'a> CellData<'a> {
     /// The outcome of repetition `rep` (1-based).
     pub fn outcome(&self, rep: u64) -> RepOutcome<'a> {
@@ -262,5 +284,42 @@ impl<'a> Dataset<'a> {
             }
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use echolab_core::stats::{ServerStats, WorkerStats};
+
+    #[test]
+    fn a_runs_server_processes_are_named_from_its_ready_line_and_its_stats() {
+        let old = r#"{"cell":{"server":"prefork","mode":"long","conns":1,"rounds":1,"payload":12},
+            "repetition":1,"started_at":"t","wall_s":1.0}"#;
+        let mut run: RunRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            server_processes(&run),
+            None,
+            "an older record without stats"
+        );
+        run.server_pid = Some(7);
+        assert_eq!(server_processes(&run).as_deref(), Some("server pid 7"));
+        let worker = |pid| WorkerStats {
+            pid,
+            ..Default::default()
+        };
+        run.server = Some(ServerStats {
+            pid: 7,
+            workers: vec![worker(9), worker(8)],
+            ..Default::default()
+        });
+        assert_eq!(
+            server_processes(&run).as_deref(),
+            Some("server pid 7, worker pids 8, 9")
+        );
+        // Threads of one process share its pid: nothing more to name.
+        run.server_pid = None;
+        run.server.as_mut().unwrap().workers = vec![worker(7), worker(7)];
+        assert_eq!(server_processes(&run).as_deref(), Some("server pid 7"));
     }
 }

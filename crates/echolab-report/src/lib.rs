@@ -351,7 +351,8 @@ fn noisy_figures(ds: &Dataset<'_>) -> Vec<String> {
         .collect()
 }
 
-/// The "Missing and failed runs" section, empty when there are none.
+/// The "Missing and failed runs" section, empty when there are none; a failed run names the
+/// server processes its record knows ([`dataset::server_processes`]).
 fn holes(ds: &Dataset<'_>) -> String {
     let mut lines = Vec::new();
     for c in &ds.cells {
@@ -359,9 +360,11 @@ fn holes(ds: &Dataset<'_>) -> String {
             match c.outcome(rep) {
                 RepOutcome::Ok(_) => {}
                 RepOutcome::Failed(r) => lines.push(format!(
-                    "- {} R{rep}: failed: {}",
+                    "- {} R{rep}: failed: {}{}",
                     c.id,
-                    dataset::failure_reason(r).unwrap_or_default()
+                    dataset::failure_reason(r).unwrap_or_default(),
+                    // Which processes served it, to tell a stray server from the run's own.
+                    dataset::server_processes(r).map_or(String::new(), |p| format!(" ({p})"))
                 )),
                 RepOutcome::Missing => lines.push(format!("- {} R{rep}: missing", c.id)),
             }

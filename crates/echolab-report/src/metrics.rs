@@ -281,6 +281,7 @@ mod tests {
             wall_s: 1.0,
             bench: Some(bench),
             server: None,
+            server_pid: None,
             samples: vec![
                 ResourceSample {
                     t_s: 1.0,

@@ -87,6 +87,7 @@ mod tests {
                 ..Default::default()
             }),
             server: None,
+            server_pid: None,
             samples: Vec::new(),
             settle: None,
             link: None,

@@ -278,6 +278,7 @@ mod tests {
             wall_s: 0.5,
             bench: None,
             server: None,
+            server_pid: None,
             samples: vec![],
             settle: None,
             link: None,

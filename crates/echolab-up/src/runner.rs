@@ -149,6 +149,7 @@ pub(crate) async fn run_all<H: Hosts>(
             wall_s: 0.0,
             bench: None,
             server: None,
+            server_pid: None,
             samples: Vec::new(),
             settle: None,
             link: None,
@@ -201,6 +202,7 @@ pub(crate) async fn run_all<H: Hosts>(
                 return Err(RunError::ServerStart { run: name, message });
             }
         };
+        rec.server_pid = Some(ready.pid);
         let target = hosts.target(&ready);
         let link_before = hosts.link_snapshot().await;
         let bench = hosts

@@ -91,7 +91,10 @@ fn loopback_runs_as_local_processes() {
         assert!(rec.error.is_none(), "{}: {:?}", rec.file_name(), rec.error);
         let bench = rec.bench.as_ref().expect("bench report");
         assert_eq!((bench.requests_ok, bench.requests_failed), (10, 0));
-        let t = &rec.server.as_ref().expect("server stats").totals;
+        let stats = rec.server.as_ref().expect("server stats");
+        // The readiness line's pid is kept, and it is the process whose stats these are.
+        assert_eq!(rec.server_pid, Some(stats.pid), "{}", rec.file_name());
+        let t = &stats.totals;
         // 2 connections x 5 round trips of the 12-byte payload.
         assert_eq!(
             (t.accepted, t.bytes_in, t.bytes_out),

@@ -17,6 +17,7 @@ use std::time::Instant;
 use echolab_core::hist;
 use hdrhistogram::Histogram;
 
+use super::request::Request;
 use super::window::{RunClock, WorkerResult};
 use super::{Pacer, Pattern, Plan};
 use crate::recorder::FailureKind;
@@ -152,12 +153,14 @@ pub(crate) struct Conn {
     deadline: Instant,
     rounds_left: u64,
     pacer: Option<Pacer>,
+    /// This connection's request, stamped anew for every exchange.
+    request: Request,
 }
 
 impl Conn {
-    /// Connection `id`, idle with `rounds` requests to make ([`Plan::rounds`]); `now` fills
+    /// Connection `id` of `plan`, idle with [`Plan::rounds`] requests to make; `now` fills
     /// the instants until they mean something.
-    pub(crate) fn new(id: usize, rounds: u64, now: Instant) -> Self {
+    pub(crate) fn new(id: usize, plan: &Plan, now: Instant) -> Self {
         Self {
             id,
             generation: 0,
@@ -168,8 +171,9 @@ impl Conn {
             origin: now,
             connect_start: now,
             deadline: now,
-            rounds_left: rounds,
+            rounds_left: plan.rounds(),
             pacer: None,
+            request: Request::new(plan, id),
         }
     }
 
@@ -302,6 +306,9 @@ impl Conn {
         }
         self.sent = 0;
         self.received = 0;
+        // Nothing of the previous request's bytes is still to be sent: its reply came back
+        // whole, or it failed and the engine released its socket.
+        self.request.next();
         self.deadline = now + cx.plan.timeout;
         self.state = State::Exchanging;
         Next::Exchange
@@ -320,15 +327,16 @@ impl Conn {
         self.sent < plan.request.len()
     }
 
-    /// The request bytes not yet sent.
-    pub(crate) fn unsent<'a>(&self, plan: &'a Plan) -> &'a [u8] {
-        &plan.request[self.sent..]
+    /// The request bytes not yet sent (this connection's stamped request, which stays where
+    /// it is, unchanged, until the next request starts).
+    pub(crate) fn unsent(&self) -> &[u8] {
+        &self.request.bytes()[self.sent..]
     }
 
     /// Reply bytes still owed; a receive never asks for more, so no byte of a later reply
     /// is taken.
     pub(crate) fn owed(&self, plan: &Plan) -> usize {
-        plan.expected_reply.len() - self.received
+        plan.reply_len() - self.received
     }
 
     /// `n` more request bytes went out: [`Next::Send`] while some remain, else
@@ -343,19 +351,19 @@ impl Conn {
     }
 
     /// Reply bytes arrived (empty: the peer closed): [`Next::Receive`] for more,
-    /// [`Next::Complete`] when the reply is whole, or [`Next::Fail`] on EOF or a byte that
-    /// differs from the expected reply. At most [`Conn::owed`] bytes.
+    /// [`Next::Complete`] when the reply is whole, or [`Next::Fail`] on EOF, on another
+    /// request's echo or on a byte that differs from the expected reply ([`Request::check`]).
+    /// At most [`Conn::owed`] bytes.
     pub(crate) fn on_received(&mut self, bytes: &[u8], plan: &Plan) -> Next {
         if bytes.is_empty() {
             return Next::Fail(FailureKind::Eof);
         }
-        let expected = &plan.expected_reply;
-        let end = self.received + bytes.len();
-        if bytes != &expected[self.received..end] {
-            return Next::Fail(FailureKind::Mismatch);
+        if let Err(kind) = self.request.check(&plan.reply, self.received, bytes) {
+            return Next::Fail(kind);
         }
+        let end = self.received + bytes.len();
         self.received = end;
-        if end < expected.len() {
+        if end < plan.reply_len() {
             Next::Receive
         } else {
             Next::Complete
@@ -366,7 +374,7 @@ impl Conn {
     /// a storm connection or schedules the next request ([`Conn::schedule`], direct).
     pub(crate) fn complete(&mut self, now: Instant, cx: &mut Context<'_>) -> Next {
         let latency = now.saturating_duration_since(self.origin).as_nanos() as u64;
-        let bytes = cx.plan.expected_reply.len() as u64;
+        let bytes = cx.plan.reply_len() as u64;
         cx.clock.recorder.ok(self.origin, now, latency, bytes);
         if cx.plan.pattern == Pattern::Short {
             // The engine disconnected or closed the socket: the next request connects.

@@ -2,24 +2,26 @@
 use std::time::Duration;
 
 use super::*;
-use crate::engine::{test_plan, Stop};
+use crate::engine::{test_plan, Reply, Stop};
+use echolab_core::protocol;
 
 const MS: Duration = Duration::from_millis(1);
 
-/// One connection's plan: `pattern`, `rounds` requests, "ping" echoed, `--timeout` 1 s,
-/// and with `rate` an open loop over 2 connections.
+/// One connection's plan: `pattern`, `rounds` requests, "ping" echoed (too short for a
+/// stamp, so every request is those bytes), `--timeout` 1 s, and with `rate` an open loop
+/// over 2 connections.
 fn plan(pattern: Pattern, rounds: u64, rate: Option<f64>) -> Plan {
     let mut p = test_plan(Stop::Rounds(rounds), Duration::ZERO, 1000 * MS, 1, 2);
     p.pattern = pattern;
     p.rate = rate;
     p.request = b"ping".to_vec();
-    p.expected_reply = b"ping".to_vec();
+    p.reply = Reply::Echo;
     p
 }
 
 /// A context before the start gate, and its connection 1, idle.
 fn before_gate(p: &Plan, t0: Instant) -> (Context<'_>, Conn) {
-    (Context::new(p, 1), Conn::new(1, p.rounds(), t0))
+    (Context::new(p, 1), Conn::new(1, p, t0))
 }
 
 /// A context whose run opened at `t0`, and its connection 1, idle.
@@ -52,7 +54,7 @@ fn set_up(p: &Plan, t0: Instant) -> (Context<'_>, Conn) {
 fn exchange(c: &mut Conn, p: &Plan) -> Next {
     assert_eq!(c.state(), State::Exchanging);
     assert_eq!(c.on_sent(p.request.len(), p), Next::Nothing);
-    c.on_received(&p.expected_reply, p)
+    c.on_received(&p.request, p)
 }
 
 /// The recorded latency (the histogram's only one, or its largest) in nanoseconds.
@@ -223,15 +225,15 @@ fn a_wrong_byte_or_an_early_eof_fails_the_request_and_a_long_one_reconnects() {
 fn partial_sends_and_receives_continue_where_they_stopped() {
     let mut p = plan(Pattern::Long, 1, None);
     p.request = b"abcdef".to_vec();
-    p.expected_reply = b"ABCDEF".to_vec();
+    p.reply = Reply::Fixed(b"ABCDEF".to_vec());
     let t0 = Instant::now();
     let (mut cx, mut c) = opened(&p, t0);
     c.connecting(t0, &cx);
     assert_eq!(c.connected(t0, &mut cx), Next::Exchange);
-    assert_eq!((c.unsent(&p), c.owed(&p)), (&b"abcdef"[..], 6));
+    assert_eq!((c.unsent(), c.owed(&p)), (&b"abcdef"[..], 6));
     assert_eq!(c.on_sent(2, &p), Next::Send);
     assert!(c.sending(&p));
-    assert_eq!(c.unsent(&p), b"cdef");
+    assert_eq!(c.unsent(), b"cdef");
     assert_eq!(
         c.on_received(b"AB", &p),
         Next::Receive,
@@ -287,4 +289,57 @@ fn no_request_starts_after_a_timed_window() {
     assert_eq!((c.state(), cx.active), (State::Done, 0));
     c.retire(&mut cx);
     assert_eq!(cx.active, 0, "retired once");
+}
+
+#[test]
+fn every_request_carries_its_own_stamp_and_another_ones_echo_is_foreign() {
+    let mut p = plan(Pattern::Long, 3, None);
+    p.request = protocol::payload(12);
+    let t0 = Instant::now();
+    let (mut cx, mut c) = set_up(&p, t0);
+    cx.open(t0);
+    assert_eq!(c.start(t0, &mut cx), Next::Exchange);
+    let first = c.unsent().to_vec();
+    assert_eq!(protocol::read_stamp(&first), Some((1, 0)));
+    assert_eq!(c.on_sent(12, &p), Next::Nothing);
+    assert_eq!(c.on_received(&first, &p), Next::Complete);
+    assert_eq!(
+        c.complete(t0 + MS, &mut cx),
+        Next::Exchange,
+        "closed loop: at once"
+    );
+    assert_eq!(protocol::read_stamp(c.unsent()), Some((1, 1)));
+    // The previous request's echo again: stale, so foreign, even split across reads.
+    assert_eq!(c.on_sent(12, &p), Next::Nothing);
+    assert_eq!(
+        c.on_received(&first[..4], &p),
+        Next::Receive,
+        "the id is its own"
+    );
+    assert_eq!(
+        c.on_received(&first[4..], &p),
+        Next::Fail(FailureKind::ForeignEcho)
+    );
+    c.fail(t0 + 2 * MS, FailureKind::ForeignEcho, &mut cx);
+    assert_eq!(
+        c.released(t0 + 2 * MS, &mut cx),
+        Next::StartSoon(t0 + 2 * MS)
+    );
+    assert_eq!(c.start(t0 + 2 * MS, &mut cx), Next::Connect);
+    c.connecting(t0 + 2 * MS, &cx);
+    assert_eq!(c.connected(t0 + 3 * MS, &mut cx), Next::Exchange);
+    // Connection 2's request of the same number.
+    let mut other = protocol::payload(12);
+    protocol::stamp(&mut other, 2, 2);
+    assert_eq!(protocol::read_stamp(c.unsent()), Some((1, 2)));
+    assert_eq!(
+        c.on_received(&other, &p),
+        Next::Fail(FailureKind::ForeignEcho)
+    );
+    c.fail(t0 + 4 * MS, FailureKind::ForeignEcho, &mut cx);
+    let failures = &cx.clock.recorder.failures;
+    assert_eq!(
+        (failures.get("foreign_echo"), failures.get("mismatch")),
+        (Some(&2), None)
+    );
 }

@@ -100,9 +100,7 @@ impl<'p> Worker<'p> {
             }
         };
         let now = Instant::now();
-        let conns = ids
-            .map(|id| Conn::new(id, plan.rounds(), now))
-            .collect::<Vec<_>>();
+        let conns = ids.map(|id| Conn::new(id, plan, now)).collect::<Vec<_>>();
         let mut worker = Self {
             plan,
             epfd,
@@ -113,7 +111,7 @@ impl<'p> Worker<'p> {
             sys: SyscallCounters::default(),
             runnable: VecDeque::new(),
             timers: BinaryHeap::new(),
-            scratch: vec![0; plan.expected_reply.len().clamp(1, 64 * 1024)],
+            scratch: vec![0; plan.reply_len().clamp(1, 64 * 1024)],
             sweep_every,
         };
         sys::epoll_add(
@@ -314,7 +312,7 @@ impl<'p> Worker<'p> {
     fn send_more(&mut self, i: usize) -> Option<Instant> {
         let mut first = None;
         loop {
-            let written = sys::write(&mut self.sys, self.fds[i], self.conns[i].unsent(self.plan));
+            let written = sys::write(&mut self.sys, self.fds[i], self.conns[i].unsent());
             let started = *first.get_or_insert_with(|| self.sys.last_start());
             match written {
                 Ok(n) => {

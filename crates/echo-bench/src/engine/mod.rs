@@ -8,6 +8,7 @@
 
 pub(crate) mod conn;
 pub(crate) mod event;
+pub(crate) mod request;
 pub(crate) mod thread;
 pub(crate) mod uring;
 pub(crate) mod window;
@@ -58,10 +59,11 @@ pub(crate) struct Plan {
     pub warmup: Duration,
     /// Open-loop total rate in requests/s; `None` for closed loop.
     pub rate: Option<f64>,
-    /// Bytes of one request.
+    /// Bytes of one request, unstamped: each connection sends its own stamped copy
+    /// ([`request::Request`]).
     pub request: Vec<u8>,
-    /// Bytes one request must get back (equal to `request` in echo mode).
-    pub expected_reply: Vec<u8>,
+    /// What one request must get back.
+    pub reply: Reply,
     /// Per-operation deadline (connect; send plus receive).
     pub timeout: Duration,
     /// Socket options.
@@ -78,7 +80,24 @@ pub(crate) struct Plan {
     pub interval: Option<Duration>,
 }
 
+/// What a request must get back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// The request itself, as its connection stamped it (echo mode).
+    Echo,
+    /// These bytes, whatever the request (`echo-server --reply-bytes N`).
+    Fixed(Vec<u8>),
+}
+
 impl Plan {
+    /// Bytes of one reply.
+    pub(crate) fn reply_len(&self) -> usize {
+        match &self.reply {
+            Reply::Echo => self.request.len(),
+            Reply::Fixed(bytes) => bytes.len(),
+        }
+    }
+
     /// The measurement window for a run whose start gate opened at `opened`.
     pub(crate) fn window(&self, opened: Instant) -> Window {
         let start = opened + self.warmup;
@@ -334,7 +353,7 @@ pub(crate) fn run(plan: &Plan, engine: EngineKind) -> std::io::Result<RunOutcome
 pub(crate) use echolab_core::cmd::BenchEngine as EngineKind;
 
 /// A long-connection, closed-loop plan for tests with what the window and the connection
-/// machine read: stop, warm-up, `--timeout`, threads, connections; no request, no reply.
+/// machine read: stop, warm-up, `--timeout`, threads, connections; an empty request, echoed.
 #[cfg(test)]
 pub(crate) fn test_plan(
     stop: Stop,
@@ -354,7 +373,7 @@ pub(crate) fn test_plan(
         warmup,
         rate: None,
         request: vec![],
-        expected_reply: vec![],
+        reply: Reply::Echo,
         timeout,
         sock: SocketOptions {
             nodelay: true,

@@ -21,7 +21,8 @@ use std::os::fd::RawFd;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{await_start, CpuMeter, Pattern, Plan, RunOutcome};
+use super::request::Request;
+use super::{await_start, CpuMeter, Pattern, Plan, Reply, RunOutcome};
 use crate::gate::{StartGate, Ticket};
 use crate::recorder::{FailureKind, Recorder, Window};
 use crate::syscalls::{self as sys, SocketOptions, SyscallCounters};
@@ -138,7 +139,8 @@ fn connection_thread(plan: &Plan, id: usize, ticket: Ticket<'_>, shared: &Mutex<
     let mut pacer = plan.pacer(id, opened);
     let mut rounds_left = plan.rounds();
     let mut samples = Vec::with_capacity(FLUSH_EVERY);
-    let mut scratch = vec![0u8; plan.expected_reply.len().clamp(1, 64 * 1024)];
+    let mut scratch = vec![0u8; plan.reply_len().clamp(1, 64 * 1024)];
+    let mut request = Request::new(plan, id);
     let mut baseline = None;
     loop {
         let now = Instant::now();
@@ -172,11 +174,15 @@ fn connection_thread(plan: &Plan, id: usize, ticket: Ticket<'_>, shared: &Mutex<
                 std::thread::sleep(origin - now);
             }
         }
+        request.next();
+        let io = Io {
+            plan,
+            request: &request,
+            scratch: &mut scratch,
+        };
         let outcome = match plan.pattern {
-            Pattern::Long => {
-                long_request(&mut sys, plan, &opts, &mut conn, &mut scratch, &mut origin)
-            }
-            _ => short_request(&mut sys, plan, &opts, &mut scratch),
+            Pattern::Long => long_request(&mut sys, io, &opts, &mut conn, &mut origin),
+            _ => short_request(&mut sys, io, &opts),
         };
         let at = Instant::now();
         samples.push(match outcome {
@@ -215,7 +221,7 @@ fn connection_thread(plan: &Plan, id: usize, ticket: Ticket<'_>, shared: &Mutex<
 fn flush(shared: &Mutex<Shared>, window: Window, plan: &Plan, samples: &mut Vec<Sample>) {
     let mut sh = shared.lock().unwrap_or_else(|p| p.into_inner());
     let rec = sh.recorder.get_or_insert_with(|| Recorder::new(window));
-    let rx = plan.expected_reply.len() as u64;
+    let rx = plan.reply_len() as u64;
     for s in samples.drain(..) {
         match s {
             Sample::Ok {
@@ -244,15 +250,22 @@ fn open_connected(
     }
 }
 
+/// What one request's exchange works with: the plan, the connection's stamped request and
+/// the buffer replies are read into.
+struct Io<'a> {
+    plan: &'a Plan,
+    request: &'a Request,
+    scratch: &'a mut [u8],
+}
+
 /// Connect, send, receive, close; latency runs from before connect to after close.
 fn short_request(
     sys: &mut SyscallCounters,
-    plan: &Plan,
+    io: Io<'_>,
     opts: &SocketOptions,
-    scratch: &mut [u8],
 ) -> Result<(), FailureKind> {
-    let fd = open_connected(sys, plan, opts)?;
-    let result = exchange(sys, fd, plan, scratch);
+    let fd = open_connected(sys, io.plan, opts)?;
+    let result = exchange(sys, fd, io);
     sys::close(sys, fd);
     result
 }
@@ -261,20 +274,19 @@ fn short_request(
 /// from the send (or the open-loop slot). The connection is closed after a failure.
 fn long_request(
     sys: &mut SyscallCounters,
-    plan: &Plan,
+    io: Io<'_>,
     opts: &SocketOptions,
     conn: &mut Option<RawFd>,
-    scratch: &mut [u8],
     origin: &mut Instant,
 ) -> Result<(), FailureKind> {
     let fd = match *conn {
         Some(fd) => fd,
-        None => *conn.insert(open_connected(sys, plan, opts)?),
+        None => *conn.insert(open_connected(sys, io.plan, opts)?),
     };
-    if plan.rate.is_none() {
+    if io.plan.rate.is_none() {
         *origin = Instant::now();
     }
-    let result = exchange(sys, fd, plan, scratch);
+    let result = exchange(sys, fd, io);
     if result.is_err() {
         sys::close(sys, fd);
         *conn = None;
@@ -284,17 +296,18 @@ fn long_request(
 
 /// Writes the request and reads and verifies its whole reply within `plan.timeout` from now;
 /// blocking (the seed's shape) up to [`BLOCKING_REQUEST_MAX`], interleaved above it.
-fn exchange(
-    sys: &mut SyscallCounters,
-    fd: RawFd,
-    plan: &Plan,
-    scratch: &mut [u8],
-) -> Result<(), FailureKind> {
+fn exchange(sys: &mut SyscallCounters, fd: RawFd, io: Io<'_>) -> Result<(), FailureKind> {
     let started = Instant::now();
-    let deadline = started + plan.timeout;
-    if plan.request.len() > BLOCKING_REQUEST_MAX {
-        return exchange_interleaved(sys, fd, plan, scratch, deadline);
+    let deadline = started + io.plan.timeout;
+    if io.request.bytes().len() > BLOCKING_REQUEST_MAX {
+        return exchange_interleaved(sys, fd, io, deadline);
     }
+    let Io {
+        plan,
+        request,
+        scratch,
+    } = io;
+    let request_bytes = request.bytes();
     // A call started later than SOCKOPT_SLACK into the exchange could outlive the deadline
     // on its socket timeout alone, so it waits for readiness within what is left first.
     let bound = |sys: &mut SyscallCounters, events| {
@@ -304,15 +317,15 @@ fn exchange(
         Ok(())
     };
     let mut sent = 0;
-    while sent < plan.request.len() {
+    while sent < request_bytes.len() {
         bound(sys, libc::POLLOUT)?;
-        match sys::write(sys, fd, &plan.request[sent..]) {
+        match sys::write(sys, fd, &request_bytes[sent..]) {
             Ok(n) => sent += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(FailureKind::from_io(&e)),
         }
     }
-    let mut reply = ReplyCheck::new(&plan.expected_reply);
+    let mut reply = ReplyCheck::new(plan, request);
     while !reply.done() {
         bound(sys, libc::POLLIN)?;
         let want = reply.left().min(scratch.len());
@@ -331,13 +344,17 @@ fn exchange(
 fn exchange_interleaved(
     sys: &mut SyscallCounters,
     fd: RawFd,
-    plan: &Plan,
-    scratch: &mut [u8],
+    io: Io<'_>,
     deadline: Instant,
 ) -> Result<(), FailureKind> {
-    let request = &plan.request;
+    let Io {
+        plan,
+        request: stamped,
+        scratch,
+    } = io;
+    let request = stamped.bytes();
     let mut sent = 0;
-    let mut reply = ReplyCheck::new(&plan.expected_reply);
+    let mut reply = ReplyCheck::new(plan, stamped);
     while !reply.done() {
         let events = if sent < request.len() {
             libc::POLLIN | libc::POLLOUT
@@ -396,26 +413,30 @@ fn wait_ready(
     }
 }
 
-/// The expected reply, compared chunk by chunk as it arrives.
+/// The expected reply, compared chunk by chunk as it arrives ([`Request::check`]).
 struct ReplyCheck<'a> {
-    expected: &'a [u8],
+    reply: &'a Reply,
+    request: &'a Request,
+    len: usize,
     received: usize,
 }
 
 impl<'a> ReplyCheck<'a> {
-    fn new(expected: &'a [u8]) -> Self {
+    fn new(plan: &'a Plan, request: &'a Request) -> Self {
         Self {
-            expected,
+            reply: &plan.reply,
+            request,
+            len: plan.reply_len(),
             received: 0,
         }
     }
 
     fn done(&self) -> bool {
-        self.received == self.expected.len()
+        self.received == self.len
     }
 
     fn left(&self) -> usize {
-        self.expected.len() - self.received
+        self.len - self.received
     }
 
     /// Accepts the next `chunk` read (empty: end of stream before the reply was whole).
@@ -423,9 +444,7 @@ impl<'a> ReplyCheck<'a> {
         if chunk.is_empty() {
             return Err(FailureKind::Eof);
         }
-        if chunk != &self.expected[self.received..self.received + chunk.len()] {
-            return Err(FailureKind::Mismatch);
-        }
+        self.request.check(self.reply, self.received, chunk)?;
         self.received += chunk.len();
         Ok(())
     }

@@ -118,8 +118,8 @@ struct Worker<'p> {
 impl<'p> Worker<'p> {
     fn new(plan: &'p Plan, ids: std::ops::Range<usize>, ring: IoUring) -> Self {
         let now = Instant::now();
-        let buf_len = plan.expected_reply.len().clamp(1, 64 * 1024);
-        let conns: Vec<Conn> = ids.map(|id| Conn::new(id, plan.rounds(), now)).collect();
+        let buf_len = plan.reply_len().clamp(1, 64 * 1024);
+        let conns: Vec<Conn> = ids.map(|id| Conn::new(id, plan, now)).collect();
         let io = conns
             .iter()
             .map(|_| Io {
@@ -157,9 +157,13 @@ impl<'p> Worker<'p> {
     /// Queues `entry`; when the submission queue is full, hands it to the kernel first.
     fn push(&mut self, entry: &squeue::Entry) {
         loop {
-            // SAFETY: every buffer and address an entry points at (the plan's request and
-            // address, the connection's buffer) outlives the operation: the plan outlives the
-            // worker, and a buffer is reused only after its operations completed (`pending`).
+            // SAFETY: every buffer and address an entry points at (the plan's address, the
+            // connection's request and receive buffer) outlives the operation: the plan
+            // outlives the worker, the connections' buffers are heap allocations the worker
+            // owns until `quiesce` has reaped every operation, and a receive buffer is reused
+            // only after its operations completed (`pending`). A request is stamped anew only
+            // when the next one starts, once its reply came back whole (so the kernel had
+            // copied every byte of the send) or its failure was released (`pending` 0).
             if unsafe { self.ring.submission().push(entry) }.is_ok() {
                 return;
             }
@@ -237,7 +241,7 @@ impl<'p> Worker<'p> {
 
     /// Queues a send of what the request still has to send.
     fn queue_send(&mut self, i: usize) {
-        let rest = self.conns[i].unsent(self.plan);
+        let rest = self.conns[i].unsent();
         let entry = opcode::Send::new(types::Fd(self.io[i].fd), rest.as_ptr(), rest.len() as u32)
             .build()
             .user_data(user_data(i, OP_SEND, self.conns[i].generation()));

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -224,6 +224,49 @@ impl FaultyServer {
         Self::start(|mut s| {
             let mut buf = [0u8; 12];
             let _ = s.read_exact(&mut buf);
+        })
+    }
+
+    /// An echo server that pairs its connections in the order it accepts them and answers
+    /// each 12-byte request of a pair with the other one's: every byte comes back, to the
+    /// wrong connection, as from a server that mixes up its connections' buffers. A pair ends
+    /// when either of its connections does; the next two connections make the next pair.
+    pub(crate) fn swapper() -> Self {
+        let waiting: Arc<Mutex<Option<TcpStream>>> = Arc::default();
+        Self::start(move |s| {
+            let mut a = {
+                let mut slot = waiting.lock().unwrap();
+                match slot.take() {
+                    Some(first) => first,
+                    None => {
+                        *slot = Some(s);
+                        return;
+                    }
+                }
+            };
+            let mut b = s;
+            let (mut from_a, mut from_b) = ([0u8; 12], [0u8; 12]);
+            while a.read_exact(&mut from_a).is_ok() && b.read_exact(&mut from_b).is_ok() {
+                if a.write_all(&from_b).is_err() || b.write_all(&from_a).is_err() {
+                    break;
+                }
+            }
+        })
+    }
+
+    /// An echo server that answers each 12-byte request of a connection with that
+    /// connection's previous one (the first with itself): a stale echo.
+    pub(crate) fn replayer() -> Self {
+        Self::start(|mut s| {
+            let mut previous = None;
+            let mut request = [0u8; 12];
+            while s.read_exact(&mut request).is_ok() {
+                let reply = previous.unwrap_or(request);
+                previous = Some(request);
+                if s.write_all(&reply).is_err() {
+                    break;
+                }
+            }
         })
     }
 

@@ -72,7 +72,8 @@ pub struct MatrixBlock {
     /// Measured duration (sustain, or timed short/long runs instead of rounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
-    /// Request payload size in bytes (default 12, the seeds' "hello echo\r\n").
+    /// Request payload size in bytes (default 12, the seeds' "hello echo\r\n", stamped with
+    /// each request's connection and sequence number: `crate::protocol`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<ByteSize>,
     /// Server reply size in bytes (`echo-server --reply-bytes`, sustain).

@@ -79,7 +79,7 @@ pub fn all(ds: &Dataset<'_>, syscall_table_wanted: bool) -> Vec<Section> {
 }
 
 /// Failed requests of a cell's usable repetitions by kind, summed: `0`, or
-/// `timeout 3, reset 1` (echo-bench's kinds: timeout, refused, reset, mismatch,
+/// `timeout 3, reset 1` (echo-bench's kinds: timeout, refused, reset, mismatch, foreign_echo,
 /// addr_not_avail, eof); a count without kinds (an older BenchReport) is `3 (kind not
 /// recorded)`.
 pub fn failures_by_kind(cell: &CellData<'_>) -> String {

@@ -51,7 +51,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
             conns,
             stop,
             warmup: args.load.warmup,
-            rate: args.rate,
+            rate: args.rate.map(echolab_core::limits::Rate::get),
             expected_reply: request.clone(),
             request,
             interval: args.duration.map(|_| INTERVAL),

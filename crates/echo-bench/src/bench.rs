@@ -51,7 +51,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
             conns,
             stop,
             warmup: args.load.warmup,
-            rate: args.rate,
+            rate: args.rate.map(echolab_core::limits::Rate::get),
             reply: crate::engine::Reply::Echo,
             request,
             interval: args.duration.map(|_| INTERVAL),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use echolab_core::cmd::{ClientOpts, ServerCpus};
-use echolab_core::units;
+use echolab_core::limits::{self, Rate, MAX_CONNS, MAX_MESSAGE_BYTES, MAX_ROUNDS};
 
 use crate::short_sockets::ShortSockets;
 use crate::sources::SourceChoice;
@@ -109,30 +109,32 @@ pub struct RunArgs {
     /// Server TCP port.
     #[arg(required = true)]
     pub port: Option<u16>,
-    /// Concurrent connections (seed 003 scans 100..5000).
-    #[arg(required = true, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// Concurrent connections (seed 003 scans 100..5000), at most 1,000,000.
+    #[arg(required = true, value_parser = clap::value_parser!(u64).range(1..=MAX_CONNS))]
     pub conns: Option<u64>,
-    /// Requests per connection; give this or --duration.
+    /// Requests per connection, at most 10^9; give this or --duration.
     #[arg(required_unless_present = "duration", conflicts_with = "duration",
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = clap::value_parser!(u64).range(1..=MAX_ROUNDS))]
     pub rounds: Option<u64>,
     /// short: connect/send/recv/close per request; long: one connection, ROUNDS round trips.
     #[arg(long, value_enum, default_value_t = Mode::Long)]
     pub mode: Mode,
-    /// Request size in bytes: the seed payload "hello echo\r\n" repeated and cut to length, each
-    /// 12-byte block with room for it stamped with the connection and request (none under 10).
-    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
+    /// Request size in bytes (at most 64 MiB): the seed payload "hello echo\r\n" repeated and
+    /// cut to length, each 12-byte block with room for it stamped with the connection and
+    /// request (none under 10).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(1..=MAX_MESSAGE_BYTES))]
     pub payload_size: u64,
-    /// Run for this long instead of ROUNDS (e.g. "10s"); adds per-second records to --json.
+    /// Run for this long instead of ROUNDS (e.g. "10s", at most 24h); adds per-second records
+    /// to --json.
     /// Ctrl-C (SIGINT) or SIGTERM ends the window early: the report of what was measured is
     /// printed, marked interrupted, with rates over the shorter window, and the exit status
     /// is 130 (143 for SIGTERM); a second signal exits at once, without a report.
-    #[arg(long, value_parser = duration_nonzero)]
+    #[arg(long, value_parser = limits::nonzero_duration)]
     pub duration: Option<Duration>,
-    /// Open loop: send R requests/s in total (at most 10,000,000), latency from each intended
-    /// send time.
-    #[arg(long, value_name = "R", value_parser = positive_rate)]
-    pub rate: Option<f64>,
+    /// Open loop: send R requests/s in total (from one a day, 0.0000116, to 10,000,000),
+    /// latency from each intended send time.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<Rate>,
     /// Split the connections over N client processes started together, and merge their
     /// reports (histograms, counts, CPU, memory) into one: for more connections than one
     /// process may open (RLIMIT_NOFILE), as distributed load generators do.
@@ -163,8 +165,9 @@ pub struct StormArgs {
     pub host: String,
     /// Server TCP port.
     pub port: u16,
-    /// Connections to establish (each needs a file descriptor and an ephemeral port).
-    #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// Connections to establish (each needs a file descriptor and an ephemeral port), at most
+    /// 1,000,000.
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=MAX_CONNS))]
     pub n: u64,
     /// Engine (event only), threads, deadlines and socket options (an experiment's `bench:`).
     #[command(flatten)]
@@ -184,24 +187,25 @@ pub struct SustainArgs {
     pub host: String,
     /// Server TCP port.
     pub port: u16,
-    /// Concurrent long connections.
-    #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// Concurrent long connections, at most 1,000,000.
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=MAX_CONNS))]
     pub n: u64,
-    /// Bytes the server answers per request (start it with the same `--reply-bytes`).
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
+    /// Bytes the server answers per request (start it with the same `--reply-bytes`), at
+    /// most 64 MiB.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_MESSAGE_BYTES))]
     pub reply_bytes: u64,
     /// How long to sustain the load. Ctrl-C (SIGINT) or SIGTERM ends it early: the report of
     /// what was measured is printed, marked interrupted, and the exit status is 130 (143 for
-    /// SIGTERM); a second signal exits at once, without a report.
-    #[arg(long, default_value = "60s", value_parser = duration_nonzero)]
+    /// SIGTERM); a second signal exits at once, without a report. At most 24h.
+    #[arg(long, default_value = "60s", value_parser = limits::nonzero_duration)]
     pub duration: Duration,
-    /// Length of one interval record.
-    #[arg(long, default_value = "1s", value_parser = duration_nonzero)]
+    /// Length of one interval record (above 0s, at most 24h).
+    #[arg(long, default_value = "1s", value_parser = limits::nonzero_duration)]
     pub interval: Duration,
-    /// Open loop: send R requests/s in total (at most 10,000,000), latency from each intended
-    /// send time.
-    #[arg(long, value_name = "R", value_parser = positive_rate)]
-    pub rate: Option<f64>,
+    /// Open loop: send R requests/s in total (from one a day, 0.0000116, to 10,000,000),
+    /// latency from each intended send time.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<Rate>,
     /// Warm-up.
     #[command(flatten)]
     pub load: LoadArgs,
@@ -219,8 +223,8 @@ pub struct SustainArgs {
 /// Warm-up: launcher-owned (an experiment's top-level `warmup`), so not in [`ClientOpts`].
 #[derive(Debug, Args)]
 pub struct LoadArgs {
-    /// Run the same load this long first and discard its results (e.g. "2s").
-    #[arg(long, default_value = "0s", value_parser = duration)]
+    /// Run the same load this long first and discard its results (e.g. "2s", at most 24h).
+    #[arg(long, default_value = "0s", value_parser = limits::duration)]
     pub warmup: Duration,
 }
 
@@ -269,54 +273,10 @@ pub struct OutputArgs {
     pub fail_on_error: bool,
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
-    units::parse_duration(s).map_err(|e| e.to_string())
-}
-
-fn duration_nonzero(s: &str) -> Result<Duration, String> {
-    let d = duration(s)?;
-    if d.is_zero() {
-        return Err(format!("invalid duration {s:?}: must be greater than zero"));
-    }
-    Ok(d)
-}
-
-/// The highest `--rate`, requests/s: far above what one client machine sends (a few hundred
-/// thousand on loopback), and low enough that an unsent schedule, each slot counted as a
-/// timeout at the end of the run, stays seconds of work rather than minutes.
-pub const MAX_RATE: f64 = 10_000_000.0;
-
-fn positive_rate(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(r) if r.is_finite() && r > 0.0 && r <= MAX_RATE => Ok(r),
-        Ok(r) if r.is_finite() && r > MAX_RATE => Err(format!(
-            "invalid rate {s:?}: at most {MAX_RATE:.0} requests per second"
-        )),
-        _ => Err(format!(
-            "invalid rate {s:?}: expected requests per second, a number greater than 0"
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use echolab_core::cli::one_line_error;
-
-    #[test]
-    fn rates_are_positive_and_at_most_ten_million() {
-        assert_eq!(positive_rate("0.5"), Ok(0.5));
-        assert_eq!(positive_rate("1e7"), Ok(10_000_000.0));
-        assert!(positive_rate("1.0000001e7")
-            .unwrap_err()
-            .contains("at most 10000000 requests per second"));
-        for bad in ["0", "-3", "inf", "NaN", "fast"] {
-            assert!(
-                positive_rate(bad).unwrap_err().contains("greater than 0"),
-                "{bad}"
-            );
-        }
-    }
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("echo-bench").chain(args.iter().copied()))

@@ -27,7 +27,7 @@ pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
             conns: args.n,
             stop: Stop::Duration(args.duration),
             warmup: args.load.warmup,
-            rate: args.rate,
+            rate: args.rate.map(echolab_core::limits::Rate::get),
             request,
             reply: crate::engine::Reply::Fixed(protocol::reply_body(args.reply_bytes as usize)),
             interval: Some(args.interval),

@@ -26,6 +26,55 @@ fn one_line_error(args: &[&str], expected_code: i32, must_contain: &[&str]) {
     assert!(out.stdout.is_empty());
 }
 
+/// A rate outside one request a day to ten million a second is refused as a usage error
+/// naming the flag, the value and the range: 1e-300 used to panic a worker (its schedule's
+/// first slot overflowed `Duration`) and 1e-17 ran a window in which no request was due.
+#[test]
+fn rates_outside_their_range_exit_2_naming_the_range() {
+    for rate in ["1e-300", "1e-17", "0.00001", "1e8", "NaN", "inf"] {
+        one_line_error(
+            &["127.0.0.1", "1", "1", "1", "--rate", rate],
+            2,
+            &[
+                "--rate",
+                rate,
+                "from 0.0000116",
+                "to 10000000 requests per second",
+            ],
+        );
+    }
+    one_line_error(
+        &["sustain", "127.0.0.1", "1", "1", "--rate", "1e-300"],
+        2,
+        &["--rate", "1e-300", "from 0.0000116"],
+    );
+}
+
+/// Counts and durations past their documented maxima are refused before anything runs.
+#[test]
+fn counts_and_durations_past_their_maxima_exit_2() {
+    one_line_error(
+        &["127.0.0.1", "1", "1", "1000000001"],
+        2,
+        &["ROUNDS", "1000000001", "1..=1000000000"],
+    );
+    one_line_error(
+        &["127.0.0.1", "1", "1", "--duration", "25h"],
+        2,
+        &["--duration", "25h", "at most 24h"],
+    );
+    one_line_error(
+        &["127.0.0.1", "1", "1", "1", "--warmup", "1000h"],
+        2,
+        &["--warmup", "1000h", "from 0s to 24h"],
+    );
+    one_line_error(
+        &["sustain", "127.0.0.1", "1", "1", "--interval", "48h"],
+        2,
+        &["--interval", "48h", "at most 24h"],
+    );
+}
+
 #[test]
 fn bad_values_exit_2_with_one_line() {
     one_line_error(

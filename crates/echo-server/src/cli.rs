@@ -5,14 +5,17 @@ use std::time::Duration;
 
 use clap::Parser;
 use echolab_core::cmd::{ServerModel, ServerOpts};
+use echolab_core::limits::{self, MAX_MESSAGE_BYTES};
 use echolab_core::units;
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    units::parse_duration(s).map_err(|e| e.to_string())
-}
-
-fn parse_size(s: &str) -> Result<usize, String> {
+/// `--reply-bytes`: a size from 1 byte to [`MAX_MESSAGE_BYTES`].
+fn reply_size(s: &str) -> Result<usize, String> {
     let n = units::parse_size(s).map_err(|e| e.to_string())?;
+    if !(1..=MAX_MESSAGE_BYTES).contains(&n) {
+        return Err(format!(
+            "invalid size {s:?}: must be from 1 byte to 64MiB ({MAX_MESSAGE_BYTES} bytes)"
+        ));
+    }
     usize::try_from(n).map_err(|_| format!("{s:?} is too large"))
 }
 
@@ -56,11 +59,11 @@ pub struct Args {
     /// The options an experiment can set (one definition: `echolab_core::cmd::ServerOpts`).
     #[command(flatten)]
     pub opts: ServerOpts,
-    /// Answer each '\n'-terminated request with N bytes instead of echoing.
-    #[arg(long, value_parser = parse_size)]
+    /// Answer each '\n'-terminated request with N bytes instead of echoing (1 byte to 64MiB).
+    #[arg(long, value_parser = reply_size)]
     pub reply_bytes: Option<usize>,
     /// Print a ServerStats JSON line this often (e.g. 1s, 500ms); absent or 0: only the final
-    /// line at shutdown.
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
+    /// line at shutdown. At most 24h.
+    #[arg(long, value_parser = limits::duration, allow_hyphen_values = true)]
     pub stats_interval: Option<Duration>,
 }

@@ -1,5 +1,7 @@
 //! echolab's shared vocabulary, at the bottom of the dependency graph.
 //!
+//! - [`limits`]: the range of every numeric input (rates, durations, counts, sizes), for the
+//!   binaries' flags and the experiment and profile checks alike.
 //! - [`units`]: durations (`"250us"`, `"5ms"`), bit rates (`"100mbit"`), loss (`"0.1%"`) and
 //!   byte sizes (`"4KiB"`), parsed with errors that name the bad value.
 //! - [`stats`]: the JSON contracts between the binaries and the launcher: `ServerStats`
@@ -33,6 +35,7 @@ pub mod inputs;
 pub mod lab_file;
 pub mod lab_plan;
 pub mod launcher;
+pub mod limits;
 pub mod netstat;
 pub mod results;
 pub mod shard;

@@ -140,8 +140,33 @@ impl LinkSpec {
     /// Checks that span fields; `field` is the spec's path in the profile (e.g. `"uplink"`).
     ///
     /// # Errors
-    /// A limit of 0 or below the bandwidth-delay product, or jitter without delay to vary.
+    /// A limit of 0 or below the bandwidth-delay product, jitter without delay to vary, or a
+    /// value outside its range in [`crate::limits`] (delay plus four jitter widths above
+    /// [`crate::limits::MAX_LINK_DELAY`], an overhead above
+    /// [`crate::limits::MAX_LINK_OVERHEAD`], a rate above [`crate::limits::MAX_LINK_RATE`]).
     pub fn validate(&self, field: &str) -> Result<(), String> {
+        use crate::limits::{MAX_LINK_DELAY, MAX_LINK_OVERHEAD, MAX_LINK_RATE};
+        if self.max_added_delay() > MAX_LINK_DELAY {
+            return Err(format!(
+                "{field}.delay: {} plus 4 x jitter {} is above {}, half of TCP's largest \
+                 retransmission timeout; no connection would survive the link",
+                self.delay,
+                self.jitter,
+                Dur(MAX_LINK_DELAY)
+            ));
+        }
+        if self.overhead > MAX_LINK_OVERHEAD {
+            return Err(format!(
+                "{field}.overhead: {} is not in 0..={MAX_LINK_OVERHEAD} bytes",
+                self.overhead
+            ));
+        }
+        if let Some(rate) = self.rate.filter(|r| r.0 > MAX_LINK_RATE) {
+            return Err(format!(
+                "{field}.rate: {rate} is above {}, faster than any Ethernet",
+                BitRate(MAX_LINK_RATE)
+            ));
+        }
         if let Some(limit) = self.limit {
             if limit == 0 {
                 return Err(format!("{field}.limit: 0 holds no packet; give at least 1"));
@@ -365,6 +390,7 @@ impl Profile {
     /// # Errors
     /// A message naming the field and the value.
     pub fn validate(&self) -> Result<(), String> {
+        self.check_expected_ranges()?;
         match self.topology {
             Topology::Loopback => {
                 if self.uplink.is_some() || self.downlink.is_some() {
@@ -411,6 +437,29 @@ impl Profile {
             }
         }
         self.check_expected_against_link()
+    }
+
+    /// The expected RTT figures within [`crate::limits::MAX_EXPECTED_RTT`].
+    fn check_expected_ranges(&self) -> Result<(), String> {
+        use crate::limits::MAX_EXPECTED_RTT;
+        let rtt = &self.expected.rtt;
+        let mut figures = vec![
+            ("expected.rtt.value", rtt.value),
+            ("expected.rtt.minus", rtt.minus),
+            ("expected.rtt.plus", rtt.plus),
+        ];
+        if let Some(a) = &self.expected.added_rtt {
+            figures.push(("expected.added_rtt.at_least", a.at_least));
+        }
+        for (field, d) in figures {
+            if d.0 > MAX_EXPECTED_RTT {
+                return Err(format!(
+                    "{field}: {d} is not in 0s..={}, TCP's largest retransmission timeout",
+                    Dur(MAX_EXPECTED_RTT)
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The `expected:` block must be possible on the profile's own link: the accepted RTT

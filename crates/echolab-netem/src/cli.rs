@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use echolab_core::cmd::Ipv4Net;
 use echolab_core::inputs::PROFILES_DIR;
+use echolab_core::limits;
 use echolab_core::profile::Profile;
-use echolab_core::units::parse_duration;
 
 const EXAMPLES: &str = "\
 Examples (on the link host unless said otherwise):
@@ -110,8 +110,8 @@ pub enum Cmd {
         /// Device facing the server network (a name, or an IPv4 address the device holds).
         #[arg(long)]
         server_side: String,
-        /// Also print stats this often (e.g. "10s").
-        #[arg(long, value_parser = parse_duration)]
+        /// Also print stats this often (e.g. "10s"; above 0s, at most 24h).
+        #[arg(long, value_parser = limits::nonzero_duration)]
         stats_interval: Option<Duration>,
         /// Seed for loss and jitter (default: from the clock; printed in the stats).
         #[arg(long)]
@@ -122,11 +122,15 @@ pub enum Cmd {
         /// TUN device for the downlink.
         #[arg(long, default_value = "elab-down")]
         tun_down: String,
-        /// Routing table for the uplink (the downlink uses the next number).
-        #[arg(long, default_value_t = 2701)]
+        /// Routing table for the uplink (the downlink uses the next number); neither may be
+        /// 0 or one of the kernel's own (253 default, 254 main, 255 local).
+        #[arg(long, default_value_t = 2701, value_parser = route_table)]
         table: u32,
-        /// Priority of the uplink policy rule (the downlink uses the next number).
-        #[arg(long, default_value_t = 100)]
+        /// Priority of the uplink policy rule (the downlink uses the next number), from 1 to
+        /// 32665: the wire's rules and the kernel's `local` rule moved 100 behind them must
+        /// all come before the kernel's `main` rule at 32766.
+        #[arg(long, default_value_t = 100,
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_RULE_PRIORITY)))]
         rule_priority: u32,
         /// A link across machines: packets from this client address leave the server side
         /// with the --masquerade-as address, and packets to that address come back to it,
@@ -151,8 +155,8 @@ pub enum Cmd {
         /// Print the report as JSON (otherwise one line per check).
         #[arg(long)]
         json: bool,
-        /// RTT probes (at least 20).
-        #[arg(long, default_value_t = 40)]
+        /// RTT probes (20 to 10000).
+        #[arg(long, default_value_t = 40, value_parser = probes())]
         probes: usize,
         /// Attempts at most (1..=10): a calibration that misses is measured again after a
         /// wait for a steady machine (for 0.3 s: /proc/stat below 10% busy and timer
@@ -162,8 +166,9 @@ pub enum Cmd {
         /// (`missed_attempts`).
         #[arg(long, default_value_t = crate::calibrate::attempts::DEFAULT_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=10))]
         attempts: u32,
-        /// Measured bulk transfer time per direction, after a 0.3 s warm-up.
-        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        /// Measured bulk transfer time per direction, after a 0.3 s warm-up (above 0s, at
+        /// most 24h).
+        #[arg(long, default_value = "1s", value_parser = limits::nonzero_duration)]
         measure: Duration,
         /// Measure goodput even when the profile expects none.
         #[arg(long)]
@@ -172,7 +177,8 @@ pub enum Cmd {
         /// printed, paced by the RTT this profile adds);
         /// with it, calibration also checks the RTT the link adds (`added_rtt`) against the
         /// profile's delays, within `expected.added_rtt`'s tolerance.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        /// At most 24h.
+        #[arg(long, value_name = "DURATION", value_parser = limits::duration)]
         baseline_rtt: Option<Duration>,
         /// The link is between two machines: judge the median RTT as the baseline (the real
         /// path) plus the RTT the profile adds, instead of the profile's one-machine
@@ -187,8 +193,8 @@ pub enum Cmd {
         /// The calib-server, IP:PORT.
         #[arg(long)]
         target: SocketAddr,
-        /// Round trips per round (at least 20).
-        #[arg(long, default_value_t = 40)]
+        /// Round trips per round (20 to 10000).
+        #[arg(long, default_value_t = 40, value_parser = probes())]
         probes: usize,
         /// Rounds (1..=10), each after the first preceded by a wait for a steady machine
         /// (as for `calibrate --attempts`); the report's
@@ -199,8 +205,8 @@ pub enum Cmd {
         /// probe (its delays plus serialization, each way; echolab-up passes it), so the server
         /// idles as long between probes as it will through the link, and its slower wake-up
         /// from that idle is in the baseline too instead of being charged to the link. The
-        /// prober polls for each answer, here and in `calibrate`.
-        #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+        /// prober polls for each answer, here and in `calibrate`. At most 24h.
+        #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = limits::duration)]
         pace: Duration,
     },
     /// Serves calibration probes and transfers (echo, sink, source) until killed.
@@ -242,4 +248,36 @@ pub enum Cmd {
         #[arg(long, conflicts_with_all = ["client", "out"])]
         remove: bool,
     },
+}
+
+/// The fewest RTT probes (`--probes`): 20, so that a median stands on enough samples to be
+/// stable.
+pub const MIN_PROBES: usize = 20;
+
+/// The most RTT probes (`--probes`): 10,000; at a 120 ms satellite round trip that is 20
+/// minutes of probing, and the probes' RTTs are held in memory.
+pub const MAX_PROBES: usize = 10_000;
+
+/// The highest `--rule-priority`: the wire's four rules and the kernel's `local` rule moved
+/// 100 behind the first must all come before the kernel's `main` rule at 32766.
+pub const MAX_RULE_PRIORITY: u32 = 32_766 - 101;
+
+fn probes() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(MIN_PROBES as u64..=MAX_PROBES as u64)
+}
+
+/// `--table`: the uplink's table and the next (the downlink's), neither 0 (unspecified) nor
+/// one of the kernel's 253 (default), 254 (main) and 255 (local).
+fn route_table(s: &str) -> Result<u32, String> {
+    let t: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid routing table {s:?}: expected a number"))?;
+    if t == 0 || (252..=255).contains(&t) || t == u32::MAX {
+        return Err(format!(
+            "invalid routing table {s:?}: must be from 1 to 4294967294, not 252 to 255 \
+             (it and the next number must not be 0, default 253, main 254 or local 255)"
+        ));
+    }
+    Ok(t)
 }

@@ -56,7 +56,8 @@ struct CompareArgs {
     /// Two or more results directories of one experiment; each is compared with the first.
     #[arg(required = true, num_args = 2..)]
     dirs: Vec<PathBuf>,
-    /// The equivalence margin: a ratio within 1 ± margin counts as the same.
+    /// The equivalence margin: a ratio within 1 ± margin counts as the same (above 0%,
+    /// below 100%).
     #[arg(long, default_value = "5%", value_parser = parse_margin)]
     margin: f64,
     /// Output format, on standard output.
@@ -64,10 +65,16 @@ struct CompareArgs {
     format: Format,
 }
 
+/// `--margin`: above 0% (a margin of nothing calls every pair different) and below 100% (a
+/// ratio's band 1 ± margin must stay above 0).
 fn parse_margin(s: &str) -> Result<f64, String> {
-    echolab_core::units::parse_percent(s)
-        .map(|p| p / 100.0)
-        .map_err(|e| e.to_string())
+    let p = echolab_core::units::parse_percent(s).map_err(|e| e.to_string())?;
+    if !(p > 0.0 && p < 100.0) {
+        return Err(format!(
+            "invalid percentage {s:?}: must be above 0% and below 100%"
+        ));
+    }
+    Ok(p / 100.0)
 }
 
 fn compare(argv: impl Iterator<Item = String>) -> ExitCode {

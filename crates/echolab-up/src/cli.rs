@@ -44,8 +44,9 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
     /// Repetitions of every cell, a fixed count instead of the experiment's (which may be
-    /// adaptive: `repetitions` to `max_repetitions` until the CI is narrow enough).
-    #[arg(long, value_name = "N")]
+    /// adaptive: `repetitions` to `max_repetitions` until the CI is narrow enough); 1 to 1000.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=echolab_core::limits::MAX_REPETITIONS))]
     pub(crate) reps: Option<u64>,
     /// A prebuilt lab image (e.g. the Nix-built one after `docker load`) instead of building
     /// one from the workspace binaries.

@@ -21,6 +21,7 @@ use echolab_core::cmd::{
     ServerCpus, ServerLaunch, ServerModel, ServerOpts, StormCmd, SustainCmd,
 };
 use echolab_core::experiment::{BenchMode, Experiment, MatrixBlock};
+use echolab_core::limits::Rate;
 use echolab_core::profile::Profile;
 use echolab_core::units::{ByteSize, Dur};
 use echolab_netem::cli::{Cmd as NetemParsed, ProfileArg};
@@ -408,7 +409,7 @@ fn every_field_of_every_builder_parses() {
             mode,
             duration,
             payload_size: Some(100),
-            rate: Some(20000.0),
+            rate: Some(Rate::new(20000.0).unwrap()),
             warmup,
             server_cpus,
             client: client.clone(),
@@ -430,7 +431,7 @@ fn every_field_of_every_builder_parses() {
         n: 800,
         duration: Some(dur("60s")),
         reply_bytes: Some(2048),
-        rate: Some(5000.0),
+        rate: Some(Rate::new(5000.0).unwrap()),
         warmup,
         server_cpus,
         client: client.clone(),

@@ -148,13 +148,35 @@ pub(crate) struct Pacer {
 }
 
 impl Pacer {
+    /// How far ahead a slot may lie: ten times [`echolab_core::limits::MAX_RUN`], past the end
+    /// of any window (warm-up, run and the last request's deadline). A slot beyond it could
+    /// never be sent, so clamping it there changes no run, and keeps every `Duration` and
+    /// `Instant` the schedule computes in range whatever the rate (a rate near zero puts the
+    /// next slot centuries away, past what `Duration::from_secs_f64` and `Instant` hold).
+    const HORIZON_S: f64 = 10.0 * echolab_core::limits::MAX_RUN.as_secs() as f64;
+
     /// The schedule of connection `conn_id` of `conns` at `rate` requests/s in total.
     pub(crate) fn new(start: Instant, conn_id: usize, conns: usize, rate: f64) -> Self {
-        let period = Duration::from_secs_f64(conns as f64 / rate);
         Self {
-            next: start + Duration::from_secs_f64(conn_id as f64 / rate),
-            period,
+            next: Self::after(start, conn_id as f64 / rate),
+            // At least 1 ns: a zero period would hand out one slot forever to the engines'
+            // loops that take every slot before the window's end.
+            period: Self::within_horizon(conns as f64 / rate).max(Duration::from_nanos(1)),
         }
+    }
+
+    /// `secs` (NaN, infinite or beyond the horizon included) as a duration within it.
+    fn within_horizon(secs: f64) -> Duration {
+        // NaN.clamp gives NaN, which max(0.0) turns into 0.
+        Duration::from_secs_f64(secs.clamp(0.0, Self::HORIZON_S).max(0.0))
+    }
+
+    /// `start` plus `secs` clamped to the horizon, or `start` itself when the clock cannot
+    /// hold even that.
+    fn after(start: Instant, secs: f64) -> Instant {
+        start
+            .checked_add(Self::within_horizon(secs))
+            .unwrap_or(start)
     }
 
     /// Intended send time of the next request.
@@ -162,10 +184,11 @@ impl Pacer {
         self.next
     }
 
-    /// Consumes the next slot; returns its intended send time.
+    /// Consumes the next slot; returns its intended send time. Past the clock's range the
+    /// slot stays put rather than overflow.
     pub(crate) fn take(&mut self) -> Instant {
         let t = self.next;
-        self.next += self.period;
+        self.next = t.checked_add(self.period).unwrap_or(t);
         t
     }
 }
@@ -405,5 +428,31 @@ mod tests {
         assert_eq!(b.take(), t0 + Duration::from_millis(1));
         assert_eq!(a.take(), t0 + Duration::from_millis(2));
         assert_eq!(b.due(), t0 + Duration::from_millis(3));
+    }
+
+    #[test]
+    fn pacer_at_degenerate_rates_stays_on_the_clock() {
+        let t0 = Instant::now();
+        let horizon = Duration::from_secs_f64(Pacer::HORIZON_S);
+        let slowest = echolab_core::limits::MIN_RATE;
+        // The slowest rate --rate takes, over the most connections: each connection's slots
+        // are ~2,700 years apart, clamped to the horizon.
+        let mut p = Pacer::new(t0, 999_999, 1_000_000, slowest);
+        assert_eq!(p.take(), t0 + horizon);
+        assert_eq!(p.due(), t0 + horizon * 2);
+        // Rates no flag admits, which Pacer is still safe with.
+        for rate in [
+            1e-300,
+            0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::MIN_POSITIVE,
+        ] {
+            let mut p = Pacer::new(t0, 3, 10, rate);
+            let first = p.take();
+            assert!(first >= t0 && first <= t0 + horizon, "{rate}");
+            assert!(p.due() >= first, "{rate}");
+        }
     }
 }

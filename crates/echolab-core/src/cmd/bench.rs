@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use super::{tail, Argv, Options};
+use crate::limits::Rate;
 use crate::stats::BenchReport;
 use crate::units::Dur;
 
@@ -108,11 +109,12 @@ pub struct ClientOpts {
     /// halved for long connections when the server runs on the same CPUs (see
     /// --server-cpus), since it needs the other half; the choice is in --json's
     /// threads_reason].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=crate::limits::MAX_WORKERS))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<u64>,
-    /// Deadline of one connect, and of one request's send plus receive.
-    #[arg(long, default_value = "5s", value_parser = nonzero_duration)]
+    /// Deadline of one connect, and of one request's send plus receive (above 0s, at most
+    /// 24h).
+    #[arg(long, default_value = "5s", value_parser = crate::limits::nonzero_dur)]
     pub timeout: Dur,
     /// TCP_NODELAY on every socket; --nodelay=false leaves Nagle's algorithm on.
     #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
@@ -139,16 +141,6 @@ impl Options for ClientOpts {
     const PROGRAM: &'static str = BenchCmd::PROGRAM;
 }
 
-fn nonzero_duration(s: &str) -> Result<Dur, String> {
-    let d: Dur = s
-        .parse()
-        .map_err(|e: crate::units::UnitError| e.to_string())?;
-    if d.0.is_zero() {
-        return Err(format!("invalid duration {s:?}: must be greater than zero"));
-    }
-    Ok(d)
-}
-
 /// `echo-bench HOST PORT CONNS [ROUNDS] --mode M`: seed 000's short/long run. echo-bench
 /// takes exactly one of `rounds` and `duration`.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,7 +158,7 @@ pub struct RunCmd {
     /// `--payload-size`: request bytes (echo-bench's default is the seed's 12).
     pub payload_size: Option<u64>,
     /// `--rate`: open loop at this many requests/s in total.
-    pub rate: Option<f64>,
+    pub rate: Option<Rate>,
     /// `--warmup`: the same load this long first, discarded.
     pub warmup: Option<Dur>,
     /// `--server-cpus`: whether the server runs on the client's CPUs (from the CPU plan).
@@ -204,7 +196,7 @@ pub struct SustainCmd {
     /// `--reply-bytes`: bytes the server answers per request (echo-bench's default 1024).
     pub reply_bytes: Option<u64>,
     /// `--rate`: open loop at this many requests/s in total.
-    pub rate: Option<f64>,
+    pub rate: Option<Rate>,
     /// `--warmup`: the same load this long first, discarded.
     pub warmup: Option<Dur>,
     /// `--server-cpus`: whether the server runs on the client's CPUs (from the CPU plan).
@@ -410,7 +402,7 @@ mod tests {
             mode: RunMode::Short,
             duration: None,
             payload_size: Some(64),
-            rate: Some(2500.5),
+            rate: Some(Rate::new(2500.5).unwrap()),
             warmup: Some("1s".parse().unwrap()),
             server_cpus: Some(ServerCpus::Shared),
             client: ClientOpts {

@@ -145,8 +145,8 @@ pub struct ServerOpts {
     #[arg(long, default_value = "16KiB", value_parser = read_buffer_size)]
     pub read_buf: ByteSize,
     /// Workers (processes for prefork, reactors for reuseport, threads for tokio).
-    /// Default: the number of CPUs. Ignored by single-reactor models.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Default: the number of CPUs; at most 1024. Ignored by single-reactor models.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=crate::limits::MAX_WORKERS))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<u64>,
     /// prefork only: register the shared listener with EPOLLEXCLUSIVE (an experiment's
@@ -172,9 +172,8 @@ impl Options for ServerOpts {
     const PROGRAM: &'static str = ServerCmd::PROGRAM;
 }
 
-/// The largest `--read-buf` echo-server takes, bytes: 64 MiB, far above any socket's receive
-/// buffer, so that a typo cannot make every connection allocate gigabytes.
-const MAX_READ_BUF: u64 = 64 << 20;
+/// The largest `--read-buf` echo-server takes: [`crate::limits::MAX_MESSAGE_BYTES`].
+const MAX_READ_BUF: u64 = crate::limits::MAX_MESSAGE_BYTES;
 
 fn read_buffer_size(s: &str) -> Result<ByteSize, String> {
     let b: ByteSize = s

@@ -292,12 +292,7 @@ impl Experiment {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if self.repetitions == 0 {
-            return Err("repetitions: must be at least 1".into());
-        }
-        if self.window.is_some_and(|w| w.0.is_zero()) {
-            return Err("window: must be longer than 0s".into());
-        }
+        self.check_ranges()?;
         if let Some(max) = self.max_repetitions {
             if max < self.repetitions {
                 return Err(format!(
@@ -363,9 +358,9 @@ impl Experiment {
             if b.modes.is_empty() {
                 return Err(format!("{}: needs at least one mode", at("modes")));
             }
-            if b.conns.is_empty() || b.conns.contains(&0) {
+            if b.conns.is_empty() {
                 return Err(format!(
-                    "{}: needs connection counts of at least 1",
+                    "{}: needs at least one connection count",
                     at("conns")
                 ));
             }
@@ -406,9 +401,6 @@ impl Experiment {
                     self.bench.engine,
                     at("modes")
                 ));
-            }
-            if b.rounds.contains(&0) {
-                return Err(format!("{}: rounds must be at least 1", at("rounds")));
             }
         }
         // A reference that matches no cell could never be compared: catch the typo here.
@@ -482,6 +474,45 @@ impl Experiment {
                         "reference.mechanisms[{i}].{side}: {sel} matches {matched} cells of the matrix; it must name one"
                     ));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every number of the file against its range in [`crate::limits`], the ranges of the
+    /// echo-bench and echo-server flags the cells become (so that a cell cannot fail inside a
+    /// container for a value its file could have been refused for).
+    fn check_ranges(&self) -> Result<(), String> {
+        use crate::limits::{
+            check_count, check_field_duration, MAX_CONNS, MAX_MESSAGE_BYTES, MAX_REPETITIONS,
+            MAX_ROUNDS,
+        };
+        check_count("repetitions", self.repetitions, 1, MAX_REPETITIONS)?;
+        if let Some(max) = self.max_repetitions {
+            check_count("max_repetitions", max, 1, MAX_REPETITIONS)?;
+        }
+        if let Some(w) = self.window {
+            check_field_duration("window", w, true)?;
+        }
+        if let Some(w) = self.warmup {
+            check_field_duration("warmup", w, false)?;
+        }
+        for (i, b) in self.matrix.iter().enumerate() {
+            let at = |field: &str| format!("matrix[{i}].{field}");
+            for &c in &b.conns {
+                check_count(&at("conns"), c, 1, MAX_CONNS)?;
+            }
+            for &r in &b.rounds {
+                check_count(&at("rounds"), r, 1, MAX_ROUNDS)?;
+            }
+            if let Some(d) = b.duration {
+                check_field_duration(&at("duration"), d, true)?;
+            }
+            if let Some(p) = b.payload {
+                check_count(&at("payload"), p.0, 1, MAX_MESSAGE_BYTES)?;
+            }
+            if let Some(r) = b.reply_bytes {
+                check_count(&at("reply_bytes"), r.0, 1, MAX_MESSAGE_BYTES)?;
             }
         }
         Ok(())

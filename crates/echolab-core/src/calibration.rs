@@ -98,9 +98,7 @@ fn deciding_reason(
 /// this much each way.
 pub const PROBE_IP_BYTES: usize = 20 + 32 + 16;
 
-/// Payload of one full-size TCP segment, bytes: an [`MTU_BYTES`] IP packet less the IPv4 (20)
-/// and TCP (20) headers and the 12-byte timestamps option Linux sends by default.
-pub const FULL_SEGMENT_PAYLOAD: u64 = MTU_BYTES - 20 - 20 - 12;
+pub use crate::profile::FULL_SEGMENT_PAYLOAD;
 
 /// The congestion control of a calibration's bulk senders (`TCP_CONGESTION`, tcp(7)): Reno
 /// (RFC 5681) is built into every Linux kernel and any process may choose it, so the

@@ -22,9 +22,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::calibration::FULL_SEGMENT_PAYLOAD;
 use crate::experiment::{BenchMode, Cell, Experiment};
-use crate::profile::{LinkSpec, Profile, Topology};
+use crate::profile::{LinkSpec, Profile, Topology, FULL_SEGMENT_PAYLOAD};
 
 /// The reply size of echo-bench `sustain` without `--reply-bytes` (echo-bench's default).
 const SUSTAIN_DEFAULT_REPLY_BYTES: u64 = 1024;

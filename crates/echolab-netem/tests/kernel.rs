@@ -320,7 +320,16 @@ fn kernel_netem_counts_what_it_sends_and_drops() {
                     .map_err(|e| e.to_string())?;
             }
             let after = read()?;
+            // A root qdisc made again (cleared, then applied) is a new qdisc: its counters
+            // start over and the kernel gives it a new handle, which is how the launcher's
+            // deltas tell a replaced qdisc from a wrapped counter.
             kernel::clear(LINK_SERVER_SIDE).map_err(|e| e.to_string())?;
+            kernel::apply(LINK_SERVER_SIDE, "uplink", &half_lost).map_err(|e| e.to_string())?;
+            let again = read()?;
+            kernel::clear(LINK_SERVER_SIDE).map_err(|e| e.to_string())?;
+            if again.0 == after.0 {
+                return Err(format!("a re-made root qdisc kept handle {:#x}", again.0));
+            }
             Ok((before, after))
         })
         .expect("enter link namespace")

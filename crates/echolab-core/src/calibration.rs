@@ -98,9 +98,7 @@ fn deciding_reason(
 /// this much each way.
 pub const PROBE_IP_BYTES: usize = 20 + 32 + 16;
 
-/// Payload of one full-size TCP segment, bytes: an [`MTU_BYTES`] IP packet less the IPv4 (20)
-/// and TCP (20) headers and the 12-byte timestamps option Linux sends by default.
-pub const FULL_SEGMENT_PAYLOAD: u64 = MTU_BYTES - 20 - 20 - 12;
+pub use crate::profile::FULL_SEGMENT_PAYLOAD;
 
 /// The congestion control of a calibration's bulk senders (`TCP_CONGESTION`, tcp(7)): Reno
 /// (RFC 5681) is built into every Linux kernel and any process may choose it, so the
@@ -113,14 +111,17 @@ pub const BULK_CONGESTION_CONTROL: &str = "reno";
 /// is `base_rtt` (the baseline, zero when unmeasured): the round trip's pipe at `forward`'s
 /// rate (`base_rtt` plus both directions' delay plus four jitter widths, in [`MTU_BYTES`]
 /// packets, rounded up) plus half the room that `forward`'s queue limit leaves beyond its own pipe
-/// ([`LinkSpec::bdp_packets`]), in [`FULL_SEGMENT_PAYLOAD`]s; at least two segments. `None`
-/// when `forward` has no rate: nothing to fill, nothing to overflow.
+/// ([`LinkSpec::bdp_packets`]), in [`FULL_SEGMENT_PAYLOAD`]s; at least two segments. The limit
+/// counted is at most the direction's default ([`LinkSpec::default_limit`]): a limit the
+/// launcher raised to hold an experiment's connections (`crate::link_queue`) would only let
+/// the transfer build a longer queue, and the same profile is calibrated alike whatever
+/// experiment follows. `None` when `forward` has no rate: nothing to fill, nothing to overflow.
 ///
 /// Why a bound: a sender so bounded keeps the link busy (its window covers the round trip,
 /// and the queue room absorbs half the limit's worth of host delay), while in steady state the
 /// forward direction holds at most its pipe and half its room, never the limit, so the link
 /// drops nothing and the goodput is the link's rate, not the sender's loss recovery. Unbounded,
-/// a sender grows its window until the queue overflows (crossnet's 500 packets, per transfer
+/// a sender grows its window until the queue overflows (a 500-packet queue at crossnet, per transfer
 /// and direction: Reno in 18 of 18, cubic in 10 of 20, bbr in 0 of 20, on a 2-core AMD VM,
 /// `wire_perf --section release` under each host default), and what it carries
 /// after that depends on how its recovery meets the host's timing (a CI run, whose drops were
@@ -135,7 +136,8 @@ pub fn bulk_window_bytes(
         + forward.max_added_delay()
         + back.map_or(Duration::ZERO, LinkSpec::max_added_delay);
     let pipe = (rate * round_trip.as_secs_f64() / (8.0 * MTU_BYTES as f64)).ceil() as u64;
-    let room = u64::from(forward.effective_limit()).saturating_sub(forward.bdp_packets());
+    let limit = forward.effective_limit().min(forward.default_limit());
+    let room = u64::from(limit).saturating_sub(forward.bdp_packets());
     Some((pipe + room / 2).max(2) * FULL_SEGMENT_PAYLOAD)
 }
 
@@ -455,6 +457,16 @@ mod tests {
             bulk_window_bytes(&delay_only, Some(&crossnet), Duration::ZERO),
             None
         );
+        // A limit raised for an experiment's connections counts as the default (1000): room
+        // 1000 - 59 = 941, half 470, plus the pipe's 117; the same as no limit at all.
+        let sized = spec("{ delay: 10ms, jitter: 1ms, rate: 50mbit, overhead: 38, limit: 15000 }");
+        let unset = spec("{ delay: 10ms, jitter: 1ms, rate: 50mbit, overhead: 38 }");
+        for forward in [&sized, &unset] {
+            assert_eq!(
+                bulk_window_bytes(forward, Some(&crossnet), Duration::ZERO),
+                Some(587 * 1448)
+            );
+        }
         // A limit equal to a tiny pipe still leaves the sender two segments.
         let tiny = spec("{ delay: 1us, rate: 1mbit, limit: 1 }");
         assert_eq!(

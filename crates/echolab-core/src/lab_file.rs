@@ -225,6 +225,18 @@ impl Lab {
                 profile.name,
             ));
         }
+        let server = lab.server_address();
+        if profile.topology == Topology::Link && server.is_ipv6() {
+            // The link across machines is IPv4: the userspace wire's policy rules and the
+            // masquerade are, so IPv6 would pass the link host unimpaired (kernel netem
+            // would impair it, but which backend runs is known only in the link host).
+            return Err(format!(
+                "--lab {}: engines.{}.address: {server} is IPv6, and profile {}'s link across machines carries IPv4 only (IPv6 would pass it unimpaired); give the server's engine an IPv4 address",
+                path.display(),
+                lab.server,
+                profile.name,
+            ));
+        }
         Ok(lab)
     }
 
@@ -535,6 +547,20 @@ mod tests {
                 .clients,
             ["c", "b"]
         );
+        // A server reached over IPv6 is refused on a link profile, which would not impair it,
+        // and taken on the native one, which impairs nothing.
+        std::fs::write(
+            &path,
+            two.replace("address: 10.0.0.1", "address: \"fd00::1\""),
+        )
+        .unwrap();
+        let e = Lab::for_run(&path, &profile("link"), false).unwrap_err();
+        assert!(
+            e.ends_with("engines.a.address: fd00::1 is IPv6, and profile p's link across machines carries IPv4 only (IPv6 would pass it unimpaired); give the server's engine an IPv4 address")
+                && !e.contains('\n'),
+            "{e}"
+        );
+        assert!(Lab::for_run(&path, &native, false).is_ok());
         std::fs::write(&path, two).unwrap();
         let e = Lab::for_run(&path, &native, true).unwrap_err();
         assert!(e.contains("--backend local"), "{e}");

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::experiment::Experiment;
 use crate::lab_file::Lab;
+use crate::link_queue::QueueSizing;
 use crate::profile::{Profile, Topology};
 
 /// The network between the client host and the link host.
@@ -154,6 +155,10 @@ pub struct LabPlan {
     pub hosts: Vec<PlannedHost>,
     /// Every network to be made (none for local and loopback runs, and native lab runs).
     pub networks: Vec<PlannedNetwork>,
+    /// The link's queue limits, sized for the experiment (a link profile only; absent in
+    /// records older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueSizing>,
 }
 
 /// The manifest's name of the `index`-th (0-based) host of `role`: the role for the first,
@@ -171,9 +176,24 @@ impl LabPlan {
     ///
     /// # Errors
     /// [`PlanRefusal::Usage`]: `--cpu-plan` with `--lab`; a native profile without `--lab`;
-    /// an experiment the lab file cannot run ([`Lab::check_experiment`]).
+    /// an experiment the lab file cannot run ([`Lab::check_experiment`]); a profile whose
+    /// queue `limit` is below the packets the experiment puts in flight ([`QueueSizing::new`]).
     /// [`PlanRefusal::Unsupported`]: a link profile on local processes.
     pub fn new(
+        profile: &Profile,
+        experiment: &Experiment,
+        lab: Option<&Lab>,
+        backend: Backend,
+        explicit_cpu_plan: bool,
+    ) -> Result<LabPlan, PlanRefusal> {
+        let mut plan =
+            Self::hosts_and_networks(profile, experiment, lab, backend, explicit_cpu_plan)?;
+        plan.queue = QueueSizing::new(profile, experiment).map_err(PlanRefusal::Usage)?;
+        Ok(plan)
+    }
+
+    /// [`LabPlan::new`] without the queue's sizing.
+    fn hosts_and_networks(
         profile: &Profile,
         experiment: &Experiment,
         lab: Option<&Lab>,
@@ -206,6 +226,7 @@ impl LabPlan {
                     host(Role::Client, 0, None, Attachment::Process),
                 ],
                 networks: vec![],
+                queue: None,
             }),
             (Topology::Loopback, Backend::Containers) => Ok(LabPlan {
                 shape: Shape::Loopback,
@@ -219,6 +240,7 @@ impl LabPlan {
                     ),
                 ],
                 networks: vec![],
+                queue: None,
             }),
             (Topology::Link, Backend::Containers) => Ok(LabPlan {
                 shape: Shape::Link,
@@ -228,6 +250,7 @@ impl LabPlan {
                     host(Role::Link, 0, None, networks(&[CLIENT_NET, SERVER_NET])),
                 ],
                 networks: vec![network(CLIENT_NET, None), network(SERVER_NET, None)],
+                queue: None,
             }),
         }
     }
@@ -268,6 +291,7 @@ impl LabPlan {
             },
             hosts,
             networks: nets,
+            queue: None,
         }
     }
 

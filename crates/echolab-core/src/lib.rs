@@ -20,7 +20,7 @@
 //!   JSON outputs as types with parsers.
 //! - [`lab_file`]: the lab file of a run across machines (`--lab`): its engines and roles;
 //!   [`lab_plan`]: the hosts, networks and engines a run needs, with the rules that join its
-//!   inputs.
+//!   inputs; [`link_queue`]: the link's queue limit sized for the experiment it carries.
 //! - [`netstat`]: the kernel's TCP counters (`/proc/net/netstat`, `/proc/net/snmp`) and
 //!   their deltas.
 //! - [`protocol`]: the echo protocol's request and reply; [`quiet`]: when a host counts as
@@ -36,6 +36,7 @@ pub mod lab_file;
 pub mod lab_plan;
 pub mod launcher;
 pub mod limits;
+pub mod link_queue;
 pub mod netstat;
 pub mod results;
 pub mod shard;

@@ -32,6 +32,10 @@ use crate::units::{BitRate, Dur, Percent, RATE_UNITS};
 /// payload (RFC 894 MTU of 1500 bytes).
 pub const MTU_BYTES: u64 = 1500;
 
+/// Payload of one full-size TCP segment, bytes: an [`MTU_BYTES`] IP packet less the IPv4 (20)
+/// and TCP (20) headers and the 12-byte timestamps option Linux sends by default.
+pub const FULL_SEGMENT_PAYLOAD: u64 = MTU_BYTES - 20 - 20 - 12;
+
 /// netem's default queue limit in packets (tc-netem(8), "limit").
 pub const NETEM_DEFAULT_LIMIT: u32 = 1000;
 

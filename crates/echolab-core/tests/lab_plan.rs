@@ -139,6 +139,10 @@ fn every_experiment_on_every_profile_on_one_machine_has_its_hosts_and_networks()
                 Topology::Link => {
                     let plan = containers.unwrap();
                     check_consistent(&plan, &profile, &what);
+                    let q = plan.queue.as_ref().expect("a link's queue is sized");
+                    for s in [&q.uplink, &q.downlink] {
+                        assert!(u64::from(s.limit) >= q.packets_in_flight, "{what}: {q:?}");
+                    }
                     assert_eq!(plan.shape, Shape::Link, "{what}");
                     assert_eq!(names(&plan), ["client", "link", "server"], "{what}");
                     let nets: Vec<&str> = plan.networks.iter().map(|n| n.name.as_str()).collect();
@@ -294,4 +298,40 @@ fn the_plan_round_trips_through_the_manifest() {
             "{text}"
         );
     }
+}
+
+#[test]
+fn crossnet_holds_what_exp33s_5000_connections_put_in_flight_or_the_plan_says_what_it_needs() {
+    let exp33 = Experiment::load(&root().join("experiments/exp33.yaml")).unwrap();
+    let crossnet = Profile::load(&root().join("netem/crossnet.yaml")).unwrap();
+    let plan = LabPlan::new(&crossnet, &exp33, None, Backend::Containers, false).unwrap();
+    let q = plan.queue.clone().unwrap();
+    // 5000 short connections: a request, an ACK and a SYN or FIN each, per direction.
+    assert_eq!(
+        (q.packets_in_flight, q.uplink.limit, q.downlink.limit),
+        (15_000, 15_000, 15_000)
+    );
+    assert!(
+        q.reason
+            .starts_with("experiment exp33 puts up to 15000 packets"),
+        "{}",
+        q.reason
+    );
+    let sized = q.apply(&crossnet);
+    assert_eq!(sized.uplink.unwrap().limit, Some(15_000));
+    // The same profile with an access router's 500 packets is refused, naming what it needs.
+    let mut narrow = crossnet.clone();
+    narrow.downlink.as_mut().unwrap().limit = Some(500);
+    let PlanRefusal::Usage(e) =
+        LabPlan::new(&narrow, &exp33, None, Backend::Containers, false).unwrap_err()
+    else {
+        panic!("a usage error")
+    };
+    assert!(
+        e.starts_with("profile crossnet: downlink.limit: 500 packets is below the 15000"),
+        "{e}"
+    );
+    // The plan in the manifest keeps the sizing and its reason.
+    let text = serde_yaml::to_string(&plan).unwrap();
+    assert!(text.contains("packets_in_flight: 15000"), "{text}");
 }

@@ -307,10 +307,11 @@ fn kernel_netem_counts_what_it_sends_and_drops() {
         .in_netns(&tb.lnk, move || -> Result<_, String> {
             kernel::apply(LINK_SERVER_SIDE, "uplink", &half_lost).map_err(|e| e.to_string())?;
             let read = || -> Result<_, String> {
-                kernel::show(LINK_SERVER_SIDE)
-                    .map_err(|e| e.to_string())?
+                let q = kernel::show(LINK_SERVER_SIDE).map_err(|e| e.to_string())?;
+                let stats = q
                     .stats
-                    .ok_or_else(|| "the kernel sent no TCA_STATS2".to_string())
+                    .ok_or_else(|| "the kernel sent no TCA_STATS2".to_string())?;
+                Ok((q.handle, stats))
             };
             let before = read()?;
             let sock = std::net::UdpSocket::bind("10.201.2.1:0").map_err(|e| e.to_string())?;
@@ -319,12 +320,23 @@ fn kernel_netem_counts_what_it_sends_and_drops() {
                     .map_err(|e| e.to_string())?;
             }
             let after = read()?;
+            // A root qdisc made again (cleared, then applied) is a new qdisc: its counters
+            // start over and the kernel gives it a new handle, which is how the launcher's
+            // deltas tell a replaced qdisc from a wrapped counter.
             kernel::clear(LINK_SERVER_SIDE).map_err(|e| e.to_string())?;
+            kernel::apply(LINK_SERVER_SIDE, "uplink", &half_lost).map_err(|e| e.to_string())?;
+            let again = read()?;
+            kernel::clear(LINK_SERVER_SIDE).map_err(|e| e.to_string())?;
+            if again.0 == after.0 {
+                return Err(format!("a re-made root qdisc kept handle {:#x}", again.0));
+            }
             Ok((before, after))
         })
         .expect("enter link namespace")
         .unwrap();
-    let d = before.delta(&after).expect("counters only grow");
+    // One qdisc read twice: the same handle, so the difference of its counters is a count.
+    assert_eq!(before.0, after.0, "the root qdisc's handle");
+    let d = before.1.delta(&after.1);
     println!("netem counters over 200 datagrams: {d:?}");
     assert!(d.packets > 0 && d.drops > 0, "{d:?}");
     // Each datagram is counted once, as sent or as dropped (a few more packets, e.g. IPv6

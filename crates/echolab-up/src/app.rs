@@ -96,7 +96,7 @@ pub(crate) async fn run_once(
     if args.down {
         return crate::down::down(&args).await;
     }
-    let inputs = match resolve(&args) {
+    let mut inputs = match resolve(&args) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("echolab-up: {e}");
@@ -200,6 +200,23 @@ pub(crate) async fn run_once(
         (None, Some(e)) => Hosting::Docker(e),
         (None, None) => Hosting::Local,
     };
+    if let Some(queue) = &lab_plan.queue {
+        // From here on the profile is the one the link gets: its limits sized for the
+        // experiment (both backends and the manifest's profile read them from it).
+        let raised = [
+            (&queue.uplink, &inputs.profile.uplink),
+            (&queue.downlink, &inputs.profile.downlink),
+        ]
+        .iter()
+        .any(|(s, spec)| {
+            spec.as_ref()
+                .is_some_and(|spec| s.limit > spec.default_limit())
+        });
+        if raised {
+            eprintln!("echolab-up: link queue: {}", queue.reason);
+        }
+        inputs.profile = queue.apply(&inputs.profile);
+    }
     let created = echolab_core::utc_now_rfc3339();
     let run_id = plan::new_run_id(&created);
     let recorded_profile = echolab_core::profile::RecordedProfile {

@@ -124,6 +124,42 @@ fn a_profile_that_needs_a_link_is_refused_before_anything_is_created() {
 }
 
 #[test]
+fn a_queue_limit_below_the_experiments_packets_in_flight_is_refused_before_any_engine() {
+    let base = TempDir::new("up-local-narrow-queue");
+    // 20 long connections put 40 packets in each direction at once (request or reply, and an
+    // ACK); a queue of 3 would drop what a profile without loss promises to carry.
+    let profile = base.path().join("narrow.yaml");
+    std::fs::write(&profile, "name: narrow\ndescription: d\nsource: s\ntopology: link\nuplink: { delay: 1ms, rate: 1mbit, limit: 3 }\ndownlink: { delay: 1ms, rate: 1mbit }\nexpected:\n  rtt: { value: 3ms, minus: 1ms, plus: 100ms }\n").unwrap();
+    let exp = base.path().join("burst.yaml");
+    std::fs::write(&exp, "name: burst\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [20]\n    rounds: [2]\n").unwrap();
+    // An engine that is not there: a run the plan let through would fail to reach it (exit 1).
+    let o = Command::new(BIN)
+        .args(["--backend", "docker", "--profile"])
+        .arg(&profile)
+        .arg("--experiment")
+        .arg(&exp)
+        .arg("--out")
+        .arg(base.path().join("results"))
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .env(
+            "DOCKER_HOST",
+            "unix:///nonexistent/echolab-narrow-queue.sock",
+        )
+        .output()
+        .expect("echolab-up runs");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("echolab-up: profile narrow: uplink.limit: 3 packets is below the 40 the link must hold")
+            && err.contains("20 connections × 2 packets"),
+        "{err}"
+    );
+    assert!(!base.path().join("results").exists());
+}
+
+#[test]
 fn a_run_in_which_no_request_succeeded_is_a_failed_run() {
     // 16 MiB requests against a 1 ms deadline: no echo of that size crosses loopback in time,
     // so every request fails by timeout and the run measured nothing. Up to 2 repetitions: a

@@ -222,18 +222,31 @@ pub struct QdiscStats {
 }
 
 impl QdiscStats {
-    /// The counters `after` gained since `self` (the backlog and queue length as `after`
-    /// read them); `None` when a counter went down (the qdisc was replaced in between).
-    pub fn delta(&self, after: &QdiscStats) -> Option<QdiscStats> {
-        Some(QdiscStats {
-            bytes: after.bytes.checked_sub(self.bytes)?,
-            packets: after.packets.checked_sub(self.packets)?,
-            drops: after.drops.checked_sub(self.drops)?,
-            overlimits: after.overlimits.checked_sub(self.overlimits)?,
-            requeues: after.requeues.checked_sub(self.requeues)?,
+    /// The counters `after` gained since `self`, both read from the same qdisc (the backlog
+    /// and queue length as `after` read them).
+    ///
+    /// The kernel's `gnet_stats_queue` counters are 32 bits wide and wrap (a link that drops
+    /// or is over its rate limit for long enough passes 2^32), and so does the packet count
+    /// of kernels without `TCA_STATS_PKT64`; each difference is taken modulo its width, so a
+    /// wrap between two readings gives what was gained, as long as that is below 2^32. A
+    /// counter that went down is therefore no sign of a replaced qdisc: compare the two
+    /// readings' handles for that ([`QdiscInfo::handle`]; a replaced root qdisc gets a new
+    /// one).
+    pub fn delta(&self, after: &QdiscStats) -> QdiscStats {
+        let packets = match (u32::try_from(self.packets), u32::try_from(after.packets)) {
+            // A 32-bit count (no TCA_STATS_PKT64) that wrapped.
+            (Ok(b), Ok(a)) if a < b => u64::from(a.wrapping_sub(b)),
+            _ => after.packets.wrapping_sub(self.packets),
+        };
+        QdiscStats {
+            bytes: after.bytes.wrapping_sub(self.bytes),
+            packets,
+            drops: after.drops.wrapping_sub(self.drops),
+            overlimits: after.overlimits.wrapping_sub(self.overlimits),
+            requeues: after.requeues.wrapping_sub(self.requeues),
             backlog_bytes: after.backlog_bytes,
             qlen: after.qlen,
-        })
+        }
     }
 }
 
@@ -502,15 +515,55 @@ mod tests {
             (q.ifindex, q.kind.as_str(), q.stats),
             (7, "netem", Some(want))
         );
-        // Deltas between two readings; a counter that went down is a replaced qdisc.
+        // Deltas between two readings.
         let later = QdiscStats {
             packets: 4100,
             drops: 20,
             ..want
         };
-        let d = want.delta(&later).unwrap();
+        let d = want.delta(&later);
         assert_eq!((d.packets, d.drops, d.bytes, d.qlen), (100, 3, 0, 3));
-        assert_eq!(later.delta(&want), None);
+    }
+
+    #[test]
+    fn deltas_survive_a_wrap_of_the_32_bit_counters() {
+        // Every 32-bit counter 5 short of 2^32, then 10 more of each: the readings go from
+        // 4294967291 to 5, which is 10 gained, not a qdisc that went backwards.
+        let near = u32::MAX - 4;
+        let before = QdiscStats {
+            bytes: u64::MAX - 99,
+            packets: u64::from(near),
+            drops: near,
+            overlimits: near,
+            requeues: near,
+            backlog_bytes: 7,
+            qlen: 1,
+        };
+        let after = QdiscStats {
+            bytes: 900,
+            packets: 5,
+            drops: 5,
+            overlimits: 5,
+            requeues: 5,
+            backlog_bytes: 0,
+            qlen: 0,
+        };
+        let d = before.delta(&after);
+        assert_eq!(
+            (d.bytes, d.packets, d.drops, d.overlimits, d.requeues),
+            (1000, 10, 10, 10, 10)
+        );
+        assert_eq!((d.backlog_bytes, d.qlen), (0, 0), "the queue as read after");
+        // A 64-bit packet count (TCA_STATS_PKT64) past 2^32 is not taken for a wrapped one.
+        let big = QdiscStats {
+            packets: 5_000_000_000,
+            ..Default::default()
+        };
+        let bigger = QdiscStats {
+            packets: 5_000_000_100,
+            ..Default::default()
+        };
+        assert_eq!(big.delta(&bigger).packets, 100);
     }
 
     #[test]

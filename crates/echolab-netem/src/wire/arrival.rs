@@ -34,8 +34,11 @@ pub(crate) const SNAP_BYTES: usize = 64;
 const FRAME_BYTES: usize = 256;
 /// Ring block size: one page.
 const BLOCK_BYTES: usize = 4096;
-/// Ring blocks: 4096 frames, more than the TUN's queue (`txqueuelen`, at most 1000 plus the
-/// profile's limit), so the ring never fills before the TUN does.
+/// Ring blocks: 4096 frames, more than the TUN's queue (`txqueuelen`, the profile's limit and at
+/// least 1000) at the default limit, so the ring does not fill before the TUN does. A limit
+/// raised for an experiment's connections (`echolab_core::link_queue`) lets the TUN hold more
+/// than the ring when the wire falls that far behind its reads; such packets are counted
+/// `unstamped` and their delay counts from when the wire read them.
 const BLOCKS: usize = 256;
 const FRAMES: usize = BLOCK_BYTES / FRAME_BYTES * BLOCKS;
 

@@ -7,7 +7,8 @@
 //! client --> [client-side] --rule iif client-side: table UP--> elab-up --wire--> elab-up --main--> [server-side] --> server
 //! server --> [server-side] --rule iif server-side: table DOWN-> elab-dn --wire--> elab-dn --main--> [client-side] --> client
 //! ```
-//! IPv4 only: IPv6 packets are forwarded unimpaired (the launcher's networks are IPv4).
+//! IPv4 only: IPv6 packets are forwarded unimpaired. The launcher's networks are IPv4, and a lab
+//! file whose server is reached over IPv6 is refused on a link profile (`Lab::for_run`).
 
 use std::io;
 use std::net::Ipv4Addr;

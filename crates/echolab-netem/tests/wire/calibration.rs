@@ -9,7 +9,7 @@ use echolab_netem::wire::counters::WireStats;
 use super::common::*;
 
 /// Crossnet's RTT and goodput pass, and the goodput transfers fill the link without ever
-/// filling its 500-packet queue: before calibration bounded the receivers' window, a Reno
+/// filling its queue: before calibration bounded the receivers' window, a Reno
 /// sender overflowed it in every transfer (cubic in half of them; `wire_perf --section
 /// release` with those host defaults), and what it carried then depended on its loss
 /// recovery. Calibration's senders use Reno, so without the bound this test fails.

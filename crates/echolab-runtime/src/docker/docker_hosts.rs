@@ -44,7 +44,7 @@ pub struct DockerHosts {
     /// machine of a lab run on a link profile (read as one, [`super::wiretap::summed`]).
     wires: Vec<super::wiretap::WireTap>,
     /// Kernel netem's qdiscs, when they carry the link: one link host's, or one per client
-    /// machine of a lab run (read as one, [`super::qdisctap::summed`]).
+    /// machine of a lab run (read as one, [`super::qdisctap::between`]).
     qdiscs: Vec<super::qdisctap::QdiscTap>,
 }
 
@@ -232,7 +232,7 @@ impl Hosts for DockerHosts {
                     Err(e) => return Some(Err(e)),
                 }
             }
-            return Some(Ok(LinkReading::Qdiscs(super::qdisctap::summed(&all))));
+            return Some(Ok(LinkReading::Qdiscs(all)));
         }
         if self.wires.is_empty() {
             return None;

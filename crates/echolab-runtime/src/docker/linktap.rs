@@ -14,16 +14,16 @@ use super::qdisctap::QdiscSnapshot;
 pub enum LinkReading {
     /// The userspace wire's (summed over the wires of a lab run).
     Wire(Box<WireStats>),
-    /// Kernel netem's qdiscs.
-    Qdiscs(QdiscSnapshot),
+    /// Kernel netem's qdiscs, one snapshot per link host.
+    Qdiscs(Vec<QdiscSnapshot>),
 }
 
 impl LinkReading {
     /// What the link did from this reading to `after`.
     ///
     /// # Errors
-    /// The readings are of different backends, or kernel netem's counters went down (its
-    /// qdisc was replaced in between).
+    /// The readings are of different backends, or a kernel netem qdisc was replaced in
+    /// between (its handle changed).
     pub fn until(&self, after: &LinkReading) -> anyhow::Result<LinkCounters> {
         match (self, after) {
             (LinkReading::Wire(b), LinkReading::Wire(a)) => Ok(super::wiretap::between(b, a)),

@@ -191,6 +191,65 @@ impl SecondEngine {
     }
 }
 
+impl SecondEngine {
+    /// The pid of this engine's dockerd: from the pid file dockerd writes in
+    /// [`SecondEngine::dir`], checked against its command line (`--data-root DIR/data`), as
+    /// the script's `down` does.
+    ///
+    /// # Errors
+    /// No pid file, or its pid is not this engine's dockerd.
+    pub fn dockerd_pid(&self) -> Result<i32, String> {
+        let file = self.dir.join("dockerd.pid");
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let pid: i32 = text
+            .trim()
+            .parse()
+            .map_err(|e| format!("{}: {text:?}: {e}", file.display()))?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map_err(|e| format!("dockerd pid {pid}: {e}"))?;
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let data_root = format!("--data-root {} ", self.dir.join("data").display());
+        if cmdline.contains(&data_root) {
+            Ok(pid)
+        } else {
+            Err(format!("pid {pid} is not this engine's dockerd: {cmdline}"))
+        }
+    }
+
+    /// Stops this engine's dockerd with SIGSTOP, as a machine or link that dies: it neither
+    /// answers nor resets a connection (the kernel still accepts them). Its containers go on.
+    /// The returned guard resumes it (SIGCONT) when dropped, also when a test fails.
+    ///
+    /// # Errors
+    /// As [`SecondEngine::dockerd_pid`], or the signal failed.
+    pub fn freeze(&self) -> Result<Frozen, String> {
+        let pid = self.dockerd_pid()?;
+        // SAFETY: kill(2) with a pid just checked to be this engine's dockerd.
+        if unsafe { libc::kill(pid, libc::SIGSTOP) } != 0 {
+            return Err(format!(
+                "SIGSTOP to dockerd {pid}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Frozen { pid })
+    }
+}
+
+/// A second engine's dockerd stopped by [`SecondEngine::freeze`]; resumed on drop.
+#[must_use = "dropping it resumes the engine at once"]
+pub struct Frozen {
+    pid: i32,
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the dockerd pid freeze() stopped; only a SIGKILL from elsewhere
+        // could have ended it meanwhile, and SIGCONT harms no process that took its pid.
+        unsafe { libc::kill(self.pid, libc::SIGCONT) };
+    }
+}
+
 impl Drop for SecondEngine {
     /// `scripts/second-engine down DIR`: removes its containers, stops dockerd, deletes the
     /// namespace, the veth pair and DIR. A failure is printed to stderr, not raised: a drop may

@@ -37,15 +37,31 @@ enum Hosting {
 }
 
 impl Hosting {
-    /// The engines to clean up, with their names (`""` for the one engine of a Docker run).
-    fn engines(&self) -> Vec<(&str, &docker::Docker)> {
+    /// The engines to clean up, with their names and endpoints (`""` for the one engine of a
+    /// Docker run) and the manifest's host records on each (`hosts`).
+    fn engines(
+        &self,
+        hosts: &BTreeMap<String, serde_json::Value>,
+    ) -> Vec<crate::teardown::EngineToClear> {
+        use crate::teardown::{records_on, EngineToClear};
         match self {
             Hosting::Local => vec![],
-            Hosting::Docker(e) => vec![("", &e.docker)],
+            Hosting::Docker(e) => vec![EngineToClear {
+                name: String::new(),
+                endpoint: String::new(),
+                docker: e.docker.clone(),
+                records: hosts.keys().cloned().collect(),
+            }],
             Hosting::Lab(l) => {
+                let clients: Vec<&str> = l.1.clients.iter().map(|c| c.name.as_str()).collect();
                 l.1.all()
                     .into_iter()
-                    .map(|e| (e.name.as_str(), &e.engine.docker))
+                    .map(|e| EngineToClear {
+                        name: e.name.clone(),
+                        endpoint: e.endpoint.clone(),
+                        docker: e.engine.docker.clone(),
+                        records: records_on(&e.name, &clients, hosts),
+                    })
                     .collect()
             }
         }
@@ -371,17 +387,13 @@ pub(crate) async fn run_once(
                 .unwrap_or_default()
         );
     } else {
-        // Every engine, even after one failed: a lab run leaves nothing on any machine.
-        let mut errors = Vec::new();
-        for (name, docker) in hosting.engines() {
-            if let Err(e) = docker::cleanup::remove_labelled(docker, Some(&run_id)).await {
-                errors.push(if name.is_empty() {
-                    format!("{e:#}")
-                } else {
-                    format!("engine {name}: {e:#}")
-                });
-            }
-        }
+        // Every engine, even after one failed, all at once and each bounded: a lab run
+        // leaves nothing on any machine that answers, and names what it left on one that
+        // does not.
+        let engines = hosting.engines(&out.manifest.hosts);
+        let errors =
+            crate::teardown::tear_down(engines, &run_id, &out.manifest.hosts, args.lab.as_deref())
+                .await;
         if !errors.is_empty() {
             teardown_error = Some(format!("teardown: {}", errors.join("; ")));
         }

@@ -15,7 +15,8 @@
 //! - [`commands`]: echo-server/echo-bench command lines and output parsing.
 //! - [`rtt_probe`]: calibration of RTT with the lab's own echo-server and echo-bench on the
 //!   cells' path; `runner`: the per-run loop, written once for all backends.
-//! - `results_dir`, `report`: what is written and recorded.
+//! - `results_dir`, `report`: what is written and recorded; `teardown`: removing a run's
+//!   objects from its engines, bounded.
 
 pub(crate) mod adaptive;
 pub mod app;
@@ -31,3 +32,4 @@ pub(crate) mod report;
 pub(crate) mod results_dir;
 pub mod rtt_probe;
 pub(crate) mod runner;
+pub(crate) mod teardown;

@@ -37,6 +37,10 @@ pub(crate) enum RunError {
     /// The results directory could not be written.
     #[error("{0:#}")]
     Results(anyhow::Error),
+    /// An engine stopped answering during the run (`docker::deadlines::NoAnswer`): what
+    /// would follow waits on it, so the run stops here.
+    #[error("run {run}: {message}")]
+    EngineSilent { run: String, message: String },
 }
 
 /// Seed 002's cross-check: the cell once more against a server of its own, with the client
@@ -215,6 +219,25 @@ pub(crate) async fn run_all<H: Hosts>(
         let link_after = hosts.link_snapshot().await;
         let stopped = hosts.stop_server(server).await;
         let mut errors = Vec::new();
+        // The first error that says an engine stopped answering: the run stops after this
+        // record.
+        let mut silent = None;
+        let mut note_silent = |e: &anyhow::Error| {
+            if silent.is_none() && echolab_runtime::docker::deadlines::is_no_answer(e) {
+                silent = Some(format!("{e:#}"));
+            }
+        };
+        for reading in [&link_before, &link_after].into_iter().flatten() {
+            if let Err(e) = reading {
+                note_silent(e);
+            }
+        }
+        if let Err(e) = &bench {
+            note_silent(e);
+        }
+        if let Err(e) = &stopped {
+            note_silent(e);
+        }
         match (link_before, link_after) {
             (Some(Ok(before)), Some(Ok(after))) => match H::link_counters(&before, &after) {
                 Ok(counters) => rec.link = Some(counters),
@@ -272,7 +295,7 @@ pub(crate) async fn run_all<H: Hosts>(
             },
             Err(e) => errors.push(format!("stopping echo-server: {e:#}")),
         }
-        if exp.bench.strace {
+        if exp.bench.strace && silent.is_none() {
             match trace(hosts, exp, cell, server_cpus).await {
                 Ok(summary) => rec.strace = Some(summary),
                 Err(e) => errors.push(format!("strace cross-check: {e:#}")),
@@ -285,6 +308,9 @@ pub(crate) async fn run_all<H: Hosts>(
         }
         out.add_run(rec).map_err(RunError::Results)?;
         bar.inc(1);
+        if let Some(message) = silent {
+            return Err(RunError::EngineSilent { run: name, message });
+        }
     }
     Ok(failed)
 }

@@ -1,7 +1,8 @@
 //! echolab-up against this machine's Docker engine, end to end: the smoke experiment on the
-//! loopback and crossnet profiles, cleanup after a forced failure and after Ctrl-C, a second
-//! run right after the first, the lab image's id staying the same across builds, and
-//! `--explain`'s reruns each under the seed's settings it names.
+//! loopback and crossnet profiles, cleanup after a forced failure and after Ctrl-C, a lab
+//! engine that stops answering mid-run, a second run right after the first, the lab image's
+//! id staying the same across builds, and `--explain`'s reruns each under the seed's
+//! settings it names.
 //!
 //! Each test fails, with the engine's reason, when no Docker engine is reachable: the README's
 //! test command needs one, and a test that quietly passed without it would hide a broken
@@ -31,6 +32,9 @@ mod lab;
 
 #[path = "docker/lab_clients.rs"]
 mod lab_clients;
+
+#[path = "docker/lab_frozen.rs"]
+mod lab_frozen;
 
 #[path = "docker/custom_server.rs"]
 mod custom_server;

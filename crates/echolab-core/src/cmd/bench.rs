@@ -268,6 +268,18 @@ impl BenchCmd {
 }
 
 impl BenchCmd {
+    /// How long the run is planned to take, warm-up and window (`--warmup` + `--duration`),
+    /// when it is timed; `None` when it runs until a count is reached (ROUNDS, a connect
+    /// storm) or for echo-bench's default duration.
+    pub fn planned(&self) -> Option<std::time::Duration> {
+        let (duration, warmup) = match self {
+            BenchCmd::Run(c) => (c.duration, c.warmup),
+            BenchCmd::Sustain(c) => (c.duration, c.warmup),
+            BenchCmd::ConnectStorm(_) => (None, None),
+        };
+        Some(duration?.0 + warmup.map_or(std::time::Duration::ZERO, |w| w.0))
+    }
+
     /// The arguments of shard `shard` of this run ([`crate::shard`]): [`BenchCmd::argv`] with
     /// `--json --shard K/N`. The shard prints [`crate::shard::READY_LINE`] once connected,
     /// waits for a line on stdin, and prints its report.
@@ -440,6 +452,40 @@ mod tests {
             sustain.argv().join(" "),
             "sustain 10.0.0.2 9988 800 --duration 60s --reply-bytes 1024 --json"
         );
+    }
+
+    #[test]
+    fn a_timed_run_is_planned_as_warmup_and_window_a_counted_one_not_at_all() {
+        let run = |rounds, duration: Option<&str>, warmup: Option<&str>| {
+            BenchCmd::Run(RunCmd {
+                target: target(),
+                conns: 10,
+                rounds,
+                mode: RunMode::Long,
+                duration: duration.map(|d| d.parse().unwrap()),
+                payload_size: None,
+                rate: None,
+                warmup: warmup.map(|w| w.parse().unwrap()),
+                server_cpus: None,
+                client: ClientOpts::default(),
+                json: true,
+            })
+        };
+        let secs = std::time::Duration::from_millis;
+        assert_eq!(
+            run(None, Some("1s"), Some("500ms")).planned(),
+            Some(secs(1500))
+        );
+        assert_eq!(run(None, Some("2s"), None).planned(), Some(secs(2000)));
+        assert_eq!(run(Some(20), None, Some("1s")).planned(), None);
+        let storm = BenchCmd::ConnectStorm(StormCmd {
+            target: target(),
+            n: 300,
+            server_cpus: None,
+            client: ClientOpts::default(),
+            json: false,
+        });
+        assert_eq!(storm.planned(), None);
     }
 
     #[test]

@@ -173,7 +173,8 @@ impl CgroupFiles {
 
     /// The cgroup files of `container`, if they are readable here (the engine is local).
     pub async fn of(docker: &Docker, container: &str) -> Option<Self> {
-        let pid = super::engine::call(
+        let pid = super::deadlines::call(
+            docker,
             "inspect container",
             container,
             docker.inspect_container(container, None),
@@ -231,7 +232,12 @@ async fn read(docker: &Docker, container: &str, files: &Option<CgroupFiles>) -> 
         stream: false,
         one_shot: true,
     };
-    let s = docker.stats(container, Some(opts)).next().await?.ok()?;
+    let mut stats = docker.stats(container, Some(opts));
+    // A reading the engine does not give in time is a missing sample, not a hung cell.
+    let s = super::deadlines::within(docker, super::deadlines::CALL, stats.next())
+        .await
+        .ok()??
+        .ok()?;
     reading_of(&s)
 }
 

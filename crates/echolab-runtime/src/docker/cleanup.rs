@@ -11,6 +11,7 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 
+use super::deadlines::{call, gave_up, within, CALL};
 use super::engine::failed;
 use super::{OWNER_LABEL, RUN_LABEL};
 
@@ -39,14 +40,17 @@ async fn containers_matching(
     docker: &Docker,
     filters: &HashMap<String, Vec<String>>,
 ) -> anyhow::Result<Vec<ContainerSummary>> {
-    docker
-        .list_containers(Some(ListContainersOptions {
+    call(
+        docker,
+        "list containers",
+        &format!("labelled {filters:?}"),
+        docker.list_containers(Some(ListContainersOptions {
             all: true,
             filters: Some(filters.clone()),
             ..Default::default()
-        }))
-        .await
-        .map_err(|e| failed("list containers", &format!("labelled {filters:?}"), e))
+        })),
+    )
+    .await
 }
 
 /// Every network that matches `filters`.
@@ -57,12 +61,15 @@ async fn networks_matching(
     docker: &Docker,
     filters: &HashMap<String, Vec<String>>,
 ) -> anyhow::Result<Vec<Network>> {
-    docker
-        .list_networks(Some(ListNetworksOptions {
+    call(
+        docker,
+        "list networks",
+        &format!("labelled {filters:?}"),
+        docker.list_networks(Some(ListNetworksOptions {
             filters: Some(filters.clone()),
-        }))
-        .await
-        .map_err(|e| failed("list networks", &format!("labelled {filters:?}"), e))
+        })),
+    )
+    .await
 }
 
 /// How long teardown waits for a container removal that another request started.
@@ -73,11 +80,13 @@ const REMOVAL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 async fn gone(docker: &Docker, id: &str) -> bool {
     let until = tokio::time::Instant::now() + REMOVAL_WAIT;
     while tokio::time::Instant::now() < until {
-        if let Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404, ..
-        }) = docker.inspect_container(id, None).await
-        {
-            return true;
+        match within(docker, CALL, docker.inspect_container(id, None)).await {
+            Ok(Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            })) => return true,
+            // An engine that stopped answering will not say.
+            Err(_) => return false,
+            Ok(_) => {}
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
@@ -94,11 +103,10 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
     let mut removed = Removed::default();
     let mut errors = Vec::new();
     // A run cut short may have creations still on their way: list only after they end.
-    if !super::creations::settled(super::engine::CALL_DEADLINE).await {
+    if !super::creations::settled(CALL).await {
         errors.push(format!(
-            "{} container or network creation(s) still unanswered after {:?}; `echolab-up --down` removes what they made",
+            "{} container or network creation(s) still unanswered after {CALL:?}; `echolab-up --down` removes what they made",
             super::creations::in_flight(),
-            super::engine::CALL_DEADLINE
         ));
     }
     for c in containers_matching(docker, &filters).await? {
@@ -108,17 +116,20 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
             .and_then(|n| n.first().cloned())
             .unwrap_or_else(|| id.clone());
         let name = name.trim_start_matches('/').to_string();
-        match docker
-            .remove_container(
-                &id,
-                Some(RemoveContainerOptions {
-                    force: true,
-                    v: true,
-                    ..Default::default()
-                }),
-            )
-            .await
-        {
+        let options = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
+        let answer = within(docker, CALL, docker.remove_container(&id, Some(options))).await;
+        let answer = match answer {
+            Ok(a) => a,
+            Err(gave) => {
+                errors.push(format!("{:#}", gave_up(gave, "remove container", &name)));
+                continue;
+            }
+        };
+        match answer {
             Ok(()) => removed.containers.push(name),
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
@@ -142,7 +153,14 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
     }
     for n in networks_matching(docker, &filters).await? {
         let name = n.name.or(n.id).unwrap_or_default();
-        match docker.remove_network(&name).await {
+        let answer = match within(docker, CALL, docker.remove_network(&name)).await {
+            Ok(a) => a,
+            Err(gave) => {
+                errors.push(format!("{:#}", gave_up(gave, "remove network", &name)));
+                continue;
+            }
+        };
+        match answer {
             Ok(()) => removed.networks.push(name),
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
@@ -154,6 +172,27 @@ pub async fn remove_labelled(docker: &Docker, run_id: Option<&str>) -> anyhow::R
         Ok(removed)
     } else {
         Err(anyhow::anyhow!("{}", errors.join("; ")))
+    }
+}
+
+/// A run's teardown on one engine, bounded: a ping first (an engine that does not answer it
+/// within [`super::deadlines::PING`] is left alone), then [`remove_labelled`] within
+/// [`super::deadlines::TEARDOWN`].
+///
+/// # Errors
+/// Why the run's objects may still be there, in one line.
+pub async fn tear_down(docker: &Docker, run_id: &str) -> Result<Removed, String> {
+    if !super::deadlines::answers(docker).await {
+        return Err(format!(
+            "the engine did not answer a ping within {:?}: nothing removed",
+            super::deadlines::PING
+        ));
+    }
+    let teardown = super::deadlines::TEARDOWN;
+    match tokio::time::timeout(teardown, remove_labelled(docker, Some(run_id))).await {
+        Ok(Ok(removed)) => Ok(removed),
+        Ok(Err(e)) => Err(format!("{e:#}")),
+        Err(_) => Err(format!("teardown did not finish within {teardown:?}")),
     }
 }
 
@@ -222,24 +261,24 @@ pub async fn remove_stale_images(docker: &Docker, repo: &str) -> anyhow::Result<
     let filters: HashMap<String, Vec<String>> = [("reference".to_string(), vec![repo.to_string()])]
         .into_iter()
         .collect();
-    let images = docker
-        .list_images(Some(ListImagesOptions {
+    let images = call(
+        docker,
+        "list images",
+        repo,
+        docker.list_images(Some(ListImagesOptions {
             filters: Some(filters),
             ..Default::default()
-        }))
-        .await
-        .map_err(|e| failed("list images", repo, e))?;
+        })),
+    )
+    .await?;
     let mut removed = Vec::new();
     for image in images {
         if image.repo_tags.is_empty() || !image.repo_tags.iter().all(|t| is_content_tag(t, repo)) {
             continue;
         }
         for tag in &image.repo_tags {
-            if docker
-                .remove_image(tag, None::<RemoveImageOptions>, None)
-                .await
-                .is_ok()
-            {
+            let removal = docker.remove_image(tag, None::<RemoveImageOptions>, None);
+            if let Ok(Ok(_)) = within(docker, CALL, removal).await {
                 removed.push(tag.clone());
             }
         }

@@ -26,6 +26,17 @@ pub struct ClientHost {
     pub container: String,
     /// The lab file's name for the engine.
     pub engine: String,
+    /// Its endpoint, as the lab file gives it.
+    pub endpoint: String,
+}
+
+impl ClientHost {
+    /// `e` said of this host's engine (`engine b (tcp://10.0.0.2:2376): ...`), keeping its
+    /// causes, so that [`super::deadlines::is_no_answer`] still finds an engine that stopped
+    /// answering.
+    pub fn on_engine(&self, e: anyhow::Error) -> anyhow::Error {
+        super::engine::on_engine(&self.engine, &self.endpoint, e)
+    }
 }
 
 /// Runs `bench` split over `clients` (shard K on client K) to completion within `deadline`:
@@ -57,7 +68,7 @@ pub async fn run(
         );
         let (stream, stdin) = exec::start_with_stdin(&c.docker, &c.container, &cmd)
             .await
-            .map_err(|e| anyhow!("engine {}: {e:#}", c.engine))?;
+            .map_err(|e| c.on_engine(e))?;
         started.push((stream, stdin));
     }
     // Every shard's ready line, or the first that ended without one.
@@ -88,6 +99,10 @@ pub async fn run(
         let left = until.saturating_duration_since(tokio::time::Instant::now());
         let why = match exec::finish(&clients[k].docker, stream, left).await {
             Ok(out) => format!("{}: {}", out.describe(), out.stderr.trim()),
+            // Not the shard's end but its engine's silence: said as such.
+            Err(e) if super::deadlines::is_no_answer(&e) => {
+                return Err(clients[k].on_engine(e.context(format!("echo-bench shard {k}/{count}"))))
+            }
             Err(e) => format!("{e:#}"),
         };
         return Err(anyhow!(
@@ -110,7 +125,7 @@ pub async fn run(
         let left = until.saturating_duration_since(tokio::time::Instant::now());
         let out = exec::finish(&clients[k].docker, stream, left)
             .await
-            .map_err(|e| anyhow!("engine {}: echo-bench: {e:#}", clients[k].engine))?;
+            .map_err(|e| clients[k].on_engine(e.context("echo-bench")))?;
         outputs.push((clients[k].engine.clone(), out));
     }
     drop(stdins);

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::engine::{failed, CALL_DEADLINE};
+use bollard::Docker;
+
+use super::deadlines::{gave_up, within, CALL};
 
 /// A count of creations in flight, and a way to wait for it to reach 0.
 pub struct Tracker(Arc<watch::Sender<usize>>);
@@ -47,30 +49,31 @@ impl Tracker {
         *self.0.borrow()
     }
 
-    /// Runs the engine call `fut` (one that creates `object`) as a task of its own, for at
-    /// most [`CALL_DEADLINE`], and returns its answer. If the caller is dropped, the call
-    /// still runs to its end, counted by [`Tracker::in_flight`] until then.
+    /// Runs the engine call `fut` (one that creates `object` on `docker`'s engine) as a task
+    /// of its own, under the deadlines of [`super::deadlines::call`], and returns its answer.
+    /// If the caller is dropped, the call still runs to its end, counted by
+    /// [`Tracker::in_flight`] until then.
     ///
     /// # Errors
     /// The engine's error, or no answer in time, naming `op` and `object`, as
-    /// [`super::engine::call`].
+    /// [`super::deadlines::call`].
     pub async fn create<T: Send + 'static>(
         &self,
+        docker: &Docker,
         op: &str,
         object: &str,
         fut: impl Future<Output = Result<T, bollard::errors::Error>> + Send + 'static,
     ) -> anyhow::Result<T> {
         let counted = self.count();
+        let docker = docker.clone();
         let task = tokio::spawn(async move {
-            let answer = tokio::time::timeout(CALL_DEADLINE, fut).await;
+            let answer = within(&docker, CALL, fut).await;
             drop(counted);
             answer
         });
         match task.await {
-            Ok(Ok(r)) => r.map_err(|e| failed(op, object, e)),
-            Ok(Err(_)) => Err(anyhow::anyhow!(
-                "docker: {op} {object}: the engine did not answer within {CALL_DEADLINE:?}"
-            )),
+            Ok(Ok(r)) => r.map_err(|e| super::deadlines::failed(op, object, e)),
+            Ok(Err(gave)) => Err(gave_up(gave, op, object)),
             Err(e) => Err(anyhow::anyhow!("docker: {op} {object}: {e}")),
         }
     }
@@ -90,11 +93,12 @@ impl Tracker {
 /// # Errors
 /// As [`Tracker::create`].
 pub async fn create<T: Send + 'static>(
+    docker: &Docker,
     op: &str,
     object: &str,
     fut: impl Future<Output = Result<T, bollard::errors::Error>> + Send + 'static,
 ) -> anyhow::Result<T> {
-    CREATIONS.create(op, object, fut).await
+    CREATIONS.create(docker, op, object, fut).await
 }
 
 /// [`Tracker::settled`] on this process's creations.
@@ -112,17 +116,27 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
 
+    /// A client of no engine: these calls end before the watchdog would ping it.
+    fn unpinged() -> Docker {
+        Docker::connect_with_http("http://127.0.0.1:9", 1, bollard::API_DEFAULT_VERSION).unwrap()
+    }
+
     #[tokio::test]
     async fn a_dropped_caller_leaves_its_creation_running_and_counted_until_it_ends() {
         let tracker: &'static Tracker = Box::leak(Box::new(Tracker::new()));
         let (release, released) = tokio::sync::oneshot::channel::<()>();
         let finished = Arc::new(AtomicBool::new(false));
         let done = finished.clone();
-        let caller = tokio::spawn(tracker.create("create container", "c1", async move {
-            let _ = released.await;
-            done.store(true, Ordering::SeqCst);
-            Ok::<_, bollard::errors::Error>(7)
-        }));
+        let docker = unpinged();
+        let caller = tokio::spawn(async move {
+            tracker
+                .create(&docker, "create container", "c1", async move {
+                    let _ = released.await;
+                    done.store(true, Ordering::SeqCst);
+                    Ok::<_, bollard::errors::Error>(7)
+                })
+                .await
+        });
         // Cut the caller short only once its creation is under way.
         let mut rx = tracker.0.subscribe();
         rx.wait_for(|n| *n == 1).await.unwrap();
@@ -149,12 +163,13 @@ mod tests {
     #[tokio::test]
     async fn the_engines_answer_or_error_comes_back_named() {
         let tracker = Tracker::new();
-        let ok = tracker.create("create network", "n1", async {
+        let docker = unpinged();
+        let ok = tracker.create(&docker, "create network", "n1", async {
             Ok::<_, bollard::errors::Error>(3)
         });
         assert_eq!(ok.await.unwrap(), 3);
         let refused = tracker
-            .create("create network", "n2", async {
+            .create(&docker, "create network", "n2", async {
                 Err::<(), _>(bollard::errors::Error::DockerResponseServerError {
                     status_code: 409,
                     message: "network n2 exists".into(),

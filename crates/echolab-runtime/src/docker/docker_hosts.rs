@@ -12,10 +12,10 @@ use echolab_core::results::ResourceSample;
 
 use super::cgroup_sampling::Sampler;
 use super::client_shards::ClientHost;
-use super::exec;
 use super::link::endpoints::{Endpoints, MadeEndpoints};
 use super::linktap::LinkReading;
 use super::topology::{remove_host, up_loopback, LoopbackSpec};
+use super::{deadlines, exec};
 use crate::hosts::{Hosts, ProcOutput, BENCH_DEADLINE, READY_DEADLINE, STOP_DEADLINE};
 use crate::image_archive::IMAGE_BIN_DIR;
 
@@ -34,6 +34,10 @@ pub struct DockerHosts {
     more_clients: Vec<ClientHost>,
     /// The first client's engine, as the lab file names it ("" outside a lab).
     client_engine: String,
+    /// Its endpoint, as the lab file gives it ("" outside a lab).
+    client_endpoint: String,
+    /// The server's engine and its endpoint, as the lab file gives them ("" outside a lab).
+    server_engine: (String, String),
     /// Where the client reaches the server (127.0.0.1 for loopback, the server's address on
     /// its network behind a link).
     server_addr: IpAddr,
@@ -96,6 +100,8 @@ impl DockerHosts {
             client: made.client,
             more_clients: Vec::new(),
             client_engine: String::new(),
+            client_endpoint: String::new(),
+            server_engine: Default::default(),
             server_addr: loopback,
             bind: loopback,
             remake: Remake::Loopback(spec.clone()),
@@ -120,6 +126,8 @@ impl DockerHosts {
             client: made.client,
             more_clients: Vec::new(),
             client_engine: String::new(),
+            client_endpoint: String::new(),
+            server_engine: Default::default(),
             server_addr: made.server_ip,
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Link(endpoints),
@@ -130,21 +138,23 @@ impl DockerHosts {
 
     /// Hosts of a lab run: `server` on `server_docker`'s machine (host networking), reached
     /// at `server_addr`, and a client host on each client machine, given as ((engine,
-    /// container), engine name), at least one: host networking, or each behind a link host on
-    /// its machine whose wire's counters are read (`wires`, together).
+    /// container), (engine name, endpoint)), at least one: host networking, or each behind a
+    /// link host on its machine whose wire's counters are read (`wires`, together). The
+    /// server's engine is named by (name, endpoint) too, for errors.
     pub fn on_machines(
-        (server_docker, server): (&Docker, String),
-        clients: Vec<((Docker, String), String)>,
+        (server_docker, server, server_engine): (&Docker, String, (String, String)),
+        clients: Vec<((Docker, String), (String, String))>,
         server_addr: IpAddr,
         wires: Vec<super::wiretap::WireTap>,
         qdiscs: Vec<super::qdisctap::QdiscTap>,
     ) -> Self {
         let mut clients = clients
             .into_iter()
-            .map(|((docker, container), engine)| ClientHost {
+            .map(|((docker, container), (engine, endpoint))| ClientHost {
                 docker,
                 container,
                 engine,
+                endpoint,
             });
         let first = clients.next().expect("a lab run has a client machine");
         Self {
@@ -154,6 +164,8 @@ impl DockerHosts {
             client: first.container,
             more_clients: clients.collect(),
             client_engine: first.engine,
+            client_endpoint: first.endpoint,
+            server_engine,
             server_addr,
             bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             remake: Remake::Lab,
@@ -189,6 +201,7 @@ impl DockerHosts {
             docker: self.client_docker.clone(),
             container: self.client.clone(),
             engine: self.client_engine.clone(),
+            endpoint: self.client_endpoint.clone(),
         };
         std::iter::once(first)
             .chain(self.more_clients.iter().cloned())
@@ -283,6 +296,87 @@ impl Hosts for DockerHosts {
         &mut self,
         server: &ServerLaunch,
     ) -> anyhow::Result<(DockerServer, Ready)> {
+        let started = self.start_server_here(server).await;
+        started.map_err(|e| self.on_server_engine(e))
+    }
+
+    async fn run_bench(
+        &mut self,
+        bench: &BenchCmd,
+        _server: &DockerServer,
+        window_start: std::time::Duration,
+    ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
+        let sampler = Sampler::start(&self.docker, &self.server, window_start).await;
+        // A timed run may take its warm-up and window plus a grace; one that counts requests
+        // has only the engine's watchdog (`deadlines::within`) and the long bound.
+        let deadline = bench
+            .planned()
+            .map_or(BENCH_DEADLINE, |p| p + deadlines::STREAM_GRACE);
+        let result = if self.more_clients.is_empty() {
+            let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM)];
+            cmd.extend(bench.argv());
+            exec::run(&self.client_docker, &self.client, &cmd, deadline)
+                .await
+                .map_err(|e| {
+                    super::engine::on_engine(&self.client_engine, &self.client_endpoint, e)
+                })
+        } else {
+            super::client_shards::run(&self.clients(), bench, deadline).await
+        };
+        let samples = sampler.stop().await;
+        match result {
+            Ok(out) => Ok((out, samples)),
+            // An engine that stopped answering takes no signal; the run stops and teardown
+            // says what is left there.
+            Err(e) if deadlines::is_no_answer(&e) => Err(e),
+            Err(e) => {
+                for c in self.clients() {
+                    let _ = self
+                        .signal(&c.docker, &c.container, "echo-bench", "KILL")
+                        .await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn trace_bench(&mut self, bench: &BenchCmd) -> anyhow::Result<ProcOutput> {
+        if !self.more_clients.is_empty() {
+            return Err(anyhow!(
+                "strace: a run split over several client machines is not traced (each machine's share would be counted alone)"
+            ));
+        }
+        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/strace")];
+        cmd.extend(crate::hosts::STRACE_ARGS.iter().map(|a| a.to_string()));
+        cmd.push(format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM));
+        cmd.extend(bench.argv());
+        exec::run(&self.client_docker, &self.client, &cmd, BENCH_DEADLINE)
+            .await
+            .map_err(|e| super::engine::on_engine(&self.client_engine, &self.client_endpoint, e))
+    }
+
+    async fn stop_server(&mut self, server: DockerServer) -> anyhow::Result<ProcOutput> {
+        let stopped = self.stop_server_here(server).await;
+        stopped.map_err(|e| self.on_server_engine(e))
+    }
+}
+
+impl DockerHosts {
+    /// `e` said of the server's engine when that engine stopped answering (it is the cause
+    /// then); as it is otherwise.
+    fn on_server_engine(&self, e: anyhow::Error) -> anyhow::Error {
+        if deadlines::is_no_answer(&e) {
+            super::engine::on_engine(&self.server_engine.0, &self.server_engine.1, e)
+        } else {
+            e
+        }
+    }
+
+    /// [`Hosts::start_server`] on the server's engine.
+    async fn start_server_here(
+        &mut self,
+        server: &ServerLaunch,
+    ) -> anyhow::Result<(DockerServer, Ready)> {
         let args = server.argv();
         let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", server.program())];
         cmd.extend_from_slice(&args);
@@ -317,48 +411,8 @@ impl Hosts for DockerHosts {
         }
     }
 
-    async fn run_bench(
-        &mut self,
-        bench: &BenchCmd,
-        _server: &DockerServer,
-        window_start: std::time::Duration,
-    ) -> anyhow::Result<(ProcOutput, Vec<ResourceSample>)> {
-        let sampler = Sampler::start(&self.docker, &self.server, window_start).await;
-        let result = if self.more_clients.is_empty() {
-            let mut cmd = vec![format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM)];
-            cmd.extend(bench.argv());
-            exec::run(&self.client_docker, &self.client, &cmd, BENCH_DEADLINE).await
-        } else {
-            super::client_shards::run(&self.clients(), bench, BENCH_DEADLINE).await
-        };
-        let samples = sampler.stop().await;
-        match result {
-            Ok(out) => Ok((out, samples)),
-            Err(e) => {
-                for c in self.clients() {
-                    let _ = self
-                        .signal(&c.docker, &c.container, "echo-bench", "KILL")
-                        .await;
-                }
-                Err(e)
-            }
-        }
-    }
-
-    async fn trace_bench(&mut self, bench: &BenchCmd) -> anyhow::Result<ProcOutput> {
-        if !self.more_clients.is_empty() {
-            return Err(anyhow!(
-                "strace: a run split over several client machines is not traced (each machine's share would be counted alone)"
-            ));
-        }
-        let mut cmd = vec![format!("{IMAGE_BIN_DIR}/strace")];
-        cmd.extend(crate::hosts::STRACE_ARGS.iter().map(|a| a.to_string()));
-        cmd.push(format!("{IMAGE_BIN_DIR}/{}", BenchCmd::PROGRAM));
-        cmd.extend(bench.argv());
-        exec::run(&self.client_docker, &self.client, &cmd, BENCH_DEADLINE).await
-    }
-
-    async fn stop_server(&mut self, server: DockerServer) -> anyhow::Result<ProcOutput> {
+    /// [`Hosts::stop_server`] on the server's engine.
+    async fn stop_server_here(&mut self, server: DockerServer) -> anyhow::Result<ProcOutput> {
         // Its output closes when the process (or its container) is gone.
         if server.stream.output.is_finished() {
             return exited_before_stop(&self.docker, server).await;
@@ -373,12 +427,18 @@ impl Hosts for DockerHosts {
             }
             let why = match sent {
                 Ok(s) => s.describe(),
+                Err(e) if deadlines::is_no_answer(&e) => {
+                    return Err(e.context(format!("SIGTERM to echo-server pid {}", server.pid)))
+                }
                 Err(e) => format!("{e:#}"),
             };
             return Err(anyhow!("SIGTERM to echo-server pid {}: {why}", server.pid));
         }
         match exec::finish(&self.docker, server.stream, STOP_DEADLINE).await {
             Ok(out) => Ok(out),
+            Err(e) if deadlines::is_no_answer(&e) => {
+                Err(e.context(format!("echo-server pid {} after SIGTERM", server.pid)))
+            }
             Err(e) => {
                 let _ = self
                     .signal(&self.docker, &self.server, &server.pid.to_string(), "KILL")

@@ -14,20 +14,23 @@ pub struct Engine {
 }
 
 /// Connects to the local engine (`$DOCKER_HOST`, else /var/run/docker.sock), negotiates the
-/// API version down to the engine's and checks it answers.
+/// API version down to the engine's and checks it answers, within
+/// [`super::deadlines::REACH`].
 ///
 /// # Errors
 /// One line saying why no engine is reachable.
 pub async fn connect() -> Result<Engine, String> {
     let docker = Docker::connect_with_local_defaults()
         .map_err(|e| format!("no Docker engine reachable: {e}"))?;
-    let docker = docker
-        .negotiate_version()
+    let reach = async {
+        let docker = docker.negotiate_version().await?;
+        let v = docker.version().await?;
+        Ok::<_, bollard::errors::Error>((docker, v))
+    };
+    let reach_deadline = super::deadlines::REACH;
+    let (docker, v) = tokio::time::timeout(reach_deadline, reach)
         .await
-        .map_err(|e| format!("no Docker engine reachable: {e}"))?;
-    let v = docker
-        .version()
-        .await
+        .map_err(|_| format!("no Docker engine reachable: no answer within {reach_deadline:?}"))?
         .map_err(|e| format!("no Docker engine reachable: {e}"))?;
     Ok(Engine {
         docker,
@@ -35,11 +38,6 @@ pub async fn connect() -> Result<Engine, String> {
         api_version: v.api_version.unwrap_or_default(),
     })
 }
-
-/// How long a lab engine may take to answer its first calls (ping, version, info) before it
-/// counts as unreachable: a machine on the lab's network answers in milliseconds; an SSH
-/// endpoint needs a login first.
-pub const REACH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What a lab engine says about itself and its machine (`docker info`).
 #[derive(Debug, Clone, Default)]
@@ -56,7 +54,7 @@ pub struct Machine {
 
 /// Connects to the engine `name` of a lab file at `spec`'s endpoint (unix socket, TCP with
 /// mutual TLS, or SSH), negotiates the API version and reads what it says of its machine,
-/// within [`REACH_DEADLINE`].
+/// within [`super::deadlines::REACH`].
 ///
 /// # Errors
 /// One line naming the engine and its endpoint: a bad TLS file, a refused or failed
@@ -94,9 +92,10 @@ pub async fn connect_lab(
         let info = docker.info().await?;
         Ok::<_, bollard::errors::Error>((docker, v, info))
     };
-    let (docker, v, info) = tokio::time::timeout(REACH_DEADLINE, reach)
+    let reach_deadline = super::deadlines::REACH;
+    let (docker, v, info) = tokio::time::timeout(reach_deadline, reach)
         .await
-        .map_err(|_| fail(format!("no answer within {REACH_DEADLINE:?}")))?
+        .map_err(|_| fail(format!("no answer within {reach_deadline:?}")))?
         .map_err(|e| fail(with_tls_hint(error_chain(&e))))?;
     let machine = Machine {
         hostname: info.name.unwrap_or_default(),
@@ -141,40 +140,19 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// The longest the launcher waits for one engine API call (not for what the call starts): an
-/// engine that stops answering must fail the run with a message, not hang it. Container
-/// creation on a loaded 2-core machine takes well under a second.
-pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Awaits the engine call `fut` for at most [`CALL_DEADLINE`]; errors as [`failed`], or say
-/// that the engine did not answer.
-///
-/// # Errors
-/// The engine's error, or no answer in time, naming `op` and `object`.
-pub async fn call<T>(
-    op: &str,
-    object: &str,
-    fut: impl std::future::Future<Output = Result<T, bollard::errors::Error>>,
-) -> anyhow::Result<T> {
-    match tokio::time::timeout(CALL_DEADLINE, fut).await {
-        Ok(r) => r.map_err(|e| failed(op, object, e)),
-        Err(_) => Err(anyhow::anyhow!(
-            "docker: {op} {object}: the engine did not answer within {CALL_DEADLINE:?}"
-        )),
+/// `e` said of the lab engine `name` at `endpoint` (`engine b (tcp://10.0.0.2:2376): ...`),
+/// as context, so that its causes stay readable by type ([`super::deadlines::is_no_answer`]);
+/// `e` itself outside a lab (`name` empty: the one engine).
+pub fn on_engine(name: &str, endpoint: &str, e: anyhow::Error) -> anyhow::Error {
+    if name.is_empty() {
+        e
+    } else {
+        e.context(format!("engine {name} ({endpoint})"))
     }
 }
 
-/// `"<op> <object>: <engine's message>"`, the wording of every Docker error of the launcher.
-pub fn failed(op: &str, object: &str, e: bollard::errors::Error) -> anyhow::Error {
-    let message = match e {
-        bollard::errors::Error::DockerResponseServerError {
-            status_code,
-            message,
-        } => format!("{message} (HTTP {status_code})"),
-        other => other.to_string(),
-    };
-    anyhow::anyhow!("docker: {op} {object}: {message}")
-}
+/// The wording of every Docker error of the launcher, kept beside the deadlines that use it.
+pub use super::deadlines::failed;
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@ use futures_util::StreamExt as _;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::engine::call;
+use super::deadlines::{self, call};
 use crate::hosts::ProcOutput;
 
 /// A started exec whose output is being collected.
@@ -20,8 +20,10 @@ pub struct Streaming {
     /// Fires with the first stderr line that starts with the readiness prefix given to
     /// [`start`] (never, when the program exits first: the sender is then dropped).
     pub ready: oneshot::Receiver<String>,
-    /// Ends with (stdout, stderr) when the process's output closes.
-    pub output: JoinHandle<(String, String)>,
+    /// Ends with (stdout, stderr) when the process's output closes, or with
+    /// [`deadlines::NoAnswer`] when the engine stopped answering while the output was silent
+    /// ([`deadlines::within`]).
+    pub output: JoinHandle<Result<(String, String), deadlines::NoAnswer>>,
     /// Every complete stdout line as it arrives, for a program that reports while it runs
     /// (the wire's counters on SIGUSR1); take it to read them.
     pub stdout_lines: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
@@ -76,8 +78,20 @@ async fn start_attached(
         attach_stderr: Some(true),
         ..Default::default()
     };
-    let created = call("create exec", &what, docker.create_exec(container, options)).await?;
-    let started = call("start exec", &what, docker.start_exec(&created.id, None)).await?;
+    let created = call(
+        docker,
+        "create exec",
+        &what,
+        docker.create_exec(container, options),
+    )
+    .await?;
+    let started = call(
+        docker,
+        "start exec",
+        &what,
+        docker.start_exec(&created.id, None),
+    )
+    .await?;
     let StartExecResults::Attached { mut output, input } = started else {
         return Err(anyhow!(
             "docker: start exec {what}: engine detached the exec"
@@ -85,11 +99,19 @@ async fn start_attached(
     };
     let (tx, ready) = oneshot::channel();
     let (line_tx, stdout_lines) = tokio::sync::mpsc::unbounded_channel();
+    let engine = docker.clone();
     let output = tokio::spawn(async move {
         let (mut out, mut err) = (Vec::<u8>::new(), Vec::<u8>::new());
         let mut tx = Some(tx);
         let (mut scanned, mut scanned_out) = (0, 0);
-        while let Some(Ok(chunk)) = output.next().await {
+        // A program may be silent for as long as it runs (its caller bounds that); the engine
+        // must go on answering meanwhile.
+        loop {
+            let chunk = match deadlines::within(&engine, Duration::MAX, output.next()).await {
+                Ok(Some(Ok(chunk))) => chunk,
+                Ok(_) => break,
+                Err(_) => return Err(deadlines::NoAnswer),
+            };
             match chunk {
                 LogOutput::StdOut { message } => {
                     out.extend_from_slice(&message);
@@ -117,10 +139,10 @@ async fn start_attached(
                 _ => {}
             }
         }
-        (
+        Ok((
             String::from_utf8_lossy(&out).into_owned(),
             String::from_utf8_lossy(&err).into_owned(),
-        )
+        ))
     });
     let streaming = Streaming {
         exec_id: created.id,
@@ -144,12 +166,19 @@ pub async fn finish(
     let (stdout, stderr) = tokio::time::timeout(deadline, s.output)
         .await
         .map_err(|_| anyhow!("still running after {deadline:?}"))?
-        .map_err(|e| anyhow!("output reader failed: {e}"))?;
+        .map_err(|e| anyhow!("output reader failed: {e}"))?
+        .map_err(|silent| anyhow::Error::new(silent).context("docker: reading the output"))?;
     // The output closes a moment before the engine records the exit code; poll until it has.
     let mut code = None;
     let poll_until = tokio::time::Instant::now() + Duration::from_secs(10);
     while tokio::time::Instant::now() < poll_until {
-        let info = call("inspect exec", &s.exec_id, docker.inspect_exec(&s.exec_id)).await?;
+        let info = call(
+            docker,
+            "inspect exec",
+            &s.exec_id,
+            docker.inspect_exec(&s.exec_id),
+        )
+        .await?;
         if info.running != Some(true) {
             code = info.exit_code;
             break;
@@ -178,5 +207,5 @@ pub async fn run(
     let s = start(docker, container, cmd, "\0").await?;
     finish(docker, s, deadline)
         .await
-        .map_err(|e| anyhow!("{} in container {container}: {e:#}", cmd.join(" ")))
+        .map_err(|e| e.context(format!("{} in container {container}", cmd.join(" "))))
 }

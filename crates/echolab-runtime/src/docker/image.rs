@@ -4,6 +4,7 @@
 //! it is also tagged `echolab:latest` for compose.
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::anyhow;
 use bollard::query_parameters::{ImportImageOptions, TagImageOptionsBuilder};
@@ -11,6 +12,7 @@ use bollard::Docker;
 use echolab_core::results::ImageInfo;
 use futures_util::StreamExt as _;
 
+use super::deadlines::{call, gave_up, within, CALL};
 use super::engine::failed;
 use crate::image_archive::{build_archive, ImageArchive, LATEST_TAG};
 
@@ -19,7 +21,10 @@ use crate::image_archive::{build_archive, ImageArchive, LATEST_TAG};
 /// # Errors
 /// Any engine error other than "no such image".
 pub async fn image_id(docker: &Docker, reference: &str) -> anyhow::Result<Option<String>> {
-    match docker.inspect_image(reference).await {
+    let answer = super::deadlines::within(docker, CALL, docker.inspect_image(reference))
+        .await
+        .map_err(|gave| gave_up(gave, "inspect image", reference))?;
+    match answer {
         Ok(i) => Ok(i.id),
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
@@ -34,10 +39,13 @@ async fn tag_latest(docker: &Docker, reference: &str) -> anyhow::Result<()> {
         .repo(repo)
         .tag(tag)
         .build();
-    docker
-        .tag_image(reference, Some(opts))
-        .await
-        .map_err(|e| failed("tag image", &format!("{reference} as {LATEST_TAG}"), e))
+    call(
+        docker,
+        "tag image",
+        &format!("{reference} as {LATEST_TAG}"),
+        docker.tag_image(reference, Some(opts)),
+    )
+    .await
 }
 
 /// Loads the image archive `tar` (`docker save`'s format) into the engine; `tag` names it in
@@ -55,7 +63,11 @@ pub async fn import(docker: &Docker, tar: Vec<u8>, tag: &str) -> anyhow::Result<
         body,
         None,
     );
-    while let Some(item) = progress.next().await {
+    // The archive is tens of megabytes: the load may take long, as long as the engine answers.
+    while let Some(item) = within(docker, Duration::MAX, progress.next())
+        .await
+        .map_err(|gave| gave_up(gave, "load image", tag))?
+    {
         item.map_err(|e| failed("load image", tag, e))?;
     }
     Ok(())

@@ -40,6 +40,8 @@ use echolab_core::lab_plan::host_name;
 pub struct LabEngine {
     /// The lab file's name for it.
     pub name: String,
+    /// Its endpoint, as the lab file gives it (`tcp://10.0.0.2:2376`), for messages.
+    pub endpoint: String,
     /// The connection.
     pub engine: Engine,
     /// What it said of its machine.
@@ -69,6 +71,7 @@ impl LabEngines {
                     .await
                     .map(|(engine, machine)| LabEngine {
                         name,
+                        endpoint: spec.endpoint_text.clone(),
                         engine,
                         machine,
                     })
@@ -175,10 +178,12 @@ pub async fn ensure_image(
 /// Either engine failed.
 async fn copy_image(from: &Docker, to: &Docker, reference: &str) -> anyhow::Result<()> {
     use futures_util::TryStreamExt as _;
-    let chunks: Vec<bytes::Bytes> = from
+    let export = from
         .export_image(reference)
-        .try_collect()
+        .try_collect::<Vec<bytes::Bytes>>();
+    let chunks = super::deadlines::within(from, std::time::Duration::MAX, export)
         .await
+        .map_err(|gave| super::deadlines::gave_up(gave, "export image", reference))?
         .map_err(|e| super::engine::failed("export image", reference, e))?;
     let archive: Vec<u8> = chunks.concat();
     image::import(to, archive, reference).await
@@ -307,10 +312,14 @@ pub async fn up(
             ))
         }
     };
-    let names = engines.clients.iter().map(|e| e.name.clone());
+    let names = engines
+        .clients
+        .iter()
+        .map(|e| (e.name.clone(), e.endpoint.clone()));
+    let server_engine = (engines.server.name.clone(), engines.server.endpoint.clone());
     Ok(LabUp {
         hosts: DockerHosts::on_machines(
-            (sd, server.clone()),
+            (sd, server.clone(), server_engine),
             clients.iter().cloned().zip(names).collect(),
             server_addr,
             taps,

@@ -4,6 +4,8 @@
 //!
 //! - [`engine`]: connecting (API version negotiated down to the engine's, e.g. 1.41 for
 //!   Docker 20.10) and the error wording (what failed, on which object).
+//! - [`deadlines`]: how long any call to an engine may take, and the watchdog that fails
+//!   what waits on an engine that stopped answering.
 //! - [`image`]: the lab image: load the deterministic archive, or take `--image`.
 //! - [`exec`]: running a command in a host and collecting or streaming its output.
 //! - [`cgroup_sampling`]: CPU and memory samples of a container, from its cgroup files or the
@@ -28,6 +30,7 @@ pub mod cleanup;
 pub mod client_shards;
 pub mod confinement;
 pub mod creations;
+pub mod deadlines;
 pub mod docker_hosts;
 pub mod engine;
 pub mod exec;

@@ -25,7 +25,8 @@ use bollard::query_parameters::CreateContainerOptionsBuilder;
 use bollard::Docker;
 use serde_json::json;
 
-use super::engine::{call, failed};
+use super::deadlines::call;
+use super::engine::failed;
 use super::privileges::{Privileges, RunPrivileges};
 use super::{labels, object_name};
 use crate::image_archive::IMAGE_BIN_DIR;
@@ -242,7 +243,7 @@ async fn create_host_once(
     spec.privileges.apply(&mut body);
     let options = CreateContainerOptionsBuilder::default().name(&name).build();
     let d = docker.clone();
-    let created = super::creations::create("create container", &name, async move {
+    let created = super::creations::create(docker, "create container", &name, async move {
         d.create_container(Some(options), body).await
     })
     .await?;
@@ -252,9 +253,16 @@ async fn create_host_once(
             endpoint_config: Some(endpoint(ip)),
         };
         let what = format!("{net} to {name}");
-        call("connect network", &what, docker.connect_network(net, req)).await?;
+        call(
+            docker,
+            "connect network",
+            &what,
+            docker.connect_network(net, req),
+        )
+        .await?;
     }
     call(
+        docker,
         "start container",
         &name,
         docker.start_container(&created.id, None),
@@ -299,6 +307,7 @@ pub async fn remove_host(docker: &Docker, id: &str) -> anyhow::Result<()> {
         ..Default::default()
     };
     call(
+        docker,
         "remove container",
         id,
         docker.remove_container(id, Some(options)),

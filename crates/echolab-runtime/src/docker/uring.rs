@@ -102,15 +102,19 @@ pub async fn probe_under(
         },
     };
     // Removing the probe host kills the probe server with it.
-    let _ = docker
-        .remove_container(
+    let _ = super::deadlines::call(
+        docker,
+        "remove container",
+        &id,
+        docker.remove_container(
             &id,
             Some(RemoveContainerOptions {
                 force: true,
                 ..Default::default()
             }),
-        )
-        .await;
+        ),
+    )
+    .await;
     outcome
 }
 

@@ -42,7 +42,7 @@ fn lab_file(
 }
 
 /// The second engine as an [`engine::Engine`], through the same connection code as a run.
-fn connect_second(lab: &Path) -> engine::Engine {
+pub(super) fn connect_second(lab: &Path) -> engine::Engine {
     let lab = echolab_core::lab_file::Lab::load(lab).unwrap();
     runtime()
         .block_on(engine::connect_lab("b", &lab.engines["b"]))
@@ -75,18 +75,18 @@ pub(super) fn interface_bytes(addr: std::net::Ipv4Addr) -> (u64, u64) {
 
 /// One lab test's pieces: this machine's engine (a), a second engine (b), a lab file naming
 /// both over TLS, an experiment file, a results directory and a snapshot of the binaries.
-struct LabRun {
-    a: engine::Engine,
-    second: SecondEngine,
-    base: TempDir,
-    lab: PathBuf,
-    exp: PathBuf,
-    out: PathBuf,
-    bins: PathBuf,
+pub(super) struct LabRun {
+    pub(super) a: engine::Engine,
+    pub(super) second: SecondEngine,
+    pub(super) base: TempDir,
+    pub(super) lab: PathBuf,
+    pub(super) exp: PathBuf,
+    pub(super) out: PathBuf,
+    pub(super) bins: PathBuf,
 }
 
 impl LabRun {
-    fn new(tag: &str, second: SecondEngine, experiment: &str) -> Self {
+    pub(super) fn new(tag: &str, second: SecondEngine, experiment: &str) -> Self {
         let a = engine();
         let base = TempDir::new(&format!("up-docker-{tag}"));
         let lab = lab_file(&base, &second, &second.endpoint, &second.cert, &second.key);
@@ -105,7 +105,7 @@ impl LabRun {
     }
 
     /// echolab-up's arguments: profile native, the experiment, the lab file, then `extra`.
-    fn args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
+    pub(super) fn args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
         self.args_on("native", extra)
     }
 

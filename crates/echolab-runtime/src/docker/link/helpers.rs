@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::netem::netem;
 use super::networks::ipv4;
+use crate::docker::deadlines::{call, gave_up, within};
 use crate::docker::engine::failed;
 use crate::docker::object_name;
 use crate::docker::privileges::Privileges;
@@ -29,23 +30,19 @@ pub(super) async fn run_helper(
 ) -> anyhow::Result<ProcOutput> {
     let id = create_host(docker, run_id, image, spec).await?;
     let name = object_name(run_id, &spec.role);
-    let waited = tokio::time::timeout(
-        STOP_DEADLINE,
-        docker
-            .wait_container(&id, None::<WaitContainerOptions>)
-            .next(),
-    )
-    .await;
+    let mut wait = docker.wait_container(&id, None::<WaitContainerOptions>);
+    let waited = within(docker, STOP_DEADLINE, wait.next()).await;
     let exit_code = match waited {
         Ok(Some(Ok(r))) => Some(r.status_code),
         Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => Some(code),
         Ok(Some(Err(e))) => return Err(failed("wait for container", &name, e)),
         Ok(None) => None,
-        Err(_) => {
+        Err(crate::docker::deadlines::Gave::Limit(_)) => {
             return Err(anyhow!(
                 "docker: container {name} did not finish within {STOP_DEADLINE:?}"
             ))
         }
+        Err(gave) => return Err(gave_up(gave, "wait for container", &name)),
     };
     let mut logs = docker.logs(
         &id,
@@ -56,7 +53,12 @@ pub(super) async fn run_helper(
         }),
     );
     let (mut stdout, mut stderr) = (String::new(), String::new());
-    while let Some(Ok(chunk)) = logs.next().await {
+    loop {
+        let chunk = match within(docker, STOP_DEADLINE, logs.next()).await {
+            Ok(Some(Ok(chunk))) => chunk,
+            Ok(_) => break,
+            Err(gave) => return Err(gave_up(gave, "read the logs of", &name)),
+        };
         match chunk {
             bollard::container::LogOutput::StdOut { message } => {
                 stdout.push_str(&String::from_utf8_lossy(&message))
@@ -67,16 +69,19 @@ pub(super) async fn run_helper(
             _ => {}
         }
     }
-    docker
-        .remove_container(
+    call(
+        docker,
+        "remove container",
+        &name,
+        docker.remove_container(
             &id,
             Some(RemoveContainerOptions {
                 force: true,
                 ..Default::default()
             }),
-        )
-        .await
-        .map_err(|e| failed("remove container", &name, e))?;
+        ),
+    )
+    .await?;
     Ok(ProcOutput {
         exit_code,
         stdout,

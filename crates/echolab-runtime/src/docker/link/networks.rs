@@ -13,7 +13,7 @@ use anyhow::anyhow;
 use bollard::models::NetworkCreateRequest;
 use bollard::Docker;
 
-use crate::docker::engine::failed;
+use crate::docker::deadlines::call;
 use crate::docker::{labels, object_name};
 
 /// Whether the engine NATs what leaves a network for other machines to its machine's address.
@@ -52,14 +52,17 @@ pub(super) async fn create_network(
         ..Default::default()
     };
     let d = docker.clone();
-    crate::docker::creations::create("create network", &name, async move {
+    crate::docker::creations::create(docker, "create network", &name, async move {
         d.create_network(req).await
     })
     .await?;
-    let info = docker
-        .inspect_network(&name, None)
-        .await
-        .map_err(|e| failed("inspect network", &name, e))?;
+    let info = call(
+        docker,
+        "inspect network",
+        &name,
+        docker.inspect_network(&name, None),
+    )
+    .await?;
     let subnet = info
         .ipam
         .and_then(|i| i.config)
@@ -77,10 +80,13 @@ pub(super) async fn create_network(
 /// # Errors
 /// The inspect call failed, or the network has no IPv4 gateway.
 pub(super) async fn gateway_of(docker: &Docker, network: &str) -> anyhow::Result<IpAddr> {
-    let info = docker
-        .inspect_network(network, None)
-        .await
-        .map_err(|e| failed("inspect network", network, e))?;
+    let info = call(
+        docker,
+        "inspect network",
+        network,
+        docker.inspect_network(network, None),
+    )
+    .await?;
     info.ipam
         .and_then(|i| i.config)
         .and_then(|c| {
@@ -101,7 +107,8 @@ pub(super) async fn ip_on(
     container: &str,
     network: &str,
 ) -> anyhow::Result<IpAddr> {
-    let info = crate::docker::engine::call(
+    let info = call(
+        docker,
         "inspect container",
         container,
         docker.inspect_container(container, None),

@@ -422,10 +422,11 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
         out.why = why.clone();
         return out;
     }
-    let replication = crate::replication::rounds_of(reference, claim, [num, den]).and_then(|(sn, sd)| {
-        let centre = claim.expect.or(claim.seed_ratio)?;
-        crate::replication::judge(&band, centre, (&ns.values, &dsum.values), (sn, sd))
-    });
+    let replication =
+        crate::replication::rounds_of(reference, claim, [num, den]).and_then(|(sn, sd)| {
+            let centre = claim.expect.or(claim.seed_ratio)?;
+            crate::replication::judge(&band, centre, (&ns.values, &dsum.values), (sn, sd))
+        });
     let (verdict, why) = match (judged, replication) {
         (Some((v, why, _)), _) => (v, why),
         (None, Some(r)) => {

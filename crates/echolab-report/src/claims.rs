@@ -430,8 +430,15 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
     let (verdict, why) = match (judged, replication) {
         (Some((v, why, _)), _) => (v, why),
         (None, Some(r)) => {
+            use crate::replication::Outcome;
             out.seed_rounds = Some(r.seed);
-            (r.verdict, r.why)
+            let verdict = match r.outcome {
+                Outcome::Inside => Verdict::Reproduced,
+                Outcome::Outside => Verdict::Refuted,
+                Outcome::SeedTooSpread => Verdict::SeedTooSpread,
+                Outcome::Across => Verdict::Inconclusive,
+            };
+            (verdict, r.why)
         }
         (None, None) => judge(&band, &ours),
     };

@@ -31,7 +31,6 @@
 
 use echolab_core::experiment::{ClaimBand, ReferenceClaim};
 
-use crate::claims::Verdict;
 use crate::format;
 use crate::inference::{t_975, welch, Interval, LogSample};
 
@@ -85,8 +84,22 @@ impl SeedRatio {
     }
 }
 
+/// Where the interval of ours over the seed's lies (see the module doc); the claims map it to
+/// their verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Inside the band: reproduced.
+    Inside,
+    /// Wholly outside: refuted.
+    Outside,
+    /// Across an edge, with a seed whose own interval is wider than the band.
+    SeedTooSpread,
+    /// Across an edge; more repetitions here could settle it.
+    Across,
+}
+
 /// A claim judged against the seed's rounds: the seed's ratio, ours over the seed's with its
-/// interval, the verdict and why.
+/// interval, the outcome and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replication {
     /// The seed's ratio from its rounds.
@@ -95,8 +108,8 @@ pub struct Replication {
     pub relative: f64,
     /// The 95% interval of `R`, both spreads in it.
     pub relative_ci95: Interval,
-    /// The verdict (see the module doc).
-    pub verdict: Verdict,
+    /// The outcome (see the module doc).
+    pub outcome: Outcome,
     /// One sentence, no final full stop.
     pub why: String,
 }
@@ -143,13 +156,13 @@ pub fn judge(
         format::ratio_interval(relative_ci95),
         rel
     );
-    let (verdict, why) = if inside {
-        (Verdict::Reproduced, format!("{what}: inside"))
+    let (outcome, why) = if inside {
+        (Outcome::Inside, format!("{what}: inside"))
     } else if outside {
-        (Verdict::Refuted, format!("{what}: wholly outside"))
+        (Outcome::Outside, format!("{what}: wholly outside"))
     } else if seed_half > band_half {
         (
-            Verdict::SeedTooSpread,
+            Outcome::SeedTooSpread,
             format!(
                 "{what}: across it, and the seed's own rounds give {}, wider than the band, so \
                  no run here could settle the claim",
@@ -158,7 +171,7 @@ pub fn judge(
         )
     } else {
         (
-            Verdict::Inconclusive,
+            Outcome::Across,
             format!("{what}: across an edge; more repetitions here could settle it"),
         )
     };
@@ -166,7 +179,7 @@ pub fn judge(
         seed: seed_ratio,
         relative: d.exp(),
         relative_ci95,
-        verdict,
+        outcome,
         why,
     })
 }
@@ -229,7 +242,7 @@ mod tests {
             (&SEED_ET_LONG, &SEED_ET_SHORT),
         )
         .unwrap();
-        assert_eq!(r.verdict, Verdict::SeedTooSpread, "{r:?}");
+        assert_eq!(r.outcome, Outcome::SeedTooSpread, "{r:?}");
         assert!(r.why.contains("wider than the band"), "{}", r.why);
     }
 
@@ -243,7 +256,7 @@ mod tests {
             (&seed.0, &seed.1),
         )
         .unwrap();
-        assert_eq!(far.verdict, Verdict::Refuted, "{far:?}");
+        assert_eq!(far.outcome, Outcome::Outside, "{far:?}");
         let near = judge(
             &band(2.0, 0.15),
             2.0,
@@ -251,7 +264,7 @@ mod tests {
             (&seed.0, &seed.1),
         )
         .unwrap();
-        assert_eq!(near.verdict, Verdict::Reproduced, "{near:?}");
+        assert_eq!(near.outcome, Outcome::Inside, "{near:?}");
         // Noisy here, precise seed: more repetitions could settle it.
         let noisy = judge(
             &band(2.0, 0.15),
@@ -260,7 +273,7 @@ mod tests {
             (&seed.0, &seed.1),
         )
         .unwrap();
-        assert_eq!(noisy.verdict, Verdict::Inconclusive, "{noisy:?}");
+        assert_eq!(noisy.outcome, Outcome::Across, "{noisy:?}");
     }
 
     #[test]
@@ -300,7 +313,7 @@ mod tests {
         }
     }
 
-    /// Verdict counts and interval coverage over `trials` simulated pairs of studies whose
+    /// Outcome counts and interval coverage over `trials` simulated pairs of studies whose
     /// true ours/seed's quotient is `truth`: the seed with 3 rounds at log-SD `seed_sd`, ours
     /// with `n` repetitions at log-SD 0.05 (a CV of 5%).
     fn simulate(truth: f64, seed_sd: f64, n: usize, trials: usize) -> (f64, f64, f64) {
@@ -311,8 +324,8 @@ mod tests {
             let seed = (g.sample(3, 200.0, seed_sd), g.sample(3, 100.0, seed_sd));
             let ours = (g.sample(n, 200.0 * truth, 0.05), g.sample(n, 100.0, 0.05));
             let r = judge(&b, 2.0, (&ours.0, &ours.1), (&seed.0, &seed.1)).unwrap();
-            refuted += usize::from(r.verdict == Verdict::Refuted);
-            reproduced += usize::from(r.verdict == Verdict::Reproduced);
+            refuted += usize::from(r.outcome == Outcome::Outside);
+            reproduced += usize::from(r.outcome == Outcome::Inside);
             covered += usize::from(r.relative_ci95.low <= truth && truth <= r.relative_ci95.high);
         }
         let f = |k: usize| k as f64 / trials as f64;

@@ -14,14 +14,15 @@ use super::common::*;
 fn a_forced_failure_leaves_nothing_behind() {
     let e = engine();
     let base = TempDir::new("up-docker-fail");
-    // A valid experiment whose server cannot start: reuseport opens one listener per worker,
-    // and 100000 of them pass every rule the file is checked by but not the host's nofile
-    // limit (65536). The failure happens inside the run, after hosts exist, which is what
-    // cleanup must survive.
+    // A valid experiment whose server cannot serve: a server of its own (socat without
+    // `fork`) that answers the launcher's echo check and then exits. Every rule the file is
+    // checked by passes (an input that cannot make sense is refused before any host exists);
+    // the failure happens inside the run, after hosts exist, which is what cleanup must
+    // survive.
     let (mut cmd, out) = loopback_experiment(
         &base,
         "bad-server.yaml",
-        "name: bad-server\nquestion: does a failing cell stop the run cleanly?\nrepetitions: 1\nmatrix:\n  - servers: [reuseport]\n    modes: [long]\n    conns: [1]\n    rounds: [1]\nserver:\n  workers: 100000\n",
+        "name: bad-server\nquestion: does a failing cell stop the run cleanly?\nrepetitions: 1\nmatrix:\n  - servers:\n      - {name: gone, command: [socat, \"TCP-LISTEN:7000,reuseaddr\", PIPE], port: 7000}\n    modes: [long]\n    conns: [1]\n    rounds: [1]\n",
     );
     let o = cmd.output().expect("echolab-up runs");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -29,11 +30,13 @@ fn a_forced_failure_leaves_nothing_behind() {
     assert_eq!(r.manifest.status, RunStatus::Failed);
     let error = r.manifest.error.clone().unwrap_or_default();
     assert!(
-        error.contains("cannot listen"),
+        error.contains("exited right after its echo check"),
         "the error carries the server's reason: {error}"
     );
-    assert_eq!(r.runs.len(), 1, "the failed run is recorded");
-    assert!(r.runs[0].error.is_some());
+    assert!(
+        r.runs.iter().all(|run| run.error.is_some()),
+        "no cell passes for a result"
+    );
     assert_nothing_left(&e, &r.manifest.run_id);
 }
 

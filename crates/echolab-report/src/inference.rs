@@ -149,16 +149,23 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
 }
 
 /// A small deterministic generator (SplitMix64, Steele, Lea & Flood 2014) for the bootstrap:
-/// the same data give the same interval on every render.
-struct SplitMix(u64);
+/// the same data give the same interval on every render; the statistics' simulations in the
+/// tests draw from it too.
+pub(crate) struct SplitMix(pub(crate) u64);
 
 impl SplitMix {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// A uniform draw from [0, 1), 53 bits.
+    #[cfg(test)]
+    pub(crate) fn uniform(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// The mean of `v.len()` values drawn from `v` with replacement.

@@ -289,21 +289,12 @@ mod tests {
         .is_none());
     }
 
-    /// SplitMix64 with Box–Muller normals: a seeded, dependency-free generator for the
-    /// simulation below.
-    struct Normal(u64);
+    /// Box–Muller normals from the bootstrap's seeded SplitMix64, for the simulation below.
+    struct Normal(crate::inference::SplitMix);
 
     impl Normal {
-        fn uniform(&mut self) -> f64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-        }
-
         fn next(&mut self) -> f64 {
-            let (u, v) = (self.uniform().max(f64::MIN_POSITIVE), self.uniform());
+            let (u, v) = (self.0.uniform().max(f64::MIN_POSITIVE), self.0.uniform());
             (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
         }
 
@@ -317,7 +308,7 @@ mod tests {
     /// true ours/seed's quotient is `truth`: the seed with 3 rounds at log-SD `seed_sd`, ours
     /// with `n` repetitions at log-SD 0.05 (a CV of 5%).
     fn simulate(truth: f64, seed_sd: f64, n: usize, trials: usize) -> (f64, f64, f64) {
-        let mut g = Normal(0x0005_eed0_f1ab);
+        let mut g = Normal(crate::inference::SplitMix(0x0005_eed0_f1ab));
         let b = band(2.0, 0.15);
         let (mut refuted, mut reproduced, mut covered) = (0, 0, 0);
         for _ in 0..trials {

@@ -50,6 +50,7 @@ pub mod summary_csv;
 pub mod tables;
 pub mod verdicts;
 pub mod walkthrough;
+pub mod welch;
 
 use std::path::{Path, PathBuf};
 

@@ -32,7 +32,8 @@
 use echolab_core::experiment::{ClaimBand, ReferenceClaim};
 
 use crate::format;
-use crate::inference::{t_975, welch, Interval, LogSample};
+use crate::inference::{t_975, Interval};
+use crate::welch::{welch, LogSample};
 
 /// Whether `v` has a spread on the log scale: at least 2 values, all positive and finite.
 fn usable(v: &[f64]) -> bool {

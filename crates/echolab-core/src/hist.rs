@@ -1,13 +1,16 @@
-//! Latency histograms: recorded in nanoseconds, exchanged as HdrHistogram V2 (base64), summarised
-//! in microseconds.
+//! Latency histograms: recorded in nanoseconds, exchanged as compressed HdrHistogram V2
+//! (base64), summarised in microseconds.
 //!
-//! The V2 encoding is the one of HdrHistogram's reference implementations
-//! (<https://hdrhistogram.github.io/HdrHistogram/>), so a histogram written by `echo-bench
-//! --json` can be decoded by any HdrHistogram library and merged across repetitions without
-//! losing the tail, which averaging percentiles would.
+//! The compressed V2 encoding (cookie `0x1c849314`: a zlib stream around the V2 payload) is
+//! the one every reference implementation reads and writes
+//! (<https://hdrhistogram.github.io/HdrHistogram/>, the Java `encodeIntoCompressedByteBuffer`),
+//! so a histogram written by `echo-bench --json` decodes in Python's `hdrhistogram`, Java, Go
+//! or C, and merges across repetitions without losing the tail, which averaging percentiles
+//! would. Records written before the switch hold uncompressed V2 (cookie `0x1c849313`), which
+//! Python's library refuses; [`decode`] reads both.
 
 use base64::Engine as _;
-use hdrhistogram::serialization::{Deserializer, Serializer as _, V2Serializer};
+use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -48,16 +51,19 @@ pub enum HistError {
     Merge(String),
 }
 
-/// Encodes `h` as HdrHistogram V2 (uncompressed), then standard base64.
+/// Encodes `h` as compressed HdrHistogram V2 (the Rust crate's [`V2DeflateSerializer`]), then
+/// standard base64 with padding: the text form HdrHistogram's libraries decode (Python's
+/// `HdrHistogram.decode`, Java's `Histogram.fromString`-style base64 of the compressed buffer).
 pub fn encode(h: &Histogram<u64>) -> String {
     let mut buf = Vec::new();
-    V2Serializer::new()
+    V2DeflateSerializer::new()
         .serialize(h, &mut buf)
         .expect("serializing into a Vec cannot fail");
     base64::engine::general_purpose::STANDARD.encode(buf)
 }
 
-/// Decodes a string produced by [`encode`] (or by any HdrHistogram V2 writer, compressed or not).
+/// Decodes a string produced by [`encode`], by the uncompressed V2 encoder of older records, or
+/// by any other HdrHistogram V2 writer, compressed or not (the cookie says which).
 ///
 /// # Errors
 /// [`HistError::Base64`] or [`HistError::Format`] when the text is not such a histogram.
@@ -151,6 +157,46 @@ mod tests {
         assert_eq!(back.len(), 6);
         assert_eq!(back.max(), h.max());
         assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+    }
+
+    /// A record written before histograms were compressed: uncompressed V2 (cookie
+    /// `0x1c849313`), as the runs' records and `--json` held it. Written here by the crate's
+    /// uncompressed serializer, which is what produced those records.
+    fn old_uncompressed(h: &Histogram<u64>) -> String {
+        use hdrhistogram::serialization::V2Serializer;
+        let mut buf = Vec::new();
+        V2Serializer::new().serialize(h, &mut buf).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(buf)
+    }
+
+    /// The 4-byte big-endian cookie at the head of an encoded histogram.
+    fn cookie(text: &str) -> u32 {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap();
+        u32::from_be_bytes(bytes[..4].try_into().unwrap())
+    }
+
+    #[test]
+    fn encode_writes_compressed_v2_and_old_uncompressed_records_still_load() {
+        let mut h = new_latency_histogram();
+        for ns in [3_000u64, 4_000, 4_000, 9_000_000] {
+            assert!(!record_ns(&mut h, ns));
+        }
+        let new = encode(&h);
+        // The cookies of HdrHistogram's V2 encodings as written (the base, 0x1c849304 or
+        // 0x1c849303, with bit 0x10 set): compressed and plain.
+        assert_eq!(cookie(&new), 0x1c84_9314, "encode must write compressed V2");
+        let old = old_uncompressed(&h);
+        assert_eq!(cookie(&old), 0x1c84_9313);
+        for text in [&new, &old] {
+            let back = decode(text).unwrap();
+            assert_eq!(back.len(), h.len());
+            assert_eq!(back.max(), h.max());
+            assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+        }
+        // Repetitions of an old run and of a new one merge into one cell.
+        assert_eq!(merge([new.as_str(), old.as_str()]).unwrap().len(), 8);
     }
 
     #[test]

@@ -193,7 +193,8 @@ pub struct BenchReport {
     /// none did. Not 0 means the extreme percentiles are bounds, not measurements.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub latency_out_of_range: u64,
-    /// The latency histogram, nanoseconds, HdrHistogram V2 base64 (see [`crate::hist`]).
+    /// The latency histogram, nanoseconds, compressed HdrHistogram V2 in base64 (uncompressed
+    /// V2 in older records; see [`crate::hist`]).
     pub histogram: String,
     /// Client system calls with count and total time.
     pub syscalls: SyscallTable,
@@ -298,8 +299,8 @@ pub struct BenchExtra {
     /// `--processes N`: each process's peak RSS, KiB, in shard order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_rss_kib_per_process: Option<Vec<u64>>,
-    /// A shard's per-interval histograms (base64 HdrHistogram V2), for its parent to merge;
-    /// never in a merged report ([`crate::shard`]).
+    /// A shard's per-interval histograms (base64 compressed HdrHistogram V2), for its parent
+    /// to merge; never in a merged report ([`crate::shard`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard_interval_histograms: Option<Vec<String>>,
     /// A run over several client machines: the Docker engines that ran its clients.

@@ -425,7 +425,13 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
     let replication =
         crate::replication::rounds_of(reference, claim, [num, den]).and_then(|(sn, sd)| {
             let centre = claim.expect.or(claim.seed_ratio)?;
-            crate::replication::judge(&band, centre, (&ns.values, &dsum.values), (sn, sd))
+            crate::replication::judge(
+                &band,
+                centre,
+                (&ns.values, &dsum.values),
+                (sn, sd),
+                ns.confidence,
+            )
         });
     let (verdict, why) = match (judged, replication) {
         (Some((v, why, _)), _) => (v, why),
@@ -768,6 +774,7 @@ mod tests {
             planned: true,
             reps_planned: 1,
             runs: vec![],
+            confidence: crate::sequential::Confidence::FIXED_95,
         };
         let (mut l, mut s) = (data(&long), data(&short));
         l.runs.push(&long);

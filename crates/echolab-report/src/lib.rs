@@ -31,6 +31,7 @@ pub mod costs;
 pub mod counters;
 pub mod dataset;
 pub mod differ;
+pub mod factorial;
 pub mod fdist;
 pub mod format;
 pub mod header;

@@ -287,7 +287,14 @@ mod tests {
     #[test]
     fn too_few_rounds_or_a_zero_give_no_replication() {
         let b = band(2.0, 0.15);
-        assert!(judge(&b, 2.0, (&[1.0, 2.0], &[1.0, 2.0]), (&[1.0], &[1.0, 2.0]), FIXED).is_none());
+        assert!(judge(
+            &b,
+            2.0,
+            (&[1.0, 2.0], &[1.0, 2.0]),
+            (&[1.0], &[1.0, 2.0]),
+            FIXED
+        )
+        .is_none());
         assert!(judge(
             &b,
             2.0,

@@ -12,7 +12,11 @@ fn looks_are_the_minimum_the_midpoint_and_the_maximum() {
     assert_eq!(Design::new(3, 4).looks, vec![3, 4]);
     assert_eq!(Design::new(3, 3).looks, vec![3]);
     assert_eq!(Design::new(0, 0).looks, vec![1], "a minimum of 0 is 1");
-    assert_eq!(Design::new(5, 2).looks, vec![5], "a maximum below the minimum is the minimum");
+    assert_eq!(
+        Design::new(5, 2).looks,
+        vec![5],
+        "a maximum below the minimum is the minimum"
+    );
     assert!(Design::new(3, 10).is_look(7) && !Design::new(3, 10).is_look(5));
 }
 

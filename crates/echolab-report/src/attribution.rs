@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::claims::{self, ClaimCheck};
 use crate::dataset::Dataset;
+use crate::factorial::{estimate, Estimate, Plan, Response};
 use crate::format::{self, Table};
 use crate::inference::{Interval, Method, Ratio};
 
@@ -83,6 +84,21 @@ pub struct ExplainIndex {
     pub ended: String,
     /// Settings that differ from the seed's but cannot vary on this machine, each with why.
     pub cannot_vary: Vec<String>,
+    /// The factors of the two-level design the variants form ([`crate::factorial::Plan`]),
+    /// by setting name; empty in an index written before the design (one setting at a time).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub factors: Vec<String>,
+    /// The planned looks, in repetitions per variant, that the rounds stop at
+    /// ([`crate::sequential::Design`]): every interval of the effects is a repeated one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub looks: Vec<u64>,
+}
+
+impl ExplainIndex {
+    /// The confidence of the effects' intervals: Pocock's level over the planned looks.
+    pub fn confidence(&self) -> crate::sequential::Confidence {
+        crate::sequential::Confidence::pocock(self.looks.len().max(1))
+    }
 }
 
 impl ExplainIndex {
@@ -217,6 +233,100 @@ pub struct ClaimAttribution {
     pub margin: f64,
     /// Each variant, in the index's order.
     pub results: Vec<VariantResult>,
+    /// The factorial's terms, main effects first, each with how it moves the ratio; empty
+    /// without a design or when a run has no response.
+    pub effects: Vec<Effect>,
+    /// The design the effects come from, when the index names one.
+    pub plan: Option<Plan>,
+}
+
+/// One term of the factorial for one claim.
+#[derive(Debug, Clone)]
+pub struct Effect {
+    /// The term's name ([`Plan::name`]).
+    pub name: String,
+    /// The estimate.
+    pub estimate: Estimate,
+    /// How it moves the ratio at the index's margin: for a main effect toward or away from the
+    /// seed's figure; for an interaction [`Move::Toward`] and [`Move::Away`] say only that the
+    /// pair's joint change differs from the product of their separate ones by more than it.
+    pub movement: Move,
+}
+
+/// How the change `change` moves a ratio at `margin`: within 1 ± m, across an edge
+/// (unsettled), or wholly outside, toward the seed when its log has the sign of `gap`
+/// (`ln seed − ln here`), with the share given.
+fn effect_move(change: &Ratio, margin: f64, gap: Option<f64>, share: Option<f64>) -> Move {
+    let Some(c) = change.ci95 else {
+        return Move::Unknown;
+    };
+    let band = echolab_core::experiment::ClaimBand {
+        low: 1.0 / (1.0 + margin),
+        high: 1.0 + margin,
+        open: false,
+    };
+    match claims::judge(&band, change).0 {
+        claims::Verdict::Reproduced => Move::Within,
+        claims::Verdict::Refuted => {
+            let toward = gap.is_some_and(|g| (c.low.ln() + c.high.ln()) * g > 0.0);
+            if toward {
+                Move::Toward(share.unwrap_or(f64::NAN))
+            } else {
+                Move::Away
+            }
+        }
+        _ => Move::Unsettled,
+    }
+}
+
+/// The factorial's effects for one claim, from each variant's two samples (`samples[i]` for
+/// `index.variants[i]`).
+fn effects(
+    index: &ExplainIndex,
+    samples: &[Option<[Vec<f64>; 2]>],
+    seed: Option<f64>,
+) -> (Option<Plan>, Vec<Effect>) {
+    if index.factors.is_empty() {
+        return (None, Vec::new());
+    }
+    let plan = Plan::new(index.factors.clone());
+    let responses: Vec<Option<Response>> = plan
+        .runs
+        .iter()
+        .map(|run| {
+            let wanted: Vec<&String> = index
+                .factors
+                .iter()
+                .zip(run)
+                .filter(|(_, high)| **high)
+                .map(|(f, _)| f)
+                .collect();
+            let i = index.variants.iter().position(|v| {
+                v.settings.len() == wanted.len() && wanted.iter().all(|w| v.settings.contains(w))
+            })?;
+            let s = samples.get(i)?.as_ref()?;
+            Response::of(&s[0], &s[1])
+        })
+        .collect();
+    let here_y = plan
+        .here_run()
+        .and_then(|h| responses[h].as_ref())
+        .map(|r| r.y);
+    let gap = seed.zip(here_y).map(|(s, y)| s.ln() - y);
+    let out = plan
+        .terms()
+        .iter()
+        .filter_map(|t| {
+            let e = estimate(&plan, &responses, t, index.confidence(), seed)?;
+            let movement = effect_move(&e.change, index.margin, gap, e.share.map(|s| s.0));
+            Some(Effect {
+                name: plan.name(t),
+                estimate: e,
+                movement,
+            })
+        })
+        .collect();
+    (Some(plan), out)
 }
 
 impl ClaimAttribution {
@@ -226,12 +336,31 @@ impl ClaimAttribution {
         self.single_settings(|m| matches!(m, Move::Toward(_)))
     }
 
-    /// The single settings whose move is still unsettled, by name.
+    /// The single settings whose move is still unsettled, by name; with a factorial, its terms
+    /// (main effects and interactions) whose change is still unsettled.
     pub fn unsettled(&self) -> Vec<String> {
+        if !self.effects.is_empty() {
+            return self
+                .effects
+                .iter()
+                .filter(|e| e.movement == Move::Unsettled)
+                .map(|e| e.name.clone())
+                .collect();
+        }
         self.single_settings(|m| m == Move::Unsettled)
     }
 
+    /// With a factorial, the main effects picked by `pick`; otherwise the single-setting
+    /// variants' moves.
     fn single_settings(&self, pick: impl Fn(Move) -> bool) -> Vec<String> {
+        if !self.effects.is_empty() {
+            return self
+                .effects
+                .iter()
+                .filter(|e| e.estimate.term.factors.len() == 1 && pick(e.movement))
+                .map(|e| e.name.clone())
+                .collect();
+        }
         self.results
             .iter()
             .filter(|r| r.variant.settings.len() == 1)
@@ -264,13 +393,24 @@ impl ClaimAttribution {
     }
 }
 
-/// The variants (by name) whose change from `here` is still unsettled for some claim: those
-/// another round of repetitions could settle.
+/// What is still unsettled for some claim, by name: the factorial's terms (the variants whose
+/// change from `here` is, without a design); another round of repetitions could settle them.
 pub fn unsettled_variants(attributions: &[ClaimAttribution]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for r in attributions.iter().flat_map(|a| &a.results) {
-        if r.movement == Some(Move::Unsettled) && !names.contains(&r.variant.name) {
-            names.push(r.variant.name.clone());
+    for a in attributions {
+        let these = if a.effects.is_empty() {
+            a.results
+                .iter()
+                .filter(|r| r.movement == Some(Move::Unsettled))
+                .map(|r| r.variant.name.clone())
+                .collect()
+        } else {
+            a.unsettled()
+        };
+        for n in these {
+            if !names.contains(&n) {
+                names.push(n);
+            }
         }
     }
     names
@@ -356,6 +496,10 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
             .flatten()
             .next()
             .and_then(|(c, _)| c.claim.expect.or(c.claim.seed_ratio));
+        let samples: Vec<Option<[Vec<f64>; 2]>> = checks
+            .iter()
+            .map(|c| c.as_ref().map(|(_, s)| s.clone()))
+            .collect();
         let results = loaded
             .iter()
             .zip(checks)
@@ -387,12 +531,15 @@ pub fn load(dir: &Path) -> Result<Option<Vec<ClaimAttribution>>, String> {
                     repetitions,
                 }
             })
-            .collect();
+            .collect::<Vec<VariantResult>>();
+        let (plan, effects) = effects(&index, &samples, seed);
         out.push(ClaimAttribution {
             claim: claim.clone(),
             seed,
             margin: index.margin,
             results,
+            effects,
+            plan,
         });
     }
     Ok(Some(out))
@@ -406,16 +553,10 @@ pub fn section(dir: &Path) -> String {
         _ => return String::new(),
     };
     let mut out = format!(
-        "## Attribution: the gap to the seed, setting by setting\n\n`echolab-up --explain` ran the cells of every refuted or \
-         inconclusive claim again: as here, under each of the seed's settings that this machine can run, and under all of \
-         them together. It ran them in rounds, each round a batch of the experiment's minimum repetitions per variant, \
-         the variants in alternating order (ABBA) so that the machine's drift falls on all of them alike; a round after \
-         the first reruns `here` and the variants whose change is still unsettled (each up to the experiment's maximum \
-         repetitions), and each variant's batches are pooled. \
-         A setting moves a ratio by more than {m} (the experiment's target half-width) when the change from the \
-         rerun-as-here ratio (their ratio, with a Welch 95% interval over the four cells' repetitions) lies wholly \
-         outside 1× ± {m}; it does not move it by more than {m} when that interval lies wholly inside; an interval \
-         across either edge is unsettled, whether or not it excludes 1×. {ended}\n\n",
+        "## Attribution: the gap to the seed, setting by setting\n\n{design}{m} is the experiment's target \
+         half-width: a change moves a ratio by more than {m} when its interval lies wholly outside 1× ± {m}, does not \
+         when it lies wholly inside, and is unsettled across either edge, whether or not it excludes 1×. {ended}\n\n",
+        design = design_text(&index),
         m = format::pct(index.margin),
         ended = index.ended,
     );
@@ -472,6 +613,7 @@ pub fn section(dir: &Path) -> String {
             ]);
         }
         out.push_str(&t.to_markdown());
+        out.push_str(&effects_table(a));
         out.push_str(&format!("\n{}\n\n", a.summary()));
     }
     if !index.cannot_vary.is_empty() {
@@ -481,6 +623,89 @@ pub fn section(dir: &Path) -> String {
         ));
     }
     out
+}
+
+/// How the reruns were designed, for the section's first paragraph.
+fn design_text(index: &ExplainIndex) -> String {
+    if index.factors.is_empty() {
+        return "`echolab-up --explain` ran the cells of every refuted or inconclusive claim again: as here, under each \
+                of the seed's settings that this machine can run, and under all of them together, one setting at a time \
+                against the rerun as here. "
+            .into();
+    }
+    let plan = Plan::new(index.factors.clone());
+    format!(
+        "`echolab-up --explain` ran the cells of every refuted or inconclusive claim again as a two-level factorial \
+         over the seed's settings that this machine can run ({factors}): {runs} runs, {kind}, every run in every \
+         round (blocked by round: a shift of the machine between rounds cancels in every effect), the order \
+         alternating between rounds, rounds stopping at the planned looks after {looks} repetitions per run. Each \
+         effect is the change of the claim's ratio when a setting goes from here's level to the seed's, averaged over \
+         the other settings' levels, with a {label} (Welch–Satterthwaite over every cell's repetitions; Montgomery, \
+         *Design and Analysis of Experiments*, ch. 6 and 8); a main effect's share of the gap is its log change over \
+         ln(seed / here). ",
+        factors = index.factors.join(", "),
+        runs = plan.runs.len(),
+        kind = if plan.half_fraction {
+            "the resolution IV half fraction (two-factor interactions aliased in pairs)"
+        } else {
+            "every combination"
+        },
+        looks = index
+            .looks
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        label = index.confidence().label(),
+    )
+}
+
+/// The factorial's table for one claim: each term's change, share of the gap and reading.
+fn effects_table(a: &ClaimAttribution) -> String {
+    if a.effects.is_empty() {
+        return match &a.plan {
+            Some(_) => {
+                "\nNo effects: a run of the design has no usable repetitions of both cells.\n"
+                    .into()
+            }
+            None => String::new(),
+        };
+    }
+    let mut t = Table::new([
+        "Effect",
+        "Change of the ratio (CI)",
+        "Share of the gap (CI)",
+        "Reading",
+    ]);
+    for e in &a.effects {
+        let main = e.estimate.term.factors.len() == 1;
+        let share = e
+            .estimate
+            .share
+            .map(|(s, i)| {
+                format!(
+                    "{} ({} to {})",
+                    format::pct(s),
+                    format::pct(i.low),
+                    format::pct(i.high)
+                )
+            })
+            .unwrap_or_else(|| "—".into());
+        let reading = match (main, e.movement) {
+            (false, Move::Toward(_) | Move::Away) => format!(
+                "the pair's joint change differs from the product of their separate ones by more than {}",
+                format::pct(a.margin)
+            ),
+            (_, m) => m.text(a.margin),
+        };
+        t.row([
+            e.name.clone(),
+            format::ratio(&e.estimate.change),
+            share,
+            reading,
+        ]);
+    }
+    format!("\nEffects of the factorial:\n\n{}", t.to_markdown())
 }
 
 /// One line per claim for a terminal: the settings that move it toward the seed.
@@ -554,130 +779,5 @@ pub fn ratio_of_ratios(a: [&[f64]; 2], b: [&[f64]; 2]) -> Option<Ratio> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::inference::{ratio, Summary};
-
-    /// The QPS ratio long/short of synthetic repetitions.
-    fn gain(long: &[f64], short: &[f64]) -> Ratio {
-        ratio(&Summary::of(long).unwrap(), &Summary::of(short).unwrap()).unwrap()
-    }
-
-    /// A setting that halves the long cells' QPS moves a 5× gain toward a 2× seed; one that
-    /// changes nothing does not move it; one that raises it moves it away.
-    #[test]
-    fn a_setting_that_moves_the_ratio_and_one_that_does_not() {
-        let short = [10_000.0, 10_200.0, 9_800.0];
-        let here = gain(&[50_000.0, 51_000.0, 49_000.0], &short);
-        let halved = gain(&[25_000.0, 25_500.0, 24_500.0], &short);
-        let same = gain(&[50_500.0, 49_500.0, 50_000.0], &short);
-        let higher = gain(&[80_000.0, 81_000.0, 79_000.0], &short);
-        match movement(&here, &halved, None, 2.0, 0.05) {
-            // ln 5 − ln 2.5 over ln 5 − ln 2: 75.6% of the gap.
-            Move::Toward(share) => assert!(
-                (share - (2.0f64).ln() / 2.5f64.ln()).abs() < 0.01,
-                "{share}"
-            ),
-            m => panic!("{m:?}"),
-        }
-        // Without a change interval, overlapping intervals cannot tell "within 5%" from a
-        // move too small for them: unsettled.
-        assert_eq!(movement(&here, &same, None, 2.0, 0.05), Move::Unsettled);
-        assert_eq!(movement(&here, &higher, None, 2.0, 0.05), Move::Away);
-        // Apart (intervals a hundredth of a percent wide) but 2% higher: not more than 5%.
-        let steady = [10_000.0, 10_001.0, 9_999.0];
-        let a = gain(&[50_000.0, 50_001.0, 49_999.0], &steady);
-        let b = gain(&[51_000.0, 51_001.0, 50_999.0], &steady);
-        assert!(a.ci95.unwrap().high < b.ci95.unwrap().low);
-        assert_eq!(movement(&a, &b, None, 2.0, 0.05), Move::Unsettled);
-        // Past the seed's figure but closer to it in log ratio: still toward, share above 1.
-        let past = gain(&[17_000.0, 17_500.0, 16_500.0], &short);
-        assert!(matches!(movement(&here, &past, None, 2.0, 0.05), Move::Toward(s) if s > 1.0));
-    }
-
-    /// Two gains whose own intervals overlap but whose change, tested on the four cells'
-    /// repetitions, excludes 1: the sharper test decides, and the band decides what it says.
-    /// A 0.9× change whose interval reaches past 1/(1+m) is unsettled at a 5% margin (it may
-    /// move the gain by less than 5%) and a move toward the seed at a 2% margin.
-    #[test]
-    fn the_change_decides_where_the_intervals_overlap() {
-        let short = [10_000.0, 10_400.0, 9_600.0, 10_200.0, 9_800.0];
-        let long_here = [50_000.0, 53_000.0, 47_000.0, 51_500.0, 48_500.0];
-        let long_set = [45_000.0, 47_700.0, 42_300.0, 46_350.0, 43_650.0];
-        let here = gain(&long_here, &short);
-        let set = gain(&long_set, &short);
-        let (a, b) = (here.ci95.unwrap(), set.ci95.unwrap());
-        assert!(a.low <= b.high, "the intervals overlap: {a:?} {b:?}");
-        let change = ratio_of_ratios([&long_set, &short], [&long_here, &short]).unwrap();
-        // 0.9× by construction (every long value at 90%), interval below 1 and across 1/1.05.
-        let c = change.ci95.unwrap();
-        assert!((change.value - 0.9).abs() < 0.01, "{change:?}");
-        assert!(
-            c.high < 1.0 && c.high > 1.0 / 1.05 && c.high < 1.0 / 1.02,
-            "{c:?}"
-        );
-        assert_eq!(
-            movement(&here, &set, Some(&change), 2.0, 0.05),
-            Move::Unsettled
-        );
-        assert!(matches!(
-            movement(&here, &set, Some(&change), 2.0, 0.02),
-            Move::Toward(_)
-        ));
-        // The same samples on both sides: a change of 1× whose interval is about ±8%
-        // (the four samples' spread), within a 15% margin, unsettled against a 5% one.
-        let nothing = ratio_of_ratios([&long_here, &short], [&long_here, &short]).unwrap();
-        let c = nothing.ci95.unwrap();
-        assert!(c.high > 1.05 && c.high < 1.15, "{c:?}");
-        assert_eq!(
-            movement(&here, &here, Some(&nothing), 2.0, 0.15),
-            Move::Within
-        );
-        assert_eq!(
-            movement(&here, &here, Some(&nothing), 2.0, 0.05),
-            Move::Unsettled
-        );
-        // A sample with a 0 has no log interval: None, and the overlap rule decides.
-        assert!(ratio_of_ratios([&[0.0, 1.0], &short], [&long_here, &short]).is_none());
-    }
-
-    #[test]
-    fn without_an_interval_nothing_is_said() {
-        let short = [10_000.0, 10_200.0, 9_800.0];
-        let one = ratio(
-            &Summary::of(&[50_000.0]).unwrap(),
-            &Summary::of(&short).unwrap(),
-        )
-        .unwrap();
-        let here = gain(&[50_000.0, 51_000.0, 49_000.0], &short);
-        assert_eq!(movement(&here, &one, None, 2.0, 0.05), Move::Unknown);
-    }
-
-    #[test]
-    fn the_index_round_trips_and_a_missing_one_is_none() {
-        let dir = std::env::temp_dir().join(format!("echolab-explain-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join(EXPLAIN_DIR)).unwrap();
-        assert_eq!(ExplainIndex::load(&dir.join("nowhere")).unwrap(), None);
-        let index = ExplainIndex {
-            claims: vec!["gain".into()],
-            variants: vec![Variant {
-                name: HERE.into(),
-                settings: vec![],
-                batches: vec![Batch {
-                    args: vec!["--experiment".into(), "x.yaml".into()],
-                    dir: Some("here/20261205T000000Z-exp31-loopback".into()),
-                    outcome: "complete".into(),
-                }],
-            }],
-            margin: 0.05,
-            ended: "Every change settled. Rounds run: 1.".into(),
-            cannot_vary: vec!["kernel: 3.10 in the seed".into()],
-        };
-        index.save(&dir).unwrap();
-        assert_eq!(ExplainIndex::load(&dir).unwrap(), Some(index));
-        std::fs::write(dir.join(EXPLAIN_DIR).join(INDEX_FILE), "claims: [").unwrap();
-        let err = ExplainIndex::load(&dir).unwrap_err();
-        assert!(err.contains("index.yaml"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+#[path = "attribution_tests.rs"]
+mod tests;

@@ -157,7 +157,7 @@ impl ClaimCheck {
         };
         match (self.claim.effective_kind(), r.ci95) {
             (echolab_core::experiment::ClaimKind::Spread, Some(ci)) => format!(
-                "log-SD ratio {} (one-sided 95% bounds {})",
+                "log-SD ratio {} (90% CI: one-sided 95% bounds {})",
                 format::times(r.value),
                 format::ratio_interval(ci)
             ),
@@ -223,8 +223,19 @@ pub fn judge(band: &ClaimBand, ours: &Ratio) -> (Verdict, String) {
     } else {
         format!("our 95% CI {}", format::ratio_interval(ci))
     };
+    // An exact ratio is the same in every repetition: a count the experiment's own parameters
+    // fix (exp34's rounds per connection), so the verdict checks the counting, not an effect
+    // that could have come out otherwise.
+    let construction = if ours.method == Method::Exact {
+        "; it is the same in every repetition, set by the experiment's parameters, so this checks the counting, not a measured effect"
+    } else {
+        ""
+    };
     if inside(ci, band) {
-        (Verdict::Reproduced, format!("{what} lies inside the band"))
+        (
+            Verdict::Reproduced,
+            format!("{what} lies inside the band{construction}"),
+        )
     } else if disjoint(ci, band) {
         let side = if ci.high <= band.low {
             "below"
@@ -425,7 +436,13 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, claim: &ReferenceClaim) -> C
     let replication =
         crate::replication::rounds_of(reference, claim, [num, den]).and_then(|(sn, sd)| {
             let centre = claim.expect.or(claim.seed_ratio)?;
-            crate::replication::judge(&band, centre, (&ns.values, &dsum.values), (sn, sd))
+            crate::replication::judge(
+                &band,
+                centre,
+                (&ns.values, &dsum.values),
+                (sn, sd),
+                ns.confidence,
+            )
         });
     let (verdict, why) = match (judged, replication) {
         (Some((v, why, _)), _) => (v, why),
@@ -624,7 +641,8 @@ mod tests {
             (v, why.as_str()),
             (
                 Verdict::Reproduced,
-                "our exact ratio 0.100× lies inside the band"
+                "our exact ratio 0.100× lies inside the band; it is the same in every repetition, set by the \
+                 experiment's parameters, so this checks the counting, not a measured effect"
             )
         );
         assert_eq!(judge(&band, &exact(0.2)).0, Verdict::Refuted);
@@ -768,6 +786,7 @@ mod tests {
             planned: true,
             reps_planned: 1,
             runs: vec![],
+            confidence: crate::sequential::Confidence::FIXED_95,
         };
         let (mut l, mut s) = (data(&long), data(&short));
         l.runs.push(&long);

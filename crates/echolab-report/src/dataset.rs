@@ -36,6 +36,9 @@ pub struct CellData<'a> {
     pub reps_planned: u64,
     /// Its records, sorted by repetition.
     pub runs: Vec<&'a RunRecord>,
+    /// The level its intervals are built at: the experiment's design
+    /// ([`crate::sequential::Design`]).
+    pub confidence: crate::sequential::Confidence,
 }
 
 /// Why a run is not usable, in one line: its `error`, or "no bench report".
@@ -97,7 +100,7 @@ impl<'a> CellData<'a> {
 
     /// Summary of `metric` over the usable repetitions; `None` when no repetition has it.
     pub fn summary(&self, metric: &str) -> Option<Summary> {
-        Summary::of(&self.values(metric))
+        Summary::at(&self.values(metric), self.confidence)
     }
 
     /// Why this cell has no figures: `"missing"` when no repetition has a record, otherwise
@@ -190,6 +193,7 @@ impl<'a> Dataset<'a> {
     /// Arranges `results` by cell.
     pub fn new(results: &'a ResultsDir) -> Self {
         let reps = results.manifest.experiment.repetitions;
+        let confidence = crate::sequential::Design::of(&results.manifest.experiment).confidence();
         let mut cells: Vec<CellData<'a>> = results
             .manifest
             .experiment
@@ -201,6 +205,7 @@ impl<'a> Dataset<'a> {
                 planned: true,
                 reps_planned: reps,
                 runs: Vec::new(),
+                confidence,
             })
             .collect();
         for run in &results.runs {
@@ -214,6 +219,7 @@ impl<'a> Dataset<'a> {
                         planned: false,
                         reps_planned: 0,
                         runs: Vec::new(),
+                        confidence,
                     });
                     cells.len() - 1
                 }

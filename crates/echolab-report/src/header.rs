@@ -37,7 +37,40 @@ pub fn status_text(manifest: &Manifest, live: impl Fn(&LauncherId) -> Liveness) 
     }
 }
 
-/// The header in Markdown.
+/// The report's first lines: the title (the experiment's name and question) and one line
+/// saying what was run (whether complete, runs usable of planned, the profile and its link,
+/// when), so that the verdicts can follow at once; the details are [`render`]'s.
+pub fn opening(manifest: &Manifest, counts: &Counts) -> String {
+    let e = &manifest.experiment;
+    let completeness = if is_complete(manifest, counts) {
+        "Complete"
+    } else {
+        "**Partial**"
+    };
+    let reps = if e.is_adaptive() {
+        format!("{}–{} repetitions", e.repetitions, e.max_repetitions())
+    } else {
+        format!("{} repetitions", e.repetitions)
+    };
+    let link = if manifest.link.backend.is_empty() {
+        String::new()
+    } else {
+        format!(", link by {}", manifest.link.backend)
+    };
+    format!(
+        "# {}: {}\n\n{completeness} run: {} usable of {} runs ({} cells × {reps}) on profile {}{link}, {} (UTC); details under [The run](#the-run).\n\n",
+        e.name,
+        e.question,
+        counts.ok,
+        counts.planned,
+        e.cells().len(),
+        manifest.profile.profile.name.as_str(),
+        manifest.created_at,
+    )
+}
+
+/// The run's details in Markdown, under "## The run": status, runs, profile, backends, CPU plan,
+/// order, engines, machine, image, revision, date, command, seed, then the calibration.
 pub fn render(manifest: &Manifest, counts: &Counts) -> String {
     let e = &manifest.experiment;
     let env = &manifest.environment;
@@ -47,7 +80,7 @@ pub fn render(manifest: &Manifest, counts: &Counts) -> String {
     } else {
         "**partial**"
     };
-    let mut out = format!("# {}: {}\n\n", e.name, e.question);
+    let mut out = String::from("## The run\n\n");
     let mut t = Table::new(["What", "Value"]);
     t.row([
         "Status".to_string(),

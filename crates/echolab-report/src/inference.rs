@@ -24,6 +24,7 @@
 //! 1.96 would understate the interval by a factor of 1.6 (t = 3.182 at df = 2), hence
 //! Student's t.
 
+use crate::sequential::Confidence;
 use crate::welch::{mean_sd, welch, LogSample};
 
 /// A cell is called noisy when the coefficient of variation of its repetitions is above this
@@ -136,6 +137,9 @@ pub struct Summary {
     pub ci95: Option<Interval>,
     /// The values, in the order given.
     pub values: Vec<f64>,
+    /// The level [`Summary::ci95`] is built at (a plain 95% interval, or a repeated one in a
+    /// sequential design, [`crate::sequential`]).
+    pub confidence: Confidence,
 }
 
 /// A small deterministic generator (SplitMix64, Steele, Lea & Flood 2014) for the bootstrap:
@@ -158,6 +162,21 @@ impl SplitMix {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// A standard normal draw (Box–Muller), for the statistics' simulations.
+    #[cfg(test)]
+    pub(crate) fn next_normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform().max(f64::MIN_POSITIVE), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
+    /// `n` log-normal values around `centre` with log-SD `sd`, for the simulations.
+    #[cfg(test)]
+    pub(crate) fn sample(&mut self, n: usize, centre: f64, sd: f64) -> Vec<f64> {
+        (0..n)
+            .map(|_| centre * (sd * self.next_normal()).exp())
+            .collect()
+    }
+
     /// The mean of `v.len()` values drawn from `v` with replacement.
     fn resampled_mean(&mut self, v: &[f64]) -> f64 {
         let n = v.len();
@@ -168,22 +187,30 @@ impl SplitMix {
     }
 }
 
-/// The 2.5th and 97.5th percentiles of `stats` (sorted in place), nearest rank.
-fn percentile_interval(stats: &mut [f64]) -> Interval {
+/// The percentiles of `stats` (sorted in place) that bound an interval at `confidence` (the
+/// 2.5th and 97.5th for a plain 95% interval), nearest rank.
+fn percentile_interval(stats: &mut [f64], confidence: Confidence) -> Interval {
     stats.sort_by(f64::total_cmp);
     let at = |q: f64| stats[((q * stats.len() as f64).ceil() as usize).clamp(1, stats.len()) - 1];
+    let (low, high) = confidence.percentiles();
     Interval {
-        low: at(0.025),
-        high: at(0.975),
+        low: at(low),
+        high: at(high),
     }
 }
 
 const BOOTSTRAP_SEED: u64 = 0x0EC4_01AB;
 
 impl Summary {
-    /// Summarises `values`; `None` when there are none. Non-finite values are the caller's
-    /// problem: every metric this crate extracts is finite and not negative.
+    /// Summarises `values` with a plain 95% interval; `None` when there are none. Non-finite
+    /// values are the caller's problem: every metric this crate extracts is finite and not
+    /// negative.
     pub fn of(values: &[f64]) -> Option<Self> {
+        Self::at(values, Confidence::FIXED_95)
+    }
+
+    /// Summarises `values` with its interval at `confidence` (see [`Summary::of`]).
+    pub fn at(values: &[f64], confidence: Confidence) -> Option<Self> {
         if values.is_empty() {
             return None;
         }
@@ -209,7 +236,7 @@ impl Summary {
         } else if min > 0.0 {
             let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
             let (ml, sl) = mean_sd(&logs);
-            let ci = t_975(n as u64 - 1).map(|t| {
+            let ci = confidence.t(n as u64 - 1).map(|t| {
                 let h = t * sl / (n as f64).sqrt();
                 Interval {
                     low: (ml - h).exp(),
@@ -225,7 +252,7 @@ impl Summary {
             (
                 Method::Bootstrap,
                 mean,
-                Some(percentile_interval(&mut means)),
+                Some(percentile_interval(&mut means, confidence)),
             )
         };
         Some(Self {
@@ -239,6 +266,7 @@ impl Summary {
             method,
             ci95,
             values: values.to_vec(),
+            confidence,
         })
     }
 
@@ -331,7 +359,7 @@ pub fn ratio(numerator: &Summary, denominator: &Summary) -> Result<Ratio, String
     }
     if positive {
         let (se, df) = welch(&[LogSample::of(&x.values), LogSample::of(&y.values)]);
-        let t = t_975(df).unwrap_or(Z_975);
+        let t = x.confidence.t(df).unwrap_or(Z_975);
         let d = value.ln();
         return Ok(Ratio {
             value,
@@ -372,7 +400,7 @@ pub fn ratio(numerator: &Summary, denominator: &Summary) -> Result<Ratio, String
     Ok(Ratio {
         value,
         method: Method::Bootstrap,
-        ci95: Some(percentile_interval(&mut ratios)),
+        ci95: Some(percentile_interval(&mut ratios, x.confidence)),
         no_ci: None,
     })
 }
@@ -401,8 +429,9 @@ pub enum RepetitionStatus {
 /// [`crate::metrics::headline_metric`]) from every usable repetition so far.
 ///
 /// - fewer than `min` values: [`RepetitionStatus::Continue`];
-/// - the relative half-width of the 95% interval ([`Summary::relative_halfwidth`], the same
-///   interval the report prints) at most `target` (a fraction, 0.05 for 5%):
+/// - the relative half-width of the interval ([`Summary::relative_halfwidth`], the same
+///   interval the report prints: a repeated 95% interval of the design `min` to `max`,
+///   [`crate::sequential`]) at most `target` (a fraction, 0.05 for 5%):
 ///   [`RepetitionStatus::Reached`];
 /// - otherwise [`RepetitionStatus::Continue`] below `max` values and
 ///   [`RepetitionStatus::GaveUp`] at `max`.
@@ -423,7 +452,8 @@ pub fn repetition_status(values: &[f64], min: u64, max: u64, target: f64) -> Rep
             reason: format!("a value ({bad}) is not a finite, non-negative number"),
         };
     }
-    let s = Summary::of(values).expect("n >= min >= 1");
+    let confidence = crate::sequential::Design::new(min, max).confidence();
+    let s = Summary::at(values, confidence).expect("n >= min >= 1");
     let halfwidth = s.relative_halfwidth();
     match halfwidth {
         Some(h) if h <= target => return RepetitionStatus::Reached { halfwidth: h },
@@ -605,11 +635,11 @@ mod tests {
         // 200 values 1..=200 in reverse: the 2.5th percentile is rank ceil(5) = 5, the 97.5th
         // rank ceil(195) = 195.
         let mut v: Vec<f64> = (1..=200).rev().map(f64::from).collect();
-        let i = percentile_interval(&mut v);
+        let i = percentile_interval(&mut v, Confidence::FIXED_95);
         assert_eq!((i.low, i.high), (5.0, 195.0));
         // One value: both ends are it.
         assert_eq!(
-            percentile_interval(&mut [7.0]),
+            percentile_interval(&mut [7.0], Confidence::FIXED_95),
             Interval {
                 low: 7.0,
                 high: 7.0
@@ -709,9 +739,19 @@ mod tests {
             repetition_status(&[100.0, 100.0, 100.0], 3, 10, 0.05),
             RepetitionStatus::Reached { halfwidth: 0.0 }
         );
-        // 99, 100, 101: sd of logs 0.0100005, half-width in logs 4.303·0.0100005/√3 =
-        // 0.024845, relative half-width sinh(0.024845) = 2.485% ≤ 5%: reached.
+        // 99, 100, 101 in a design of 3 to 10 (3 looks, Pocock's 2.21% per look): sd of logs
+        // 0.0100005; t(1 − 0.01104, 2) = 0.97792·√(2 / (1 − 0.97792²)) = 6.6178 (Student's t
+        // with 2 df in closed form); half-width in logs 6.6178·0.0100005/√3 = 0.038210,
+        // relative half-width sinh(0.038210) = 3.822% ≤ 5%: reached.
         match repetition_status(&[99.0, 100.0, 101.0], 3, 10, 0.05) {
+            RepetitionStatus::Reached { halfwidth } => {
+                assert!(close(halfwidth, 0.03822, 5e-5), "{halfwidth}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // A fixed 3 (one look) keeps the plain 95% interval: 4.303·0.0100005/√3 = 0.024845,
+        // sinh = 2.485%.
+        match repetition_status(&[99.0, 100.0, 101.0], 3, 3, 0.05) {
             RepetitionStatus::Reached { halfwidth } => {
                 assert!(close(halfwidth, 0.02485, 5e-5), "{halfwidth}")
             }

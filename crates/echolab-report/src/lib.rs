@@ -31,6 +31,7 @@ pub mod costs;
 pub mod counters;
 pub mod dataset;
 pub mod differ;
+pub mod factorial;
 pub mod fdist;
 pub mod format;
 pub mod header;
@@ -44,6 +45,7 @@ pub mod readme;
 pub mod reference;
 pub mod repetitions;
 pub mod replication;
+pub mod sequential;
 pub mod setting;
 pub mod spread;
 pub mod summary_csv;
@@ -216,7 +218,7 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
 
     let mechanism_checks = mechanisms::all(&ds, manifest);
     let verdict_rows = verdicts::rows(&ds, manifest, &placed.checks, &mechanism_checks);
-    let mut md = header::render(manifest, &counts);
+    let mut md = header::opening(manifest, &counts);
     if let Some(busy) = differ::busy_machine(&ds) {
         md.push_str(&format!("{busy}\n\n"));
     }
@@ -234,6 +236,7 @@ pub fn build(dir: &Path) -> Result<Report, Error> {
         md.push('\n');
     }
     md.push_str(&verdicts::section(&verdict_rows, manifest));
+    md.push_str(&header::render(manifest, &counts));
     for (section, beside) in sections.iter().zip(&placed.beside) {
         md.push_str(&format!(
             "## {}\n\n{}\n\n{}\n",

@@ -7,7 +7,7 @@ use echolab_core::results::Manifest;
 
 use crate::dataset::{Dataset, RepOutcome};
 use crate::format::{self, Table};
-use crate::inference::{repetition_status, RepetitionStatus, Summary};
+use crate::inference::{repetition_status, RepetitionStatus};
 use crate::metrics;
 
 /// One cell's line of the section.
@@ -36,7 +36,7 @@ pub fn cells(ds: &Dataset<'_>, manifest: &Manifest) -> Vec<CellRepetitions> {
         .map(|c| {
             let metric = metrics::headline_metric(&c.cell);
             let values = c.values(metric);
-            let halfwidth = Summary::of(&values).and_then(|s| s.relative_halfwidth());
+            let halfwidth = c.summary(metric).and_then(|s| s.relative_halfwidth());
             let (failed, missing) = (1..=c.reps_planned).fold((0, 0), |(f, m), rep| match c.outcome(rep) {
                 RepOutcome::Ok(_) => (f, m),
                 RepOutcome::Failed(_) => (f + 1, m),

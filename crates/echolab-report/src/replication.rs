@@ -33,6 +33,7 @@ use echolab_core::experiment::{ClaimBand, ReferenceClaim};
 
 use crate::format;
 use crate::inference::{t_975, Interval};
+use crate::sequential::Confidence;
 use crate::welch::{welch, LogSample};
 
 /// Whether `v` has a spread on the log scale: at least 2 values, all positive and finite.
@@ -117,12 +118,14 @@ pub struct Replication {
 
 /// Judges our ratio (from `ours`, the numerator's and the denominator's repetitions) against
 /// the seed's (from `seed`, its rounds), for a magnitude claim whose band is `band` around
-/// `centre`. `None` when either side lacks 2 positive values.
+/// `centre`, with the relative interval at `confidence` (our repetitions' design,
+/// [`crate::sequential`]). `None` when either side lacks 2 positive values.
 pub fn judge(
     band: &ClaimBand,
     centre: f64,
     ours: (&[f64], &[f64]),
     seed: (&[f64], &[f64]),
+    confidence: Confidence,
 ) -> Option<Replication> {
     let seed_ratio = SeedRatio::of(seed.0, seed.1)?;
     if !(usable(ours.0) && usable(ours.1) && centre.is_finite() && centre > 0.0) {
@@ -136,7 +139,7 @@ pub fn judge(
     ];
     let d = samples[0].mean - samples[1].mean - (samples[2].mean - samples[3].mean);
     let (se, df) = welch(&samples);
-    let t = t_975(df)?;
+    let t = confidence.t(df)?;
     let relative_ci95 = Interval {
         low: (d - t * se).exp(),
         high: (d + t * se).exp(),
@@ -241,6 +244,7 @@ mod tests {
             2.15,
             (&long, &short),
             (&SEED_ET_LONG, &SEED_ET_SHORT),
+            FIXED,
         )
         .unwrap();
         assert_eq!(r.outcome, Outcome::SeedTooSpread, "{r:?}");
@@ -255,6 +259,7 @@ mod tests {
             2.0,
             (&[300.0, 301.0, 299.0], &[100.0, 100.2, 99.8]),
             (&seed.0, &seed.1),
+            FIXED,
         )
         .unwrap();
         assert_eq!(far.outcome, Outcome::Outside, "{far:?}");
@@ -263,6 +268,7 @@ mod tests {
             2.0,
             (&[202.0, 203.0, 201.0], &[100.0, 100.2, 99.8]),
             (&seed.0, &seed.1),
+            FIXED,
         )
         .unwrap();
         assert_eq!(near.outcome, Outcome::Inside, "{near:?}");
@@ -272,6 +278,7 @@ mod tests {
             2.0,
             (&[150.0, 260.0, 220.0], &[100.0, 100.2, 99.8]),
             (&seed.0, &seed.1),
+            FIXED,
         )
         .unwrap();
         assert_eq!(noisy.outcome, Outcome::Across, "{noisy:?}");
@@ -280,42 +287,38 @@ mod tests {
     #[test]
     fn too_few_rounds_or_a_zero_give_no_replication() {
         let b = band(2.0, 0.15);
-        assert!(judge(&b, 2.0, (&[1.0, 2.0], &[1.0, 2.0]), (&[1.0], &[1.0, 2.0])).is_none());
+        assert!(judge(
+            &b,
+            2.0,
+            (&[1.0, 2.0], &[1.0, 2.0]),
+            (&[1.0], &[1.0, 2.0]),
+            FIXED
+        )
+        .is_none());
         assert!(judge(
             &b,
             2.0,
             (&[1.0, 0.0], &[1.0, 2.0]),
-            (&[1.0, 2.0], &[1.0, 2.0])
+            (&[1.0, 2.0], &[1.0, 2.0]),
+            FIXED
         )
         .is_none());
     }
 
-    /// Box–Muller normals from the bootstrap's seeded SplitMix64, for the simulation below.
-    struct Normal(crate::inference::SplitMix);
-
-    impl Normal {
-        fn next(&mut self) -> f64 {
-            let (u, v) = (self.0.uniform().max(f64::MIN_POSITIVE), self.0.uniform());
-            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-        }
-
-        /// `n` log-normal values around `centre` with log-SD `sd`.
-        fn sample(&mut self, n: usize, centre: f64, sd: f64) -> Vec<f64> {
-            (0..n).map(|_| centre * (sd * self.next()).exp()).collect()
-        }
-    }
+    use crate::inference::SplitMix;
+    const FIXED: Confidence = Confidence::FIXED_95;
 
     /// Outcome counts and interval coverage over `trials` simulated pairs of studies whose
     /// true ours/seed's quotient is `truth`: the seed with 3 rounds at log-SD `seed_sd`, ours
     /// with `n` repetitions at log-SD 0.05 (a CV of 5%).
     fn simulate(truth: f64, seed_sd: f64, n: usize, trials: usize) -> (f64, f64, f64) {
-        let mut g = Normal(crate::inference::SplitMix(0x0005_eed0_f1ab));
+        let mut g = SplitMix(0x0005_eed0_f1ab);
         let b = band(2.0, 0.15);
         let (mut refuted, mut reproduced, mut covered) = (0, 0, 0);
         for _ in 0..trials {
             let seed = (g.sample(3, 200.0, seed_sd), g.sample(3, 100.0, seed_sd));
             let ours = (g.sample(n, 200.0 * truth, 0.05), g.sample(n, 100.0, 0.05));
-            let r = judge(&b, 2.0, (&ours.0, &ours.1), (&seed.0, &seed.1)).unwrap();
+            let r = judge(&b, 2.0, (&ours.0, &ours.1), (&seed.0, &seed.1), FIXED).unwrap();
             refuted += usize::from(r.outcome == Outcome::Outside);
             reproduced += usize::from(r.outcome == Outcome::Inside);
             covered += usize::from(r.relative_ci95.low <= truth && truth <= r.relative_ci95.high);

@@ -57,6 +57,18 @@ fn explained(
     margin: f64,
     variants: impl Fn(&std::path::Path) -> Vec<Variant>,
 ) -> echolab_testkit::TempDir {
+    explained_design(tag, claim, margin, &[], variants)
+}
+
+/// [`explained`] with the index naming `factors` as a two-level factorial's (none: an index of
+/// one setting at a time), looks after 3 repetitions.
+fn explained_design(
+    tag: &str,
+    claim: &str,
+    margin: f64,
+    factors: &[&str],
+    variants: impl Fn(&std::path::Path) -> Vec<Variant>,
+) -> echolab_testkit::TempDir {
     let tmp = temp_dir(tag);
     let e = shipped("exp31");
     let runs = closed_loop_runs(&e, exp31_qps, |c, q| c.conns as f64 / q * 1e6);
@@ -67,6 +79,8 @@ fn explained(
         margin,
         ended: "Every change settled. Rounds run: 1.".into(),
         cannot_vary: vec!["kernel: 3.10 in the seed, 6.1 here".into()],
+        factors: factors.iter().map(|f| f.to_string()).collect(),
+        looks: if factors.is_empty() { vec![] } else { vec![3] },
     }
     .save(tmp.path())
     .unwrap();
@@ -115,6 +129,58 @@ fn the_attribution_names_the_setting_that_moves_a_claim_and_not_the_one_that_doe
     assert_eq!(
         echolab_report::attribution::text(tmp.path()),
         format!("  {LT}: Settings that move it toward the seed by more than 10.0%: CPU plan.\n")
+    );
+}
+
+/// A 2×2 factorial over the CPU plan and the hosts: the CPU plan takes the long cells to 60%
+/// whatever the hosts, the hosts change nothing, so the main effects are 0.600× and 1×, the
+/// interaction 1×, and the CPU plan closes ln 0.6 / ln(seed / here) of the gap.
+#[test]
+fn a_factorial_gives_main_effects_an_interaction_and_shares_of_the_gap() {
+    let tmp = explained_design("factorial", LT, 0.10, &["CPU plan", "hosts"], |root| {
+        vec![
+            variant(root, HERE, &[], &[1.0]),
+            variant(root, "cpu-plan", &["CPU plan"], &[0.6]),
+            variant(root, "hosts", &["hosts"], &[1.0]),
+            variant(root, "all-seed-settings", &["CPU plan", "hosts"], &[0.6]),
+        ]
+    });
+    let md = {
+        echolab_report::render(tmp.path()).unwrap();
+        std::fs::read_to_string(tmp.path().join("report.md")).unwrap()
+    };
+    let s = section(&md, "Attribution: the gap to the seed, setting by setting");
+    assert!(s.contains("as a two-level factorial"), "{s}");
+    let cpu = row(s, "CPU plan");
+    assert!(cpu[1].starts_with("0.600× (95% CI "), "{s}");
+    assert!(
+        cpu[3].starts_with("moves it toward the seed's figure"),
+        "{s}"
+    );
+    let all = echolab_report::attribution::load(tmp.path())
+        .unwrap()
+        .unwrap();
+    let (share, ci) = all[0].effects[0].estimate.share.unwrap();
+    let here = all[0].results[0]
+        .check
+        .as_ref()
+        .unwrap()
+        .ours
+        .as_ref()
+        .unwrap()
+        .value;
+    let expected = 0.6f64.ln() / (all[0].seed.unwrap() / here).ln();
+    assert!((share - expected).abs() < 1e-3, "{share} vs {expected}");
+    assert!(ci.low < share && share < ci.high, "{ci:?}");
+    let hosts = row(s, "hosts");
+    assert!(hosts[1].starts_with("1.00× (95% CI "), "{s}");
+    assert!(hosts[3].starts_with("does not move it"), "{s}");
+    let pair = row(s, "CPU plan × hosts");
+    assert!(pair[1].starts_with("1.00× (95% CI "), "{s}");
+    assert_eq!(pair[2], "—", "an interaction gets no share");
+    assert!(
+        s.contains("Settings that move it toward the seed by more than 10.0%: CPU plan."),
+        "{s}"
     );
 }
 

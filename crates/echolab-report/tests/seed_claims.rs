@@ -14,8 +14,12 @@ use common::*;
 fn exp31_on_loopback_judged_against_the_seeds_rounds_and_exp34_its_counts() {
     // exp31: short 26000–27000 req/s, long 57000–59000: long/short QPS 2.19× and P50 (from
     // Little's law, mean = conns / QPS) 26497 / 57994 = 0.457×, both with a few % spread.
-    // As published (the seed's 100 × 10), so that the setting matches the seed's.
-    let e = shipped("exp31").as_published();
+    // As published (the seed's 100 × 10), so that the setting matches the seed's, and at a
+    // fixed 3 repetitions like the seed's (`--reps 3`): under exp31's own 3 to 10 the intervals
+    // are the sequential design's wider repeated ones, and a straddling claim's cells would
+    // have run on to the next look.
+    let mut e = shipped("exp31").as_published();
+    e.max_repetitions = Some(3);
     let runs = closed_loop_runs(
         &e,
         |c| match c.mode {
@@ -97,7 +101,8 @@ fn exp31_on_loopback_judged_against_the_seeds_rounds_and_exp34_its_counts() {
     assert!(
         md.contains(
             "seed 0.104× (the claim's words: 0.100×), here 0.100× (exact); band 0.08–0.12× (magnitude ±0.02): \
-             **reproduced**: our exact ratio 0.100× lies inside the band."
+             **reproduced**: our exact ratio 0.100× lies inside the band; it is the same in every repetition, \
+             set by the experiment's parameters, so this checks the counting, not a measured effect."
         ),
         "{md}"
     );

@@ -1,17 +1,30 @@
 //! Adaptive repetitions (netperf's `-i max,min -I level,width`): which cells get another
-//! round after the minimum, decided from the run records written so far.
+//! round after the minimum, decided from the run records written so far, at the design's
+//! planned looks only ([`echolab_report::sequential`]): a cell that continued at one look runs
+//! on to the next without being judged, so the error spent at each look is the one planned.
 
 use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::results::RunRecord;
+use echolab_report::sequential::Design;
+
+/// Whether a cell that has made `attempts` repetitions is between two planned looks: it
+/// continued at the last one and runs on, unjudged, to the next.
+fn between_looks(design: &Design, attempts: u64) -> bool {
+    attempts > design.looks[0] && attempts < design.max() && !design.is_look(attempts)
+}
 
 /// The cells of `exp` whose headline metric over the usable repetitions in `runs` has not yet
 /// reached the experiment's target half-width and may still repeat
-/// ([`echolab_report::inference::repetition_status`]).
+/// ([`echolab_report::inference::repetition_status`]), and the cells between two looks.
 pub(crate) fn cells_short_of_target(exp: &Experiment, runs: &[RunRecord]) -> Vec<Cell> {
+    let design = Design::of(exp);
     exp.cells()
         .into_iter()
         .filter(|cell| {
             let attempts = runs.iter().filter(|r| r.cell == *cell).count() as u64;
+            if between_looks(&design, attempts) {
+                return true;
+            }
             let values: Vec<f64> = runs
                 .iter()
                 .filter(|r| r.cell == *cell && r.error.is_none())
@@ -33,9 +46,10 @@ pub(crate) fn cells_short_of_target(exp: &Experiment, runs: &[RunRecord]) -> Vec
         .collect()
 }
 
-/// The cells of the claims whose interval still straddles an edge of their band
+/// The cells at a look of the claims whose interval still straddles an edge of their band
 /// ([`echolab_report::claims::straddling`]) and that may still repeat: another round may settle
-/// the verdict. Judged on the records in `dir` as written so far.
+/// the verdict. Judged on the records in `dir` as written so far. (Cells between looks are
+/// [`cells_short_of_target`]'s.)
 pub(crate) fn cells_of_unsettled_claims(
     manifest: &echolab_core::results::Manifest,
     runs: &[RunRecord],
@@ -48,11 +62,13 @@ pub(crate) fn cells_of_unsettled_claims(
         unreadable: Vec::new(),
     };
     let unsettled = echolab_report::claims::straddling(&results);
+    let design = Design::of(exp);
     exp.cells()
         .into_iter()
         .filter(|cell| {
             let attempts = runs.iter().filter(|r| r.cell == *cell).count() as u64;
             attempts < exp.max_repetitions()
+                && !between_looks(&design, attempts)
                 && unsettled
                     .iter()
                     .any(|c| c.claim.numerator.matches(cell) || c.claim.denominator.matches(cell))
@@ -135,6 +151,28 @@ mod tests {
         assert_eq!(cells_short_of_target(&exp, &all), vec![long]);
         // A cell with no runs at all is short of the target too.
         assert_eq!(cells_short_of_target(&exp, &[]).len(), 2);
+    }
+
+    #[test]
+    fn a_cell_is_judged_only_at_the_designs_looks() {
+        // 3 to 5: looks after 3, 4 and 5. A design of 3 to 10 looks after 3, 7 and 10: a
+        // tight cell that continued at 3 (here it has 4 attempts) runs on, unjudged.
+        let exp = Experiment::parse(
+            "name: t\nquestion: q\nrepetitions: 3\nmax_repetitions: 10\ntarget_halfwidth: 5%\n\
+             matrix:\n  - servers: [epoll-et]\n    modes: [short, long]\n    conns: [100]\n    rounds: [10]\n",
+            "test",
+        )
+        .unwrap();
+        let (short, long) = (cell(&exp, "short"), cell(&exp, "long"));
+        let tight4 = [TIGHT[0], TIGHT[1], TIGHT[2], Some(1000.0)];
+        let mut all = runs(&long, &tight4);
+        all.extend(runs(&short, &TIGHT));
+        assert_eq!(cells_short_of_target(&exp, &all), vec![long.clone()]);
+        // At the look after 7 the same tight cell stops.
+        let tight7 = [tight4.as_slice(), &TIGHT].concat();
+        let mut all = runs(&long, &tight7);
+        all.extend(runs(&short, &TIGHT));
+        assert_eq!(cells_short_of_target(&exp, &all), Vec::<Cell>::new());
     }
 
     #[test]

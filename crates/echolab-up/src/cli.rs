@@ -44,7 +44,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
     /// Repetitions of every cell, a fixed count instead of the experiment's (which may be
-    /// adaptive: `repetitions` to `max_repetitions` until the CI is narrow enough); 1 to 1000.
+    /// adaptive: `repetitions` to `max_repetitions`, judged at three planned looks, every
+    /// interval then a repeated 95% CI; docs/methodology.md); 1 to 1000.
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=echolab_core::limits::MAX_REPETITIONS))]
     pub(crate) reps: Option<u64>,
@@ -116,13 +117,13 @@ pub struct Args {
     #[arg(long)]
     pub(crate) as_published: bool,
     /// After the run, explain the gap to the seed: rerun the cells of every refuted or
-    /// inconclusive claim as here, under each of the seed's settings this machine can run
-    /// (CPU plan shared, the thread-per-connection client, CONNS × ROUNDS as published,
-    /// hosts reused), one at a time and all together, and report each claim's ratio under
-    /// each setting with which ones move it toward the seed's figure (report.md,
-    /// "Attribution"). The reruns go in rounds of the experiment's minimum repetitions,
-    /// repeating the ones whose change is still unsettled, and stop before a round would
-    /// take the whole call past 15 minutes.
+    /// inconclusive claim as a two-level factorial over the seed's settings this machine can
+    /// run (CPU plan shared, the thread-per-connection client, CONNS × ROUNDS as published,
+    /// hosts reused; every combination of up to three, the half fraction of four), and report
+    /// each setting's main effect, each pair's interaction and the share of the gap to the
+    /// seed's figure each closes, with intervals (report.md, "Attribution"). Every run of the
+    /// design goes in every round; rounds stop at the experiment's planned looks once every
+    /// effect has settled, and before a round would take the whole call past 15 minutes.
     #[arg(long, conflicts_with_all = ["down", "build_image", "lab", "keep"])]
     pub(crate) explain: bool,
     /// Set by `--explain` on its reruns, never from the command line: a rerun's verdicts go to

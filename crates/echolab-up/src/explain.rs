@@ -1,13 +1,16 @@
-//! `echolab-up --explain`: after the run, the cells of every refuted or inconclusive claim
-//! run again, as here and under each of the seed's settings that this machine can run, one at
-//! a time and all together, in rounds (a batch of repetitions per variant, ABBA order) that go
-//! on while a variant's change from here is unsettled, each batch an ordinary results
+//! `echolab-up --explain`: after the run, the cells of every refuted or inconclusive claim run
+//! again as a two-level factorial over the seed's settings that this machine can run (every
+//! combination for up to three, the resolution IV half fraction for four;
+//! `echolab_report::factorial`), every run of the design in every round (blocked by round,
+//! the order alternating, ABBA), rounds stopping at the design's planned looks
+//! (`echolab_report::sequential`) once every effect has settled, each batch an ordinary results
 //! directory under `explain/<variant>/` with an index (`echolab_report::attribution`), so that
-//! the report can say which settings move each claim toward the seed's figure
-//! (docs/methodology.md, "Attribution"). A setting of the seed's that cannot vary here (the kernel,
-//! more CPUs than the machine has) is named once and left unexplained, never skipped silently.
+//! the report can give each setting's main effect, each pair's interaction and the share of the
+//! gap to the seed each closes, with intervals (docs/methodology.md, "Attribution"). A setting
+//! of the seed's that cannot vary here (the kernel, more CPUs than the machine has) is named
+//! once and left unexplained, never skipped silently.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -16,7 +19,9 @@ use echolab_core::experiment::Experiment;
 use echolab_core::results::{ResultsDir, RunStatus};
 use echolab_report::attribution::{Batch, ExplainIndex, Variant, ALL_SEED, EXPLAIN_DIR, HERE};
 use echolab_report::claims::Verdict;
-use echolab_report::setting::{Setting, SettingRow};
+use echolab_report::factorial::Plan;
+use echolab_report::sequential::Design;
+use echolab_report::setting::Setting;
 
 use crate::app::run_once;
 use crate::cli::Args;
@@ -78,14 +83,34 @@ fn kept_flags(args: &Args) -> Vec<String> {
     v
 }
 
-/// The variants to run: as here, each varying setting alone, all of them together.
+/// The variants to run: the runs of the two-level factorial over the varying settings
+/// ([`echolab_report::factorial::Plan`]: every combination for up to three settings, the
+/// resolution IV half fraction for four), named `here`, a setting's name, names joined by `+`,
+/// or [`ALL_SEED`].
 fn plan(vary: &[Setting]) -> Vec<(String, Vec<Setting>)> {
-    let mut v = vec![(HERE.to_string(), Vec::new())];
-    v.extend(vary.iter().map(|s| (variant_name(*s), vec![*s])));
-    if vary.len() > 1 {
-        v.push((ALL_SEED.to_string(), vary.to_vec()));
-    }
-    v
+    let design = Plan::new(vary.iter().map(|s| s.name().to_string()).collect());
+    design
+        .runs
+        .iter()
+        .map(|run| {
+            let settings: Vec<Setting> = vary
+                .iter()
+                .zip(run)
+                .filter(|(_, high)| **high)
+                .map(|(s, _)| *s)
+                .collect();
+            let name = match settings.len() {
+                0 => HERE.to_string(),
+                n if n == vary.len() && n > 1 => ALL_SEED.to_string(),
+                _ => settings
+                    .iter()
+                    .map(|s| variant_name(*s))
+                    .collect::<Vec<_>>()
+                    .join("+"),
+            };
+            (name, settings)
+        })
+        .collect()
 }
 
 /// The arguments of one variant's rerun (without argv[0]).
@@ -159,34 +184,21 @@ fn round_order<T: Clone>(chosen: &[T], round: u64) -> Vec<T> {
     v
 }
 
-/// What the next round reruns, given the variants still unsettled and the repetitions each
-/// variant has had (`done`, in plan order, `here` first): `here` (the reference of every
-/// change) while it is below the maximum, and each unsettled variant below it, each with the
-/// repetitions its batch gets (the experiment's minimum, less near the maximum); or why the
-/// rounds end.
-fn next_round(
-    names: &[&str],
-    unsettled: &[String],
-    done: &[u64],
-    batch: u64,
-    max: u64,
-) -> Result<Vec<(usize, u64)>, String> {
+/// How many repetitions per run the next round gives, every run of the design alike (blocked
+/// by round), given what is still unsettled and the repetitions each run has had (`done`):
+/// up to the design's next look; or why the rounds end.
+fn next_round(unsettled: &[String], done: u64, design: &Design) -> Result<u64, String> {
     if unsettled.is_empty() {
-        return Err("Every change settled.".into());
+        return Err("Every effect settled.".into());
     }
-    let is_unsettled = |i: usize| unsettled.iter().any(|u| u == names[i]);
-    let below = |i: &usize| done[*i] < max;
-    if !(1..names.len()).filter(below).any(is_unsettled) {
-        return Err(format!(
-            "The reruns reached the experiment's maximum of {max} repetitions with {} unsettled.",
+    match design.looks.iter().find(|l| **l > done) {
+        Some(next) => Ok(next - done),
+        None => Err(format!(
+            "The reruns reached the experiment's maximum of {} repetitions with {} unsettled.",
+            design.max(),
             unsettled.join(", ")
-        ));
+        )),
     }
-    Ok((0..names.len())
-        .filter(below)
-        .filter(|&i| i == 0 || is_unsettled(i))
-        .map(|i| (i, batch.min(max - done[i])))
-        .collect())
 }
 
 /// How the progress line names a variant's settings.
@@ -220,31 +232,27 @@ async fn run_batch(name: &str, vargs: Vec<String>, root: &Path) -> Result<Batch,
     })
 }
 
-async fn explain(
-    args: &Args,
-    dir: &Path,
-    main: &ResultsDir,
-    started: Instant,
-) -> Result<(), String> {
+/// The claims to explain: those the main run's report calls refuted or inconclusive.
+fn claims_to_explain(dir: &Path) -> Result<Vec<String>, String> {
     let report = echolab_report::build(dir).map_err(|e| e.to_string())?;
-    let claims: Vec<String> = report
+    Ok(report
         .summary
         .claims
         .iter()
         .filter(|(_, v)| matches!(v, Verdict::Refuted | Verdict::Inconclusive))
         .map(|(n, _)| n.clone())
-        .collect();
-    if claims.is_empty() {
-        eprintln!("echolab-up: --explain: no claim is refuted or inconclusive; nothing to explain");
-        return Ok(());
-    }
-    let rows: Vec<SettingRow> = echolab_report::setting::rows(&main.manifest)
-        .into_iter()
-        .filter(|r| r.differs)
-        .collect();
+        .collect())
+}
+
+/// The settings that differ from the seed's, split into those this machine can vary and a
+/// line for each that it cannot.
+fn varying_settings(main: &ResultsDir) -> (Vec<Setting>, Vec<String>) {
     let mut vary = Vec::new();
     let mut cannot_vary = Vec::new();
-    for r in &rows {
+    for r in echolab_report::setting::rows(&main.manifest)
+        .into_iter()
+        .filter(|r| r.differs)
+    {
         match r.setting.as_seed() {
             Ok(_) => vary.push(r.setting),
             Err(needs) => {
@@ -259,16 +267,97 @@ async fn explain(
             }
         }
     }
-    let root = dir.join(EXPLAIN_DIR);
-    std::fs::create_dir_all(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
-    let exp = rerun_experiment(&main.manifest.experiment, &claims);
+    (vary, cannot_vary)
+}
+
+/// Writes the reruns' experiment files under `root`: as the main run's (its claims to
+/// explain only) and the same with the seed's thread-per-connection client.
+fn write_experiments(exp: &Experiment, root: &Path) -> Result<(PathBuf, PathBuf), String> {
     let here_exp = root.join("experiment.yaml");
-    write_experiment(&exp, &here_exp)?;
+    write_experiment(exp, &here_exp)?;
     let mut thread_exp = exp.clone();
     thread_exp.bench.engine = BenchEngine::Thread;
     let client_exp = root.join("experiment-client-thread.yaml");
     write_experiment(&thread_exp, &client_exp)?;
+    Ok((here_exp, client_exp))
+}
+
+/// What the rounds share: the variants, the flags every rerun keeps, the experiment files and
+/// the directories.
+struct Rounds<'a> {
+    planned: Vec<(String, Vec<Setting>)>,
+    kept: Vec<String>,
+    files: (PathBuf, PathBuf),
+    dir: &'a Path,
+    root: PathBuf,
+}
+
+impl Rounds<'_> {
+    /// Runs one round: every variant once, `reps` repetitions each, in the round's order.
+    /// Returns the seconds per repetition of the round.
+    async fn run(&self, round: u64, reps: u64, index: &mut ExplainIndex) -> Result<f64, String> {
+        let t = Instant::now();
+        let all: Vec<usize> = (0..self.planned.len()).collect();
+        let order = round_order(&all, round);
+        for (k, &i) in order.iter().enumerate() {
+            let (name, settings) = &self.planned[i];
+            let files = (self.files.0.as_path(), self.files.1.as_path());
+            let mut vargs = variant_args(&self.kept, settings, files, &self.root.join(name));
+            vargs.extend(["--reps".into(), reps.to_string()]);
+            eprintln!(
+                "echolab-up: --explain: round {round}, {} of {}: {} ({})",
+                k + 1,
+                order.len(),
+                label(settings),
+                vargs.join(" ")
+            );
+            let batch = run_batch(name, vargs, &self.root).await?;
+            let interrupted = batch.outcome.starts_with("interrupted");
+            index.variants[i].batches.push(batch);
+            index.save(self.dir)?;
+            if interrupted {
+                return Err("interrupted; the reruns so far are in explain/index.yaml".into());
+            }
+        }
+        Ok(t.elapsed().as_secs_f64() / reps as f64)
+    }
+}
+
+/// Whether another round of `reps` repetitions per run, at `per_rep` seconds per repetition
+/// of a round, would end past [`BUDGET`]: the sentence that says so, or `None`.
+fn past_budget(started: Instant, per_rep: f64, reps: u64, unsettled: &[String]) -> Option<String> {
+    let estimate = per_rep * reps as f64;
+    let elapsed = started.elapsed().as_secs_f64();
+    (elapsed + estimate > BUDGET.as_secs_f64()).then(|| {
+        format!(
+            "Another round ({} unsettled) would have ended past --explain's budget of {} min \
+             ({:.0} s run, about {:.0} s more), so the reruns stopped there.",
+            unsettled.join(", "),
+            BUDGET.as_secs() / 60,
+            elapsed,
+            estimate
+        )
+    })
+}
+
+async fn explain(
+    args: &Args,
+    dir: &Path,
+    main: &ResultsDir,
+    started: Instant,
+) -> Result<(), String> {
+    let claims = claims_to_explain(dir)?;
+    if claims.is_empty() {
+        eprintln!("echolab-up: --explain: no claim is refuted or inconclusive; nothing to explain");
+        return Ok(());
+    }
+    let (vary, cannot_vary) = varying_settings(main);
+    let root = dir.join(EXPLAIN_DIR);
+    std::fs::create_dir_all(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    let exp = rerun_experiment(&main.manifest.experiment, &claims);
+    let files = write_experiments(&exp, &root)?;
     let planned = plan(&vary);
+    let design = Design::new(exp.repetitions, exp.max_repetitions());
     let mut index = ExplainIndex {
         claims,
         variants: planned
@@ -282,62 +371,28 @@ async fn explain(
         margin: exp.target_halfwidth(),
         ended: String::new(),
         cannot_vary,
+        factors: vary.iter().map(|s| s.name().to_string()).collect(),
+        looks: design.looks.clone(),
     };
-    let kept = kept_flags(args);
-    let names: Vec<&str> = planned.iter().map(|(n, _)| n.as_str()).collect();
-    // Seconds per repetition of each variant's last batch, for the budget's estimate.
-    let mut per_rep = vec![0.0f64; planned.len()];
-    let (batch_reps, max) = (exp.repetitions, exp.max_repetitions());
-    let mut done = vec![0u64; planned.len()];
-    let mut chosen: Vec<(usize, u64)> = (0..planned.len())
-        .map(|i| (i, batch_reps.min(max)))
-        .collect();
+    let rounds = Rounds {
+        planned,
+        kept: kept_flags(args),
+        files,
+        dir,
+        root,
+    };
+    let (mut done, mut reps) = (0, design.looks[0]);
     for round in 1.. {
-        let order = round_order(&chosen, round);
-        for (k, &(i, reps)) in order.iter().enumerate() {
-            let (name, settings) = &planned[i];
-            let mut vargs =
-                variant_args(&kept, settings, (&here_exp, &client_exp), &root.join(name));
-            vargs.extend(["--reps".into(), reps.to_string()]);
-            eprintln!(
-                "echolab-up: --explain: round {round}, {} of {}: {} ({})",
-                k + 1,
-                order.len(),
-                label(settings),
-                vargs.join(" ")
-            );
-            let t = Instant::now();
-            let batch = run_batch(name, vargs, &root).await?;
-            per_rep[i] = t.elapsed().as_secs_f64() / reps as f64;
-            done[i] += reps;
-            let interrupted = batch.outcome.starts_with("interrupted");
-            index.variants[i].batches.push(batch);
-            index.save(dir)?;
-            if interrupted {
-                return Err("interrupted; the reruns so far are in explain/index.yaml".into());
-            }
-        }
+        let per_rep = rounds.run(round, reps, &mut index).await?;
+        done += reps;
         let attributions = echolab_report::attribution::load(dir)?.unwrap_or_default();
         let unsettled = echolab_report::attribution::unsettled_variants(&attributions);
-        let ended = match next_round(&names, &unsettled, &done, batch_reps, max) {
+        let ended = match next_round(&unsettled, done, &design) {
             Err(why) => Some(why),
-            Ok(next) => {
-                let estimate: f64 = next.iter().map(|&(i, r)| per_rep[i] * r as f64).sum();
-                let elapsed = started.elapsed().as_secs_f64();
-                if elapsed + estimate > BUDGET.as_secs_f64() {
-                    Some(format!(
-                        "Another round ({} unsettled) would have ended past --explain's budget of {} min \
-                         ({:.0} s run, about {:.0} s more), so the reruns stopped there.",
-                        unsettled.join(", "),
-                        BUDGET.as_secs() / 60,
-                        elapsed,
-                        estimate
-                    ))
-                } else {
-                    chosen = next;
-                    None
-                }
-            }
+            Ok(next) => past_budget(started, per_rep, next, &unsettled).or_else(|| {
+                reps = next;
+                None
+            }),
         };
         if let Some(why) = ended {
             index.ended = format!("{why} Rounds run: {round}.");
@@ -357,13 +412,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_varying_setting_alone_then_all_together_after_a_rerun_as_here() {
+    fn the_variants_are_the_runs_of_a_two_level_factorial() {
         let p = plan(&[Setting::CpuPlan, Setting::Measure]);
         let names: Vec<&str> = p.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, [HERE, "cpu-plan", "cell-measures", ALL_SEED]);
         assert_eq!(p[3].1, vec![Setting::CpuPlan, Setting::Measure]);
-        // One setting: no "all together", which would be the same run twice.
+        // One setting: here and the seed's, no "all together" twice.
         assert_eq!(plan(&[Setting::Hosts]).len(), 2);
+        // Three: every combination, pairs named by their settings.
+        let three = plan(&[Setting::CpuPlan, Setting::Measure, Setting::Hosts]);
+        assert_eq!(three.len(), 8);
+        assert!(three.iter().any(|(n, _)| n == "cpu-plan+hosts"));
+        // Four: the half fraction, 8 runs, here and all four among them, no single setting.
+        let four = plan(&[
+            Setting::CpuPlan,
+            Setting::Client,
+            Setting::Measure,
+            Setting::Hosts,
+        ]);
+        assert_eq!(four.len(), 8);
+        assert!(four.iter().any(|(n, _)| n == HERE) && four.iter().any(|(n, _)| n == ALL_SEED));
+        assert!(four.iter().all(|(_, s)| s.len() % 2 == 0));
     }
 
     #[test]
@@ -374,33 +443,20 @@ mod tests {
     }
 
     #[test]
-    fn a_round_reruns_here_and_the_unsettled_until_the_maximum() {
-        let names = [HERE, "cpu-plan", "cell-measures", "hosts"];
-        let unsettled = vec!["hosts".to_string(), "cell-measures".to_string()];
-        // After one batch of 3 of at most 10: here and both unsettled, in plan order, 3 more.
-        assert_eq!(
-            next_round(&names, &unsettled, &[3, 3, 3, 3], 3, 10),
-            Ok(vec![(0, 3), (2, 3), (3, 3)])
-        );
-        // Near the maximum a batch has what is left of it.
-        assert_eq!(
-            next_round(&names, &unsettled, &[9, 9, 9, 9], 3, 10),
-            Ok(vec![(0, 1), (2, 1), (3, 1)])
-        );
-        // A variant that settled and then, against a larger here, did not: it goes on to the
-        // maximum alone once here has reached it.
-        assert_eq!(
-            next_round(&names, &unsettled, &[10, 10, 10, 6], 3, 10),
-            Ok(vec![(3, 3)])
-        );
-        let at_max = next_round(&names, &unsettled, &[10, 10, 10, 10], 3, 10).unwrap_err();
+    fn rounds_run_to_the_designs_looks_while_an_effect_is_unsettled() {
+        let design = Design::new(3, 10);
+        let unsettled = vec!["hosts".to_string(), "cell measures".to_string()];
+        // After the first look (3), the next is 7: 4 more for every run; then 3 to 10.
+        assert_eq!(next_round(&unsettled, 3, &design), Ok(4));
+        assert_eq!(next_round(&unsettled, 7, &design), Ok(3));
+        let at_max = next_round(&unsettled, 10, &design).unwrap_err();
         assert!(
-            at_max.contains("maximum of 10") && at_max.contains("hosts, cell-measures"),
+            at_max.contains("maximum of 10") && at_max.contains("hosts, cell measures"),
             "{at_max}"
         );
         assert_eq!(
-            next_round(&names, &[], &[3, 3, 3, 3], 3, 10),
-            Err("Every change settled.".to_string())
+            next_round(&[], 3, &design),
+            Err("Every effect settled.".to_string())
         );
     }
 

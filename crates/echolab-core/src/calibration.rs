@@ -1,9 +1,13 @@
 //! The calibration verdict: a measured median RTT or goodput compared with a profile's
 //! [`Expected`](crate::profile::Expected) figures. Written once, for both measurers:
 //! `echolab-netem calibrate` (across a link, with its own probes) and echolab-up's RTT probe
-//! (echo-server and echo-bench on the cells' own path, loopback profiles).
+//! (echo-server and echo-bench on the cells' own path, loopback profiles). [`verdict`] turns
+//! a run's readings into its one calibration record (every path's, pass or fail).
 
 use std::time::Duration;
+
+pub mod verdict;
+pub use verdict::{failure_message, judge_paths, judge_probe, judge_rtt};
 
 use crate::profile::{LinkSpec, Profile, Topology, MTU_BYTES};
 use crate::results::CalibrationCheck as Check;

@@ -1,72 +1,29 @@
-//! One `echolab-up` call, start to end: resolve the inputs, pick the backend, write the
-//! results directory while running, and tear down on every path (success, error, Ctrl-C,
-//! SIGTERM) before the process exits.
+//! One `echolab-up` call, start to end, as the pipeline of docs/architecture.md's data
+//! flow: inputs → plan → deploy → calibrate → cells → teardown → results → report. Each stage
+//! is a function here; what a stage builds belongs to its module (`inputs`, `cpuplan`,
+//! `results_dir`, `runner`, `rtt_probe`), and every backend is deployed and removed through
+//! the runtime's one interface (`echolab_runtime::deploy`). Teardown runs on every path
+//! (success, error, Ctrl-C, SIGTERM) before the process exits.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::anyhow;
+use echolab_core::calibration::{failure_message, judge_paths};
 use echolab_core::cli::EXIT_USAGE;
-use echolab_core::experiment::Cell;
+use echolab_core::lab_file::Lab;
 use echolab_core::lab_plan::{Backend, LabPlan, PlanRefusal, Shape};
-use echolab_core::profile::Topology;
-use echolab_core::results::{CalibrationRecord, LinkRecord, RunStatus};
-use echolab_runtime::docker;
-use echolab_runtime::docker::confinement::Confinement;
-use echolab_runtime::hosts::Hosts;
-use echolab_runtime::local::LocalHosts;
+use echolab_core::results::RunStatus;
+use echolab_runtime::deploy::{AnyHosts, AnyRuntime, Deployed, Readings, RunSpec, Runtime};
 
 use crate::adaptive;
 use crate::cli::{Args, BackendChoice};
-use crate::inputs::{file_digest, preflight, resolve, Inputs};
+use crate::inputs::{preflight, resolve, Inputs};
 use crate::plan;
 use crate::results_dir::ResultsWriter;
-use crate::rtt_probe::{calibrate_rtt, failure_message};
-use crate::runner::{check_custom_servers, progress_bar, run_all, RunError};
-
-/// Where a run's hosts are.
-enum Hosting {
-    /// Processes on this machine.
-    Local,
-    /// Containers on one engine.
-    Docker(docker::engine::Engine),
-    /// Containers on the engines of a lab file, one machine per role.
-    Lab(Box<(echolab_core::lab_file::Lab, docker::lab::LabEngines)>),
-}
-
-impl Hosting {
-    /// The engines to clean up, with their names and endpoints (`""` for the one engine of a
-    /// Docker run) and the manifest's host records on each (`hosts`).
-    fn engines(
-        &self,
-        hosts: &BTreeMap<String, serde_json::Value>,
-    ) -> Vec<crate::teardown::EngineToClear> {
-        use crate::teardown::{records_on, EngineToClear};
-        match self {
-            Hosting::Local => vec![],
-            Hosting::Docker(e) => vec![EngineToClear {
-                name: String::new(),
-                endpoint: String::new(),
-                docker: e.docker.clone(),
-                records: hosts.keys().cloned().collect(),
-            }],
-            Hosting::Lab(l) => {
-                let clients: Vec<&str> = l.1.clients.iter().map(|c| c.name.as_str()).collect();
-                l.1.all()
-                    .into_iter()
-                    .map(|e| EngineToClear {
-                        name: e.name.clone(),
-                        endpoint: e.endpoint.clone(),
-                        docker: e.engine.docker.clone(),
-                        records: records_on(&e.name, &clients, hosts),
-                    })
-                    .collect()
-            }
-        }
-    }
-}
+use crate::rtt_probe::calibrate_rtt;
+use crate::runner::{check_custom_servers, progress_bar, run_all, Cells, RunError};
 
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;
@@ -109,71 +66,87 @@ pub(crate) async fn run_once(
     argv: Vec<String>,
     made: &mut Option<PathBuf>,
 ) -> ExitCode {
-    if args.down {
-        return crate::down::down(&args).await;
+    match pipeline(&args, argv, made).await {
+        Ok(code) | Err(code) => code,
     }
-    let mut inputs = match resolve(&args) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("echolab-up: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
+}
+
+/// The stages in order; a stage that stops the call has said why and gives the exit code.
+async fn pipeline(
+    args: &Args,
+    argv: Vec<String>,
+    made: &mut Option<PathBuf>,
+) -> Result<ExitCode, ExitCode> {
+    if args.down {
+        return Ok(crate::down::down(args).await);
+    }
+    let mut inputs = read_inputs(args)?;
+    if args.build_image {
+        return Ok(build_image(&inputs, args.image.as_deref()).await);
+    }
+    let (runtime, plan) = plan_run(args, &mut inputs).await?;
+    let shape = plan.shape;
+    let mut out = open_results(args, argv, &inputs, &runtime, plan)?;
+    *made = Some(out.dir.clone());
+    let (programs, run_id) = (inputs.image_programs(), out.manifest.run_id.clone());
+    let spec = run_spec(args, &inputs, &run_id, shape, &programs);
+    let work = async {
+        let mut deployed = runtime.deploy(&spec, &mut out).await?;
+        calibrate(&mut deployed, &inputs, &mut out).await?;
+        cells(&mut deployed, &inputs, &mut out).await
     };
+    let ending = tokio::select! {
+        r = work => match r { Ok(n) => Ending::Done(n), Err(e) => Ending::Failed(e) },
+        sig = shutdown_signal() => Ending::Interrupted(sig),
+    };
+    let teardown_error = teardown(&runtime, args, &mut out).await;
+    Ok(finish(ending, teardown_error, &mut out, args))
+}
+
+/// Prints `echolab-up: <e>` and gives `code`: how a stage stops the call.
+fn stop(e: impl std::fmt::Display, code: ExitCode) -> ExitCode {
+    eprintln!("echolab-up: {e}");
+    code
+}
+
+/// Inputs: the profile, experiment and binaries resolved and checked (usage errors exit 2);
+/// the profile's warnings printed.
+fn read_inputs(args: &Args) -> Result<Inputs, ExitCode> {
+    let inputs = resolve(args).map_err(|e| stop(e, ExitCode::from(EXIT_USAGE)))?;
     for warning in inputs.profile.warnings() {
         eprintln!(
             "echolab-up: warning: profile {}: {warning}",
             inputs.profile_path.display()
         );
     }
-    if let Err(e) = preflight(&inputs, args.image.as_deref()) {
-        eprintln!("echolab-up: {e}");
-        return ExitCode::from(EXIT_USAGE);
-    }
-    if args.build_image {
-        return build_image(&inputs, args.image.as_deref()).await;
-    }
+    preflight(&inputs, args.image.as_deref()).map_err(|e| stop(e, ExitCode::from(EXIT_USAGE)))?;
+    Ok(inputs)
+}
+
+/// Plan: every rule that joins two inputs settled before any engine is contacted, then the
+/// runtime reached (with `--backend auto`, the local one where no engine answers, planned
+/// again for it); the profile becomes the one the link gets, its queues sized for the
+/// experiment.
+async fn plan_run(args: &Args, inputs: &mut Inputs) -> Result<(AnyRuntime, LabPlan), ExitCode> {
     let lab = match args.lab.as_deref() {
-        Some(path) => match echolab_core::lab_file::Lab::for_run(
-            path,
-            &inputs.profile,
-            args.backend == BackendChoice::Local,
-        ) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                eprintln!("echolab-up: {e}");
-                return ExitCode::from(EXIT_USAGE);
-            }
-        },
+        Some(path) => {
+            let local = args.backend == BackendChoice::Local;
+            let lab = Lab::for_run(path, &inputs.profile, local);
+            Some(lab.map_err(|e| stop(e, ExitCode::from(EXIT_USAGE)))?)
+        }
         None => None,
-    };
-    let explicit_cpu_plan = matches!(
-        args.cpu_plan,
-        crate::cpuplan::CpuPlanChoice::Explicit { .. }
-    );
-    let plan_on = |backend| {
-        LabPlan::new(
-            &inputs.profile,
-            &inputs.experiment,
-            lab.as_ref(),
-            backend,
-            explicit_cpu_plan,
-        )
     };
     let requested = match args.backend {
         BackendChoice::Local => Backend::Processes,
         BackendChoice::Docker | BackendChoice::Auto => Backend::Containers,
     };
-    // Every rule that joins two inputs is settled here, before any engine is contacted.
-    let mut lab_plan = match plan_on(requested) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("echolab-up: {e}");
-            return match e {
-                PlanRefusal::Usage(_) => ExitCode::from(EXIT_USAGE),
-                PlanRefusal::Unsupported(_) => ExitCode::FAILURE,
-            };
-        }
-    };
+    let plan = plan_on(args, inputs, lab.as_ref(), requested).map_err(|e| {
+        let code = match e {
+            PlanRefusal::Usage(_) => ExitCode::from(EXIT_USAGE),
+            PlanRefusal::Unsupported(_) => ExitCode::FAILURE,
+        };
+        stop(e, code)
+    })?;
     if let Some(l) = &lab {
         for name in l.unused() {
             eprintln!(
@@ -182,224 +155,263 @@ pub(crate) async fn run_once(
             );
         }
     }
-    let engine = match lab_plan.shape {
-        Shape::Across { .. } | Shape::Local => None,
-        Shape::Loopback | Shape::Link => match docker::engine::connect().await {
-            Ok(e) => Some(e),
+    let (runtime, plan) = reach(args, inputs, lab, plan).await?;
+    size_link_queues(inputs, &plan);
+    Ok((runtime, plan))
+}
+
+/// The plan of `inputs` on `backend` (`lab`: the lab file, if any).
+fn plan_on(
+    args: &Args,
+    inputs: &Inputs,
+    lab: Option<&Lab>,
+    backend: Backend,
+) -> Result<LabPlan, PlanRefusal> {
+    let explicit_cpu_plan = matches!(
+        args.cpu_plan,
+        crate::cpuplan::CpuPlanChoice::Explicit { .. }
+    );
+    LabPlan::new(
+        &inputs.profile,
+        &inputs.experiment,
+        lab,
+        backend,
+        explicit_cpu_plan,
+    )
+}
+
+/// The runtime `plan` needs: this machine's engine for one engine's shapes (falling back to
+/// processes under `--backend auto`, planned again), a lab's engines, or processes.
+async fn reach(
+    args: &Args,
+    inputs: &Inputs,
+    lab: Option<Lab>,
+    plan: LabPlan,
+) -> Result<(AnyRuntime, LabPlan), ExitCode> {
+    if let Some(lab) = lab {
+        let runtime = AnyRuntime::lab(lab).await;
+        let runtime =
+            runtime.map_err(|e| stop(format!("{e}; nothing was created"), ExitCode::FAILURE))?;
+        return Ok((runtime, plan));
+    }
+    match plan.shape {
+        Shape::Across { .. } | Shape::Local => Ok((AnyRuntime::local(), plan)),
+        Shape::Loopback | Shape::Link => match AnyRuntime::engine().await {
+            Ok(runtime) => Ok((runtime, plan)),
             Err(reason) if args.backend == BackendChoice::Auto => {
                 eprintln!(
                     "echolab-up: {reason}; using the local backend (processes on this machine)"
                 );
-                lab_plan = match plan_on(Backend::Processes) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        eprintln!("echolab-up: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                };
-                None
+                let plan = plan_on(args, inputs, None, Backend::Processes)
+                    .map_err(|e| stop(e, ExitCode::FAILURE))?;
+                Ok((AnyRuntime::local(), plan))
             }
-            Err(reason) => {
-                eprintln!("echolab-up: {reason}");
-                return ExitCode::FAILURE;
-            }
+            Err(reason) => Err(stop(reason, ExitCode::FAILURE)),
         },
-    };
-    let hosting = match (lab, engine) {
-        (Some(lab), _) => match docker::lab::LabEngines::connect(&lab).await {
-            Ok(engines) => Hosting::Lab(Box::new((lab, engines))),
-            Err(e) => {
-                eprintln!("echolab-up: {e}; nothing was created");
-                return ExitCode::FAILURE;
-            }
-        },
-        (None, Some(e)) => Hosting::Docker(e),
-        (None, None) => Hosting::Local,
-    };
-    if let Some(queue) = &lab_plan.queue {
-        // From here on the profile is the one the link gets: its limits sized for the
-        // experiment (both backends and the manifest's profile read them from it).
-        let raised = [
-            (&queue.uplink, &inputs.profile.uplink),
-            (&queue.downlink, &inputs.profile.downlink),
-        ]
-        .iter()
-        .any(|(s, spec)| {
-            spec.as_ref()
-                .is_some_and(|spec| s.limit > spec.default_limit())
-        });
-        if raised {
-            eprintln!("echolab-up: link queue: {}", queue.reason);
-        }
-        inputs.profile = queue.apply(&inputs.profile);
     }
-    let created = echolab_core::utc_now_rfc3339();
-    let run_id = plan::new_run_id(&created);
-    let recorded_profile = echolab_core::profile::RecordedProfile {
-        profile: inputs.profile.clone(),
-        path: inputs.profile_path.display().to_string(),
-    };
-    let mut recorded_inputs = BTreeMap::new();
-    recorded_inputs.insert(
-        "profile".to_string(),
-        inputs.profile_path.display().to_string(),
-    );
-    recorded_inputs.insert(
-        "profile_digest".to_string(),
-        file_digest(&inputs.profile_path),
-    );
-    recorded_inputs.insert(
-        "experiment".to_string(),
-        inputs.experiment_path.display().to_string(),
-    );
-    recorded_inputs.insert(
-        "experiment_digest".to_string(),
-        file_digest(&inputs.experiment_path),
-    );
-    recorded_inputs.insert("bin_dir".to_string(), inputs.bin_dir.display().to_string());
-    let backend = if matches!(hosting, Hosting::Local) {
-        "local"
-    } else {
-        "docker"
-    };
-    let mut manifest = echolab_core::results::Manifest::running(
-        &run_id,
-        argv,
-        backend,
-        inputs.experiment.clone(),
-        recorded_profile,
-        recorded_inputs,
-        inputs.runs.len() as u64,
-    );
-    manifest.created_at = created;
-    manifest.plan = Some(lab_plan.clone());
-    manifest.environment = echolab_runtime::environment::capture(&inputs.root);
-    let has_link = inputs.profile.topology != Topology::Loopback;
-    let cpu_plan = if let Hosting::Lab(l) = &hosting {
-        let (s, c) = (&l.1.server, l.1.client());
-        let clients: Vec<String> =
-            l.1.clients
-                .iter()
-                .map(|c| format!("engine {}'s ({} CPUs)", c.name, c.machine.cpus))
-                .collect();
-        echolab_core::results::CpuPlanRecord {
-            mode: echolab_core::results::CpuPlanRecord::MACHINES.into(),
-            machine_cpus: c.machine.cpus,
-            note: format!(
-                "server on engine {}'s machine ({} CPUs), client on {}; nothing pinned",
-                s.name,
-                s.machine.cpus,
-                clients.join(", ")
-            ),
-            ..Default::default()
-        }
-    } else if matches!(hosting, Hosting::Docker(_)) {
-        match crate::cpuplan::resolve(&args.cpu_plan, manifest.environment.cpus, has_link) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("echolab-up: {e}");
-                return ExitCode::from(EXIT_USAGE);
-            }
-        }
-    } else {
-        echolab_core::results::CpuPlanRecord {
-            mode: "shared".into(),
-            machine_cpus: manifest.environment.cpus,
-            note: "local backend: processes on this machine, not pinned".into(),
-            ..Default::default()
-        }
-    };
-    manifest.cpu_plan = Some(cpu_plan);
-    manifest.order = Some(echolab_core::results::OrderRecord {
-        kind: inputs.order.kind().into(),
-        seed: inputs.order.seed(),
-        // A lab's hosts share their machines' network namespaces: no container is fresh.
-        fresh_hosts_per_cell: matches!(hosting, Hosting::Docker(_)) && !args.reuse_hosts,
+}
+
+/// From here on the profile is the one the link gets: its limits sized for the experiment
+/// (every backend and the manifest's profile read them from it); says so when a limit was
+/// raised.
+fn size_link_queues(inputs: &mut Inputs, plan: &LabPlan) {
+    let Some(queue) = &plan.queue else { return };
+    let raised = [
+        (&queue.uplink, &inputs.profile.uplink),
+        (&queue.downlink, &inputs.profile.downlink),
+    ]
+    .iter()
+    .any(|(s, spec)| {
+        spec.as_ref()
+            .is_some_and(|spec| s.limit > spec.default_limit())
     });
-    let server_engine = match &hosting {
-        Hosting::Docker(e) => Some(e),
-        Hosting::Lab(l) => Some(&l.1.server.engine),
-        Hosting::Local => None,
-    };
-    if let Some(e) = server_engine {
-        manifest.environment.docker_version = format!("{} (API {})", e.version, e.api_version);
+    if raised {
+        eprintln!("echolab-up: link queue: {}", queue.reason);
     }
+    inputs.profile = queue.apply(&inputs.profile);
+}
+
+/// Results: the manifest of the starting run written in a directory of its own (earlier
+/// runs whose launcher is gone marked abandoned first), and the plan announced.
+fn open_results(
+    args: &Args,
+    argv: Vec<String>,
+    inputs: &Inputs,
+    runtime: &AnyRuntime,
+    plan: LabPlan,
+) -> Result<ResultsWriter, ExitCode> {
+    let environment = echolab_runtime::environment::capture(&inputs.root);
+    let has_link = inputs.profile.topology != echolab_core::profile::Topology::Loopback;
+    let placement = runtime.placement();
+    let cpu_plan = crate::cpuplan::for_run(&args.cpu_plan, &placement, environment.cpus, has_link)
+        .map_err(|e| stop(e, ExitCode::from(EXIT_USAGE)))?;
+    let start = crate::results_dir::Start {
+        argv,
+        backend: runtime.backend(),
+        plan,
+        environment,
+        cpu_plan,
+        // A lab's hosts share their machines' network namespaces: no container is fresh.
+        fresh_hosts_per_cell: runtime.fresh_hosts_possible() && !args.reuse_hosts,
+        engine_version: runtime.engine_version(),
+    };
+    let manifest = crate::results_dir::starting_manifest(inputs, start);
     for dir in crate::results_dir::mark_abandoned(&inputs.out) {
         eprintln!(
             "echolab-up: earlier run {} was still 'running' but its launcher is gone: marked abandoned (its finished runs are kept)",
             dir.display()
         );
     }
-    let mut out = match ResultsWriter::create(&inputs.out, manifest, &inputs.profile.name) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("echolab-up: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    *made = Some(out.dir.clone());
-    let e = &inputs.experiment;
-    let planned = if e.max_repetitions() > e.repetitions {
-        format!(
-            "{} runs ({} cells × {} repetitions, up to {} each until the CI is within {:.0}%)",
-            inputs.runs.len(),
-            e.cells().len(),
-            e.repetitions,
-            e.max_repetitions(),
-            e.target_halfwidth() * 100.0
-        )
-    } else {
-        format!("{} runs", inputs.runs.len())
-    };
+    let out = ResultsWriter::create(&inputs.out, manifest, &inputs.profile.name)
+        .map_err(|e| stop(format!("{e:#}"), ExitCode::FAILURE))?;
     eprintln!(
-        "echolab-up: run {run_id}: {planned} of {} on {} ({backend}); results in {}",
-        e.name,
+        "echolab-up: run {}: {} of {} on {} ({}); results in {}",
+        out.manifest.run_id,
+        inputs.describe_plan(),
+        inputs.experiment.name,
         inputs.profile.name,
+        runtime.backend(),
         out.dir.display()
     );
+    Ok(out)
+}
 
-    let ending = {
-        let work = async {
-            match &hosting {
-                Hosting::Docker(engine) => {
-                    run_docker(engine, &args, &inputs, &run_id, &mut out).await
-                }
-                Hosting::Lab(lab) => {
-                    run_lab(&lab.0, &lab.1, &args, &inputs, &run_id, &mut out).await
-                }
-                Hosting::Local => run_local(&inputs, &mut out).await,
-            }
-        };
-        tokio::select! {
-            r = work => match r { Ok(n) => Ending::Done(n), Err(e) => Ending::Failed(e) },
-            sig = shutdown_signal() => Ending::Interrupted(sig),
+/// What the runtime's deploy needs of run `run_id`.
+fn run_spec<'a>(
+    args: &'a Args,
+    inputs: &'a Inputs,
+    run_id: &'a str,
+    shape: Shape,
+    programs: &'a [String],
+) -> RunSpec<'a> {
+    RunSpec {
+        run_id,
+        shape,
+        runs: &inputs.runs,
+        experiment: &inputs.experiment,
+        profile: &inputs.profile,
+        bin_dir: &inputs.bin_dir,
+        programs,
+        prebuilt: args.image.as_deref(),
+        allow_uring_unconfined: args.allow_uring_unconfined,
+    }
+}
+
+/// Calibrate: the deploy's readings, or the RTT probe on the hosts where no link tool
+/// measured, judged once by core (`judge_paths`); a failed calibration stops the run.
+async fn calibrate(
+    deployed: &mut Deployed<AnyHosts>,
+    inputs: &Inputs,
+    out: &mut ResultsWriter,
+) -> anyhow::Result<()> {
+    let (paths, seconds) = match std::mem::replace(&mut deployed.readings, Readings::OnTheHosts) {
+        Readings::Paths { paths, seconds } => (paths, seconds),
+        Readings::OnTheHosts => {
+            let t = Instant::now();
+            let record = calibrate_rtt(&mut deployed.hosts, &inputs.profile).await?;
+            (vec![(String::new(), record)], t.elapsed().as_secs_f64())
         }
     };
+    let calibration = judge_paths(paths);
+    out.manifest.link.calibration = Some(calibration.clone());
+    out.phase("calibration", seconds)?;
+    if !calibration.passed {
+        return Err(anyhow!(
+            "{}",
+            failure_message(&inputs.profile.name, &calibration)
+        ));
+    }
+    Ok(())
+}
 
-    let teardown = Instant::now();
+/// Cells: the custom servers checked once, every planned run, then adaptive rounds (netperf's
+/// -i max,min -I level,width): after the minimum, another round for the cells whose headline
+/// interval is still wider than the target and for the cells of claims whose interval
+/// straddles their band's edge (a verdict that has not settled). Returns the runs with errors.
+async fn cells(
+    deployed: &mut Deployed<AnyHosts>,
+    inputs: &Inputs,
+    out: &mut ResultsWriter,
+) -> anyhow::Result<u64> {
+    check_custom_servers(&mut deployed.hosts, &inputs.experiment).await?;
+    let t = Instant::now();
+    let bar = progress_bar(inputs.runs.len() as u64);
+    let fresh_hosts = out
+        .manifest
+        .order
+        .as_ref()
+        .is_some_and(|o| o.fresh_hosts_per_cell);
+    let exp = &inputs.experiment;
+    let gate = &deployed.gate;
+    let filter = |cell: &echolab_core::experiment::Cell| gate.allows(cell);
+    let mut c = Cells {
+        hosts: &mut deployed.hosts,
+        exp,
+        out,
+        bar: &bar,
+        filter: &filter,
+        fresh_hosts,
+    };
+    let mut result = run_all(&mut c, &inputs.runs).await;
+    for round in exp.repetitions + 1..=exp.max_repetitions() {
+        let Ok(failed_so_far) = result else { break };
+        let mut pending = adaptive::cells_short_of_target(exp, c.out.runs());
+        for cell in adaptive::cells_of_unsettled_claims(&c.out.manifest, c.out.runs()) {
+            if !pending.contains(&cell) {
+                pending.push(cell);
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        let runs = plan::round(&pending, round, inputs.order);
+        c.out.manifest.runs_planned += runs.len() as u64;
+        bar.inc_length(runs.len() as u64);
+        result = run_all(&mut c, &runs).await.map(|n| n + failed_so_far);
+    }
+    bar.finish_and_clear();
+    out.phase("cells", t.elapsed().as_secs_f64())?;
+    result.map_err(|e| match e {
+        RunError::Results(e) => e,
+        other => anyhow!("{other}"),
+    })
+}
+
+/// Teardown: every engine's objects removed (all at once, each bounded), unless `--keep`;
+/// returns what could not be removed, in one line.
+async fn teardown(runtime: &AnyRuntime, args: &Args, out: &mut ResultsWriter) -> Option<String> {
+    let t = Instant::now();
     let mut teardown_error = None;
-    if args.keep && !matches!(hosting, Hosting::Local) {
+    if args.keep && !matches!(runtime, AnyRuntime::Local) {
         eprintln!(
-            "echolab-up: --keep: run {run_id}'s containers stay up; `echolab-up --down{}` removes them",
+            "echolab-up: --keep: run {}'s containers stay up; `echolab-up --down{}` removes them",
+            out.manifest.run_id,
             args.lab
                 .as_ref()
                 .map(|p| format!(" --lab {}", p.display()))
                 .unwrap_or_default()
         );
     } else {
-        // Every engine, even after one failed, all at once and each bounded: a lab run
-        // leaves nothing on any machine that answers, and names what it left on one that
-        // does not.
-        let engines = hosting.engines(&out.manifest.hosts);
-        let errors =
-            crate::teardown::tear_down(engines, &run_id, &out.manifest.hosts, args.lab.as_deref())
-                .await;
+        // Every engine, even after one failed: a lab run leaves nothing on any machine that
+        // answers, and names what it left on one that does not.
+        let (run_id, hosts) = (&out.manifest.run_id, &out.manifest.hosts);
+        let errors = runtime.teardown(run_id, hosts, args.lab.as_deref()).await;
         if !errors.is_empty() {
             teardown_error = Some(format!("teardown: {}", errors.join("; ")));
         }
     }
-    let _ = out.phase("teardown", teardown.elapsed().as_secs_f64());
+    let _ = out.phase("teardown", t.elapsed().as_secs_f64());
+    teardown_error
+}
 
+/// Results and report: the run's status and error (the teardown's joined to the run's) in
+/// the manifest, the report rendered, the last lines said; returns the exit code.
+fn finish(
+    ending: Ending,
+    teardown_error: Option<String>,
+    out: &mut ResultsWriter,
+    args: &Args,
+) -> ExitCode {
     let (status, error, code) = match ending {
         Ending::Done(0) => (RunStatus::Complete, None, ExitCode::SUCCESS),
         Ending::Done(n) => (
@@ -418,15 +430,10 @@ pub(crate) async fn run_once(
             ExitCode::from(EXIT_INTERRUPTED),
         ),
     };
-    let error = match (error, &teardown_error) {
-        (Some(e), Some(t)) => Some(format!("{e}; {t}")),
-        (None, Some(t)) => Some(t.clone()),
-        (e, None) => e,
-    };
-    let code = if teardown_error.is_some() {
-        ExitCode::FAILURE
-    } else {
-        code
+    let (error, code) = match (error, teardown_error) {
+        (Some(e), Some(t)) => (Some(format!("{e}; {t}")), ExitCode::FAILURE),
+        (None, Some(t)) => (Some(t), ExitCode::FAILURE),
+        (e, None) => (e, code),
     };
     if let Err(e) = out.finish(status, error.clone()) {
         eprintln!("echolab-up: {e:#}");
@@ -445,22 +452,11 @@ pub(crate) async fn run_once(
     code
 }
 
+/// `--build-image`: the lab image built (or `prebuilt` taken) on this machine's engine; prints
+/// its reference and id.
 async fn build_image(inputs: &Inputs, prebuilt: Option<&str>) -> ExitCode {
-    let engine = match docker::engine::connect().await {
-        Ok(e) => e,
-        Err(reason) => {
-            eprintln!("echolab-up: {reason}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match docker::image::ensure(
-        &engine.docker,
-        &inputs.bin_dir,
-        &inputs.image_programs(),
-        prebuilt,
-    )
-    .await
-    {
+    let programs = inputs.image_programs();
+    match echolab_runtime::deploy::build_image(&inputs.bin_dir, &programs, prebuilt).await {
         Ok(image) => {
             println!("{} {}", image.reference, image.id);
             eprintln!(
@@ -469,267 +465,6 @@ async fn build_image(inputs: &Inputs, prebuilt: Option<&str>) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("echolab-up: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => stop(format!("{e:#}"), ExitCode::FAILURE),
     }
-}
-
-/// Calibrates (unless `done` carries a calibration already made, with its seconds), stops
-/// on a failed calibration, then runs every planned run. Shared by both backends.
-async fn calibrate_and_run<H: Hosts>(
-    hosts: &mut H,
-    inputs: &Inputs,
-    out: &mut ResultsWriter,
-    done: Option<(CalibrationRecord, f64)>,
-    skip: &dyn Fn(&Cell) -> Result<(), String>,
-) -> anyhow::Result<u64> {
-    let (calibration, seconds) = match done {
-        Some(d) => d,
-        None => {
-            let t = Instant::now();
-            let c = calibrate_rtt(hosts, &inputs.profile).await?;
-            (c, t.elapsed().as_secs_f64())
-        }
-    };
-    out.manifest.link.calibration = Some(calibration.clone());
-    out.phase("calibration", seconds)?;
-    if !calibration.passed {
-        return Err(anyhow!(
-            "{}",
-            failure_message(&inputs.profile.name, &calibration)
-        ));
-    }
-    check_custom_servers(hosts, &inputs.experiment).await?;
-    let t = Instant::now();
-    let bar = progress_bar(inputs.runs.len() as u64);
-    let fresh = out
-        .manifest
-        .order
-        .as_ref()
-        .is_some_and(|o| o.fresh_hosts_per_cell);
-    let exp = &inputs.experiment;
-    let mut result = run_all(hosts, exp, &inputs.runs, out, &bar, skip, fresh).await;
-    // Adaptive repetitions (netperf's -i max,min -I level,width): after the minimum, another
-    // round for the cells whose headline interval is still wider than the target.
-    for round in exp.repetitions + 1..=exp.max_repetitions() {
-        let Ok(failed_so_far) = result else { break };
-        // Another round for the cells whose interval is still wider than the target, and for
-        // the cells of claims whose interval straddles their band's edge (a verdict that has
-        // not settled).
-        let mut pending = adaptive::cells_short_of_target(exp, out.runs());
-        for cell in adaptive::cells_of_unsettled_claims(&out.manifest, out.runs()) {
-            if !pending.contains(&cell) {
-                pending.push(cell);
-            }
-        }
-        if pending.is_empty() {
-            break;
-        }
-        let runs = plan::round(&pending, round, inputs.order);
-        out.manifest.runs_planned += runs.len() as u64;
-        bar.inc_length(runs.len() as u64);
-        result = run_all(hosts, exp, &runs, out, &bar, skip, fresh)
-            .await
-            .map(|n| n + failed_so_far);
-    }
-    bar.finish_and_clear();
-    out.phase("cells", t.elapsed().as_secs_f64())?;
-    result.map_err(|e| match e {
-        RunError::Results(e) => e,
-        other => anyhow!("{other}"),
-    })
-}
-
-async fn run_local(inputs: &Inputs, out: &mut ResultsWriter) -> anyhow::Result<u64> {
-    let t = Instant::now();
-    let mut hosts = LocalHosts::new(&inputs.bin_dir)?;
-    out.manifest.hosts.insert(
-        "server".into(),
-        serde_json::json!({ "process": inputs.bin_dir.join("echo-server").display().to_string(), "network": "this machine's loopback", "sysctls": "this machine's", "ulimits": "inherited" }),
-    );
-    out.manifest.hosts.insert(
-        "client".into(),
-        serde_json::json!({ "process": inputs.bin_dir.join("echo-bench").display().to_string(), "network": "this machine's loopback" }),
-    );
-    out.manifest.link = LinkRecord { backend: "none".into(), reason: "loopback profile on the local backend: client and server are processes on this machine, over 127.0.0.1".into(), ..Default::default() };
-    for name in ["echo-server", "echo-bench"] {
-        out.manifest.image.binaries.insert(
-            name.into(),
-            file_digest(&inputs.bin_dir.join(name))
-                .trim_start_matches("sha256:")
-                .to_string(),
-        );
-    }
-    out.manifest.image.reference = "local processes".into();
-    out.phase("topology_up", t.elapsed().as_secs_f64())?;
-    calibrate_and_run(&mut hosts, inputs, out, None, &|_| Ok(())).await
-}
-
-/// What [`Confinement::new`] needs of a run.
-fn run_inputs<'a>(
-    args: &Args,
-    inputs: &'a Inputs,
-    run_id: &'a str,
-    image: &'a str,
-    cpus: u64,
-) -> docker::confinement::RunInputs<'a> {
-    docker::confinement::RunInputs {
-        runs: &inputs.runs,
-        experiment: &inputs.experiment,
-        profile: &inputs.profile,
-        allow_uring_unconfined: args.allow_uring_unconfined,
-        run_id,
-        image,
-        cpus,
-    }
-}
-
-async fn run_docker(
-    engine: &docker::engine::Engine,
-    args: &Args,
-    inputs: &Inputs,
-    run_id: &str,
-    out: &mut ResultsWriter,
-) -> anyhow::Result<u64> {
-    let d = &engine.docker;
-    let t = Instant::now();
-    out.manifest.image = docker::image::ensure(
-        d,
-        &inputs.bin_dir,
-        &inputs.image_programs(),
-        args.image.as_deref(),
-    )
-    .await?;
-    out.phase("image", t.elapsed().as_secs_f64())?;
-    let image = out.manifest.image.id.clone();
-
-    let t = Instant::now();
-    let cpus = out.manifest.environment.cpus;
-    let confined = Confinement::new(
-        d,
-        &run_inputs(args, inputs, run_id, &image, cpus),
-        &mut out.manifest,
-    )
-    .await?;
-    let privileges = confined.privileges.clone();
-    let skip = confined.skip();
-    match out.manifest.plan.as_ref().map(|p| p.shape) {
-        Some(Shape::Loopback) => {
-            let cpus = out.manifest.cpu_plan.clone().unwrap_or_default();
-            let spec = docker::topology::LoopbackSpec {
-                run_id: run_id.to_string(),
-                image: image.clone(),
-                privileges,
-                server_cpus: cpus.server,
-                client_cpus: cpus.client,
-            };
-            let (mut hosts, records) =
-                docker::docker_hosts::DockerHosts::loopback(d, &spec).await?;
-            confined.record_hosts(&mut out.manifest, records);
-            out.manifest.link = LinkRecord {
-                backend: "none".into(),
-                reason: "loopback topology: the client shares the server's network namespace and targets 127.0.0.1".into(),
-                ..Default::default()
-            };
-            out.phase("topology_up", t.elapsed().as_secs_f64())?;
-            calibrate_and_run(&mut hosts, inputs, out, None, &skip).await
-        }
-        Some(Shape::Link) => {
-            let mut up = docker::link::up(
-                d,
-                run_id,
-                &image,
-                &privileges,
-                &inputs.profile,
-                &out.manifest.cpu_plan.clone().unwrap_or_default(),
-            )
-            .await?;
-            confined.record_hosts(&mut out.manifest, up.records.clone());
-            out.manifest.link = up.link.clone();
-            out.phase("topology_up", t.elapsed().as_secs_f64())?;
-            let t = Instant::now();
-            let calibration = up.calibrate(d).await?;
-            let elapsed = t.elapsed().as_secs_f64();
-            calibrate_and_run(
-                &mut up.hosts,
-                inputs,
-                out,
-                Some((calibration, elapsed)),
-                &skip,
-            )
-            .await
-        }
-        other => Err(anyhow!(
-            "internal: the Docker backend on one engine was handed a plan of shape {other:?}"
-        )),
-    }
-}
-
-/// A lab run (`--lab`): the image on every engine, the server host on the server's machine
-/// and the client host on the client's ([`docker::lab`]), the real path calibrated, then
-/// every planned run.
-async fn run_lab(
-    lab: &echolab_core::lab_file::Lab,
-    engines: &docker::lab::LabEngines,
-    args: &Args,
-    inputs: &Inputs,
-    run_id: &str,
-    out: &mut ResultsWriter,
-) -> anyhow::Result<u64> {
-    let t = Instant::now();
-    let (image, per_engine) = docker::lab::ensure_image(
-        engines,
-        &inputs.bin_dir,
-        &inputs.image_programs(),
-        args.image.as_deref(),
-    )
-    .await?;
-    out.manifest.image = image;
-    out.phase("image", t.elapsed().as_secs_f64())?;
-    let image = out.manifest.image.id.clone();
-
-    let t = Instant::now();
-    let server = &engines.server;
-    let cpus = server.machine.cpus;
-    let what = run_inputs(args, inputs, run_id, &image, cpus);
-    let confined = Confinement::new(&server.engine.docker, &what, &mut out.manifest).await?;
-    let mut up = docker::lab::up(
-        engines,
-        lab,
-        run_id,
-        &image,
-        &confined.privileges,
-        &inputs.profile,
-    )
-    .await?;
-    confined.record_hosts(&mut out.manifest, up.records.clone());
-    out.manifest.engines = up.engine_records(engines, lab, &per_engine).await;
-    out.manifest.link = up.link.clone();
-    out.phase("topology_up", t.elapsed().as_secs_f64())?;
-    let t = Instant::now();
-    let calibration = up.calibrate(engines).await.map_err(|e| {
-        anyhow!(
-            "calibration from {} to the server at {} (engines.{}.address in {}): {e:#}",
-            if engines.clients.len() > 1 {
-                "the client machines"
-            } else {
-                "the client's machine"
-            },
-            lab.server_address(),
-            server.name,
-            lab.path.display()
-        )
-    })?;
-    let elapsed = t.elapsed().as_secs_f64();
-    let skip = confined.skip();
-    calibrate_and_run(
-        &mut up.hosts,
-        inputs,
-        out,
-        Some((calibration, elapsed)),
-        &skip,
-    )
-    .await
 }

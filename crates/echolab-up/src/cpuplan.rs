@@ -10,6 +10,7 @@
 //! has no core of its own on a 2-core machine) beside the client, whose load it is part of.
 
 use echolab_core::results::CpuPlanRecord;
+use echolab_runtime::deploy::Placement;
 
 /// What `--cpu-plan` asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,6 +190,46 @@ pub(crate) fn resolve(
             }
             Ok(plan)
         }
+    }
+}
+
+/// The CPU plan of a run whose hosts are at `placement`: a lab's machines are not pinned (the
+/// note names each), one engine's containers follow `choice` over this machine's `cpus`, and
+/// local processes are not pinned.
+///
+/// # Errors
+/// An explicit plan names a CPU the machine does not have ([`resolve`]).
+pub(crate) fn for_run(
+    choice: &CpuPlanChoice,
+    placement: &Placement<'_>,
+    cpus: u64,
+    has_link: bool,
+) -> Result<CpuPlanRecord, String> {
+    match placement {
+        Placement::Machines { server, clients } => {
+            let named: Vec<String> = clients
+                .iter()
+                .map(|(name, cpus)| format!("engine {name}'s ({cpus} CPUs)"))
+                .collect();
+            Ok(CpuPlanRecord {
+                mode: CpuPlanRecord::MACHINES.into(),
+                machine_cpus: clients.first().map_or(0, |c| c.1),
+                note: format!(
+                    "server on engine {}'s machine ({} CPUs), client on {}; nothing pinned",
+                    server.0,
+                    server.1,
+                    named.join(", ")
+                ),
+                ..Default::default()
+            })
+        }
+        Placement::OneEngine => resolve(choice, cpus, has_link),
+        Placement::ThisMachine => Ok(CpuPlanRecord {
+            mode: "shared".into(),
+            machine_cpus: cpus,
+            note: "local backend: processes on this machine, not pinned".into(),
+            ..Default::default()
+        }),
     }
 }
 

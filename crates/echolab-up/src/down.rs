@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use echolab_core::cli::EXIT_USAGE;
-use echolab_runtime::docker;
+use echolab_runtime::deploy::{self, Docker};
 
 use crate::catalog::find_root;
 use crate::cli::Args;
@@ -22,9 +22,12 @@ pub(crate) async fn down(args: &Args) -> ExitCode {
         );
     }
     let Some(lab_path) = &args.lab else {
-        return match docker::engine::connect().await {
-            Ok(e) => {
-                let (code, removed) = down_on("", &e.docker, args.all).await;
+        let Some((_, reached)) = deploy::down_engines(None).await.pop() else {
+            return ExitCode::SUCCESS;
+        };
+        return match reached {
+            Ok(docker) => {
+                let (code, removed) = down_on("", &docker, args.all).await;
                 for hint in lab_runs_elsewhere(&results, &removed) {
                     eprintln!("echolab-up: {hint}");
                 }
@@ -46,10 +49,10 @@ pub(crate) async fn down(args: &Args) -> ExitCode {
     // Every engine of the file, whichever role it had: one that cannot be reached fails the
     // call but does not stop the others' cleanup.
     let mut code = ExitCode::SUCCESS;
-    for (name, spec) in &lab.engines {
-        match docker::engine::connect_lab(name, spec).await {
-            Ok((e, _)) => {
-                if down_on(name, &e.docker, args.all).await.0 != ExitCode::SUCCESS {
+    for (name, reached) in deploy::down_engines(Some(&lab)).await {
+        match reached {
+            Ok(docker) => {
+                if down_on(&name, &docker, args.all).await.0 != ExitCode::SUCCESS {
                     code = ExitCode::FAILURE;
                 }
             }
@@ -82,13 +85,13 @@ fn lab_runs_elsewhere(results: &std::path::Path, removed: &[String]) -> Vec<Stri
 
 /// `--down` on one engine (`name` empty: the only one); returns the exit code and the runs
 /// whose objects it removed.
-async fn down_on(name: &str, docker: &docker::Docker, all: bool) -> (ExitCode, Vec<String>) {
+async fn down_on(name: &str, docker: &Docker, all: bool) -> (ExitCode, Vec<String>) {
     let on = if name.is_empty() {
         String::new()
     } else {
         format!("engine {name}: ")
     };
-    let outcome = match docker::ownership::down(docker, all).await {
+    let outcome = match deploy::down_on_engine(docker, all).await {
         Ok(o) => o,
         Err(e) => {
             eprintln!("echolab-up: {on}{e:#}");
@@ -101,12 +104,7 @@ async fn down_on(name: &str, docker: &docker::Docker, all: bool) -> (ExitCode, V
     // A live run between two cells may have no container using its image for a moment, so
     // the engine's own refusal does not protect it: while any run is kept, images are too.
     let images = if outcome.kept.is_empty() {
-        match docker::cleanup::remove_stale_images(
-            docker,
-            echolab_runtime::image_archive::IMAGE_REPO,
-        )
-        .await
-        {
+        match deploy::remove_stale_images(docker).await {
             Ok(removed) => removed.len(),
             Err(e) => {
                 eprintln!("echolab-up: {on}{e:#}");

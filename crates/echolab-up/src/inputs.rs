@@ -26,6 +26,39 @@ pub(crate) struct Inputs {
 }
 
 impl Inputs {
+    /// The plan announced at the start: `N runs`, or with adaptive repetitions how many
+    /// cells, repetitions and the most each may get until its CI is within the target.
+    pub(crate) fn describe_plan(&self) -> String {
+        let e = &self.experiment;
+        if e.max_repetitions() > e.repetitions {
+            format!(
+                "{} runs ({} cells × {} repetitions, up to {} each until the CI is within {:.0}%)",
+                self.runs.len(),
+                e.cells().len(),
+                e.repetitions,
+                e.max_repetitions(),
+                e.target_halfwidth() * 100.0
+            )
+        } else {
+            format!("{} runs", self.runs.len())
+        }
+    }
+
+    /// The manifest's `inputs`: the profile and experiment files with their digests, and the
+    /// binaries' directory.
+    pub(crate) fn recorded(&self) -> std::collections::BTreeMap<String, String> {
+        [
+            ("profile", self.profile_path.display().to_string()),
+            ("profile_digest", file_digest(&self.profile_path)),
+            ("experiment", self.experiment_path.display().to_string()),
+            ("experiment_digest", file_digest(&self.experiment_path)),
+            ("bin_dir", self.bin_dir.display().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
     /// The custom servers' programs, which the lab image must hold besides echolab's own.
     pub(crate) fn image_programs(&self) -> Vec<String> {
         self.experiment

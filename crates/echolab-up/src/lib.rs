@@ -15,8 +15,10 @@
 //! - [`commands`]: echo-server/echo-bench command lines and output parsing.
 //! - [`rtt_probe`]: calibration of RTT with the lab's own echo-server and echo-bench on the
 //!   cells' path; `runner`: the per-run loop, written once for all backends.
-//! - `results_dir`, `report`: what is written and recorded; `teardown`: removing a run's
-//!   objects from its engines, bounded.
+//! - `results_dir`, `report`: what is written and recorded.
+//!
+//! Every backend is deployed and torn down through the runtime's one interface
+//! (`echolab_runtime::deploy`); the launcher uses nothing of the runtime's Docker modules.
 
 pub(crate) mod adaptive;
 pub mod app;
@@ -32,4 +34,3 @@ pub(crate) mod report;
 pub(crate) mod results_dir;
 pub mod rtt_probe;
 pub(crate) mod runner;
-pub(crate) mod teardown;

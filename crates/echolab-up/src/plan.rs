@@ -93,10 +93,17 @@ pub(crate) fn new_run_id(now_rfc3339: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let mix = (u64::from(nanos) ^ (u64::from(std::process::id()) << 20)) & 0xff_ffff;
-    format!(
-        "{}-{mix:06x}",
-        crate::results_dir::compact_stamp(now_rfc3339)
-    )
+    format!("{}-{mix:06x}", compact_stamp(now_rfc3339))
+}
+
+/// `YYYYmmddTHHMMSSZ` from an RFC 3339 UTC time (`2026-11-30T01:57:37.123456Z`).
+pub(crate) fn compact_stamp(rfc3339: &str) -> String {
+    let secs: String = rfc3339
+        .chars()
+        .take(19)
+        .filter(|c| *c != '-' && *c != ':')
+        .collect();
+    format!("{secs}Z")
 }
 
 #[cfg(test)]

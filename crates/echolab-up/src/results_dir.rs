@@ -6,9 +6,15 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use echolab_core::lab_plan::LabPlan;
 use echolab_core::results::{
-    write_atomic, Manifest, ResultsDir, RunRecord, RunStatus, MANIFEST_FILE, RUNS_DIR,
+    write_atomic, CpuPlanRecord, Environment, Manifest, OrderRecord, ResultsDir, RunRecord,
+    RunStatus, MANIFEST_FILE, RUNS_DIR,
 };
+use echolab_runtime::deploy::DeployLog;
+
+use crate::inputs::Inputs;
+use crate::plan::compact_stamp;
 
 /// A results directory being written.
 pub(crate) struct ResultsWriter {
@@ -17,16 +23,6 @@ pub(crate) struct ResultsWriter {
     /// The manifest as last written.
     pub manifest: Manifest,
     runs: Vec<RunRecord>,
-}
-
-/// `YYYYmmddTHHMMSSZ` from an RFC 3339 UTC time (`2026-11-30T01:57:37.123456Z`).
-pub(crate) fn compact_stamp(rfc3339: &str) -> String {
-    let secs: String = rfc3339
-        .chars()
-        .take(19)
-        .filter(|c| *c != '-' && *c != ':')
-        .collect();
-    format!("{secs}Z")
 }
 
 impl ResultsWriter {
@@ -151,6 +147,67 @@ impl ResultsWriter {
         self.manifest.error = error;
         self.manifest.finished_at = Some(echolab_core::utc_now_rfc3339());
         self.save()
+    }
+}
+
+/// What the manifest of a starting run records besides its inputs.
+pub(crate) struct Start {
+    /// The command line as given.
+    pub(crate) argv: Vec<String>,
+    /// `local` or `docker`.
+    pub(crate) backend: &'static str,
+    /// The plan every rule joining two inputs settled.
+    pub(crate) plan: LabPlan,
+    /// The machine and software the run happens on.
+    pub(crate) environment: Environment,
+    /// Which CPUs each role gets.
+    pub(crate) cpu_plan: CpuPlanRecord,
+    /// Whether each cell gets fresh hosts.
+    pub(crate) fresh_hosts_per_cell: bool,
+    /// The server's engine (`20.10.24 (API 1.41)`), for containers.
+    pub(crate) engine_version: Option<String>,
+}
+
+/// The manifest of a run starting now on `inputs`: a new run id, status `running`.
+pub(crate) fn starting_manifest(inputs: &Inputs, start: Start) -> Manifest {
+    let created = echolab_core::utc_now_rfc3339();
+    let run_id = crate::plan::new_run_id(&created);
+    let recorded_profile = echolab_core::profile::RecordedProfile {
+        profile: inputs.profile.clone(),
+        path: inputs.profile_path.display().to_string(),
+    };
+    let mut manifest = Manifest::running(
+        &run_id,
+        start.argv,
+        start.backend,
+        inputs.experiment.clone(),
+        recorded_profile,
+        inputs.recorded(),
+        inputs.runs.len() as u64,
+    );
+    manifest.created_at = created;
+    manifest.plan = Some(start.plan);
+    manifest.environment = start.environment;
+    manifest.cpu_plan = Some(start.cpu_plan);
+    manifest.order = Some(OrderRecord {
+        kind: inputs.order.kind().into(),
+        seed: inputs.order.seed(),
+        fresh_hosts_per_cell: start.fresh_hosts_per_cell,
+    });
+    if let Some(v) = start.engine_version {
+        manifest.environment.docker_version = v;
+    }
+    manifest
+}
+
+/// A deploy records its hosts, link, image and phases in the run's manifest as it goes.
+impl DeployLog for ResultsWriter {
+    fn manifest(&mut self) -> &mut Manifest {
+        &mut self.manifest
+    }
+
+    fn phase(&mut self, name: &str, seconds: f64) -> anyhow::Result<()> {
+        ResultsWriter::phase(self, name, seconds)
     }
 }
 

@@ -1,7 +1,8 @@
 //! The RTT probe, the calibration of hosts without a link: before the first cell, measure the
 //! path the cells will use and compare it with the profile's `expected` figures
 //! (echolab_core::profile::Expected) by core's one verdict. A failed calibration stops the
-//! run. Behind a link, echolab-netem calibrates instead (`docker::link`).
+//! run. Behind a link, echolab-netem calibrates instead, as the runtime deploys it
+//! (`echolab_runtime::deploy::Readings`).
 //!
 //! RTT is measured the way the profile defines it, as the median of small TCP round trips:
 //! one long connection doing `RTT_ROUNDS` request/echo round trips with the lab's own
@@ -13,12 +14,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use echolab_core::calibration::rtt_check;
+use echolab_core::calibration::judge_probe;
 use echolab_core::cmd::{
     bench_report, final_stats, BenchCmd, ClientOpts, RunCmd, RunMode, ServerCmd, ServerModel,
 };
 use echolab_core::profile::Profile;
-use echolab_core::results::{CalibrationCheck, CalibrationRecord};
+use echolab_core::results::CalibrationRecord;
 
 use echolab_runtime::hosts::Hosts;
 
@@ -57,33 +58,6 @@ pub fn probe_bench_cmd(target: SocketAddr, rounds: u64) -> BenchCmd {
         client: ClientOpts::default(),
         json: true,
     })
-}
-
-/// Compares a measured median RTT (µs) with the profile by the one RTT verdict
-/// (`echolab_core::calibration::rtt_check`); fills `expected`, the `rtt_median` check,
-/// `passed` and `reason`.
-pub(crate) fn judge_rtt(profile: &Profile, median_us: f64, record: &mut CalibrationRecord) {
-    // NaN becomes 0 (`max`), an infinite median the longest duration: both fail the check.
-    let median = Duration::try_from_secs_f64(median_us.max(0.0) / 1e6).unwrap_or(Duration::MAX);
-    let check = rtt_check(profile, median);
-    let (lo_us, hi_us) = (check.low, check.high);
-    record.expected.insert(
-        CalibrationRecord::RTT_MEDIAN_US.into(),
-        profile.expected.rtt.value.0.as_secs_f64() * 1e6,
-    );
-    record.checks.retain(|c| c.name != check.name);
-    let pass = check.pass;
-    record.checks.push(CalibrationCheck {
-        measured: median_us,
-        ..check
-    });
-    let verdict = format!("RTT median {median_us:.1} us, expected {lo_us:.1}..{hi_us:.1} us");
-    record.passed = pass;
-    record.reason = if pass {
-        format!("ok: {verdict}")
-    } else {
-        format!("failed: {verdict}")
-    };
 }
 
 /// Measures the RTT between the hosts with echo-server/echo-bench and judges it; a miss is
@@ -131,7 +105,8 @@ pub(crate) async fn calibrate_rtt<H: Hosts>(
     }
 }
 
-/// One probe: echo-server and echo-bench between the hosts, judged.
+/// One probe: echo-server and echo-bench between the hosts, its figures judged by core
+/// ([`judge_probe`]).
 async fn probe_once<H: Hosts>(
     hosts: &mut H,
     profile: &Profile,
@@ -153,66 +128,28 @@ async fn probe_once<H: Hosts>(
     let mut measured = BTreeMap::new();
     measured.insert("round_trips".into(), report.requests_ok as f64);
     measured.insert("failures".into(), report.requests_failed as f64);
-    let Some(latency) = report.latency_us else {
-        // No round trip, no RTT: a failed calibration, never a 0 µs path.
-        return Ok(CalibrationRecord {
-            measured,
-            passed: false,
-            reason: format!(
-                "failed: none of {rounds} probe round trips succeeded ({} failed)",
-                report.requests_failed
-            ),
-            ..Default::default()
-        });
-    };
-    measured.insert("rtt_min_us".into(), latency.min);
-    measured.insert(CalibrationRecord::RTT_MEDIAN_US.into(), latency.p50);
-    measured.insert("rtt_p99_us".into(), latency.p99);
-    if let Some(s) = stats {
-        measured.insert("server_bytes_in".into(), s.totals.bytes_in as f64);
+    if let Some(latency) = &report.latency_us {
+        measured.insert("rtt_min_us".into(), latency.min);
+        measured.insert(CalibrationRecord::RTT_MEDIAN_US.into(), latency.p50);
+        measured.insert("rtt_p99_us".into(), latency.p99);
+        if let Some(s) = stats {
+            measured.insert("server_bytes_in".into(), s.totals.bytes_in as f64);
+        }
     }
-    let mut record = CalibrationRecord {
+    let median = report.latency_us.as_ref().map(|l| l.p50);
+    Ok(judge_probe(
+        profile,
         measured,
-        ..Default::default()
-    };
-    judge_rtt(profile, latency.p50, &mut record);
-    if report.requests_failed > 0 && record.passed {
-        record.passed = false;
-        record.reason = format!(
-            "failed: {} of {rounds} probe round trips failed",
-            report.requests_failed
-        );
-    }
-    Ok(record)
-}
-
-/// The one-line message of a failed calibration: measured and expected figures.
-pub(crate) fn failure_message(profile: &str, record: &CalibrationRecord) -> String {
-    let checks = record
-        .checks
-        .iter()
-        .map(|c| {
-            format!(
-                "{} {:.1} {} (expected {:.1}..{:.1}{})",
-                c.name,
-                c.measured,
-                c.unit,
-                c.low,
-                c.high,
-                if c.pass { "" } else { ", FAILED" }
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    format!(
-        "calibration of profile {profile} {}; {checks}",
-        record.reason
-    )
+        median,
+        rounds,
+        report.requests_failed,
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use echolab_core::calibration::{failure_message, judge_rtt};
     use echolab_core::cmd::{Ready, ServerLaunch};
     use echolab_runtime::hosts::ProcOutput;
 

@@ -374,13 +374,17 @@ impl LabUp {
     /// RTT against the profile's sanity bound; for a link profile it also checks what the
     /// link adds over the baseline, and the total as baseline plus that
     /// (`echolab_core::calibration::sum_rtt_check`), with the wire's counters across it.
-    /// With several client machines each path is calibrated in turn and the record holds
-    /// them all (`combine_paths`); the run needs every one to pass.
+    /// With several client machines each path is calibrated in turn; returns each path's
+    /// record by client engine name, in the lab file's order, for core's verdict
+    /// (`echolab_core::calibration::judge_paths`) to join.
     ///
     /// # Errors
     /// The tools could not run or printed no report (a miss is `passed: false`), naming the
     /// client engine.
-    pub async fn calibrate(&mut self, engines: &LabEngines) -> anyhow::Result<CalibrationRecord> {
+    pub async fn calibrate(
+        &mut self,
+        engines: &LabEngines,
+    ) -> anyhow::Result<Vec<(String, CalibrationRecord)>> {
         use super::link::calibration::{calibrate, Baseline};
         let mut paths = Vec::new();
         for (i, ((docker, host), e)) in self.clients.iter().zip(&engines.clients).enumerate() {
@@ -404,7 +408,12 @@ impl LabUp {
                 .map_err(|err| anyhow!("engine {}: {err:#}", e.name))?;
             paths.push((e.name.clone(), record));
         }
-        Ok(combine_paths(paths))
+        Ok(paths)
+    }
+
+    /// The hosts, and the running wires whose output must be collected until teardown.
+    pub fn into_parts(self) -> (DockerHosts, Vec<exec::Streaming>) {
+        (self.hosts, self._wires)
     }
 
     /// The manifest's record of each engine: endpoint, roles, versions, the machine (CPU
@@ -447,139 +456,9 @@ impl LabUp {
     }
 }
 
-/// One calibration record of several client machines' paths to the server, `paths` in the
-/// lab file's order: the first path's record as it is, and each other's figures and checks
-/// beside it, prefixed with `<engine>.` (`c.rtt_median_us`, settles too) and `engine c: `; it passes
-/// when every path passed, and its reason names each path that did not. Its link counters
-/// are the first path's calibration's (each calibration counts every wire of the run, and
-/// the other paths' carry nothing meanwhile).
-fn combine_paths(mut paths: Vec<(String, CalibrationRecord)>) -> CalibrationRecord {
-    if paths.len() == 1 {
-        return paths.remove(0).1;
-    }
-    let (first_name, mut out) = paths.remove(0);
-    let mut failed: Vec<String> = Vec::new();
-    if !out.passed {
-        failed.push(format!("engine {first_name}: {}", out.reason));
-    }
-    for (name, r) in paths {
-        for (k, v) in r.measured {
-            out.measured.insert(format!("{name}.{k}"), v);
-        }
-        for (k, v) in r.expected {
-            out.expected.insert(format!("{name}.{k}"), v);
-        }
-        for mut c in r.checks {
-            c.name = format!("engine {name}: {}", c.name);
-            out.checks.push(c);
-        }
-        for (k, v) in r.settle {
-            out.settle.insert(format!("{name}.{k}"), v);
-        }
-        for mut m in r.missed_attempts {
-            m.reason = format!("engine {name}: {}", m.reason);
-            out.missed_attempts.push(m);
-        }
-        if !r.passed {
-            failed.push(format!("engine {name}: {}", r.reason));
-        }
-        out.passed &= r.passed;
-    }
-    if !failed.is_empty() {
-        out.reason = failed.join("; ");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use echolab_core::results::CalibrationCheck;
-
-    fn record(passed: bool, rtt_us: f64) -> CalibrationRecord {
-        CalibrationRecord {
-            passed,
-            reason: if passed {
-                "ok".into()
-            } else {
-                "RTT too high".into()
-            },
-            measured: [("rtt_median_us".to_string(), rtt_us)].into(),
-            expected: [("rtt_median_us".to_string(), 100.0)].into(),
-            checks: vec![CalibrationCheck {
-                name: "rtt".into(),
-                unit: "us".into(),
-                measured: rtt_us,
-                low: 0.0,
-                high: 500.0,
-                pass: passed,
-                reason: String::new(),
-            }],
-            link_counters: None,
-            bulk_transfer: None,
-            missed_attempts: vec![echolab_core::results::MissedAttempt {
-                rtt_median_us: rtt_us * 10.0,
-                reason: "FAIL: busy host".into(),
-                ..Default::default()
-            }],
-            settle: [(
-                "baseline".to_string(),
-                echolab_core::results::Settle {
-                    waited_s: rtt_us / 100.0,
-                    last_busy: 0.0,
-                    quiet: true,
-                    wake_p99_us: Some(rtt_us / 2.0),
-                },
-            )]
-            .into(),
-        }
-    }
-
-    #[test]
-    fn several_paths_pass_only_together_and_keep_every_figure() {
-        let one = combine_paths(vec![("b".into(), record(true, 80.0))]);
-        assert_eq!(one, record(true, 80.0));
-        let both = combine_paths(vec![
-            ("b".into(), record(true, 80.0)),
-            ("c".into(), record(true, 90.0)),
-        ]);
-        assert!(both.passed);
-        assert_eq!(both.measured["rtt_median_us"], 80.0);
-        assert_eq!(both.measured["c.rtt_median_us"], 90.0);
-        assert_eq!(both.expected["c.rtt_median_us"], 100.0);
-        let names: Vec<&str> = both.checks.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["rtt", "engine c: rtt"]);
-        let waits: Vec<(&str, f64)> = both
-            .settle
-            .iter()
-            .map(|(k, s)| (k.as_str(), s.waited_s))
-            .collect();
-        assert_eq!(waits, [("baseline", 0.8), ("c.baseline", 0.9)]);
-        let misses: Vec<(&str, f64)> = both
-            .missed_attempts
-            .iter()
-            .map(|m| (m.reason.as_str(), m.rtt_median_us))
-            .collect();
-        assert_eq!(
-            misses,
-            [
-                ("FAIL: busy host", 800.0),
-                ("engine c: FAIL: busy host", 900.0)
-            ]
-        );
-        let second_fails = combine_paths(vec![
-            ("b".into(), record(true, 80.0)),
-            ("c".into(), record(false, 900.0)),
-        ]);
-        assert!(!second_fails.passed);
-        assert_eq!(second_fails.reason, "engine c: RTT too high");
-        let first_fails = combine_paths(vec![
-            ("b".into(), record(false, 900.0)),
-            ("c".into(), record(true, 90.0)),
-        ]);
-        assert!(!first_fails.passed);
-        assert_eq!(first_fails.reason, "engine b: RTT too high");
-    }
 
     #[test]
     fn client_hosts_are_named_in_order() {

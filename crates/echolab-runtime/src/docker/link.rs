@@ -195,4 +195,9 @@ impl LinkUp {
         );
         self.hosts.count_link(run).await
     }
+
+    /// The hosts, and the running wire whose output must be collected until teardown.
+    pub fn into_parts(self) -> (DockerHosts, Option<super::exec::Streaming>) {
+        (self.hosts, self._wire)
+    }
 }

@@ -1,5 +1,5 @@
 //! Teardown of a run on every engine it used, together and bounded
-//! (`docker::cleanup::tear_down`): an engine that does not answer costs
+//! (`crate::docker::cleanup::tear_down`): an engine that does not answer costs
 //! `docker::deadlines::PING`, one that stops answering midway at most
 //! `docker::deadlines::TEARDOWN`, so that a run, or Ctrl-C, ends within seconds whatever the
 //! engines do. What could not be removed is named from the manifest's host records, with
@@ -8,25 +8,58 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use echolab_runtime::docker;
+use crate::docker;
+use crate::docker::engine::Engine;
+use crate::docker::lab::LabEngines;
+
+/// The one engine of a run without a lab, holding every record of the manifest's `hosts`.
+pub(super) fn one_engine(
+    e: &Engine,
+    hosts: &BTreeMap<String, serde_json::Value>,
+) -> Vec<EngineToClear> {
+    vec![EngineToClear {
+        name: String::new(),
+        endpoint: String::new(),
+        docker: e.docker.clone(),
+        records: hosts.keys().cloned().collect(),
+    }]
+}
+
+/// Every engine of a lab run, the server's first, each with the manifest's host records on it.
+pub(super) fn lab_engines(
+    engines: &LabEngines,
+    hosts: &BTreeMap<String, serde_json::Value>,
+) -> Vec<EngineToClear> {
+    let clients: Vec<&str> = engines.clients.iter().map(|c| c.name.as_str()).collect();
+    engines
+        .all()
+        .into_iter()
+        .map(|e| EngineToClear {
+            name: e.name.clone(),
+            endpoint: e.endpoint.clone(),
+            docker: e.engine.docker.clone(),
+            records: records_on(&e.name, &clients, hosts),
+        })
+        .collect()
+}
 
 /// One engine of the run: the lab file's name and endpoint (both empty for the one engine of
 /// a run without `--lab`) and the client.
-pub(crate) struct EngineToClear {
+pub(super) struct EngineToClear {
     /// The lab file's name for it ("" without a lab).
-    pub(crate) name: String,
+    pub(super) name: String,
     /// Its endpoint as the lab file gives it ("" without a lab).
-    pub(crate) endpoint: String,
+    pub(super) endpoint: String,
     /// The connection.
-    pub(crate) docker: docker::Docker,
+    pub(super) docker: docker::Docker,
     /// The manifest's host records on it (keys of `Manifest::hosts`), for naming what is left.
-    pub(crate) records: Vec<String>,
+    pub(super) records: Vec<String>,
 }
 
 /// Removes run `run_id`'s objects from every engine at once, each within
 /// `docker::deadlines::TEARDOWN`; returns one line per engine that kept something, naming it and
 /// what the manifest's `hosts` say is there, and how to remove it (`lab`: the lab file).
-pub(crate) async fn tear_down(
+pub(super) async fn tear_down(
     engines: Vec<EngineToClear>,
     run_id: &str,
     hosts: &BTreeMap<String, serde_json::Value>,
@@ -110,7 +143,7 @@ fn left_on(keys: &[String], hosts: &BTreeMap<String, serde_json::Value>) -> Stri
 /// The manifest's host records on engine `name` of a lab run whose client engines are
 /// `clients` (in the lab file's order): those that name it (`engine`), and the `networks`
 /// record of each client machine (`networks`, `networks-2`, ...), made on that machine's engine.
-pub(crate) fn records_on(
+fn records_on(
     name: &str,
     clients: &[&str],
     hosts: &BTreeMap<String, serde_json::Value>,

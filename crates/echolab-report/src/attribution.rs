@@ -165,7 +165,8 @@ pub fn movement(
     let (Some(a), Some(b)) = (here.ci95, setting.ci95) else {
         return Move::Unknown;
     };
-    let (low_edge, high_edge) = (1.0 / (1.0 + margin), 1.0 + margin);
+    let band = echolab_core::experiment::ClaimBand::relative(1.0, margin);
+    let (low_edge, high_edge) = (band.low, band.high);
     match change.and_then(|c| c.ci95) {
         Some(c) if low_edge <= c.low && c.high <= high_edge => return Move::Within,
         Some(c) if c.low <= high_edge && low_edge <= c.high => return Move::Unsettled,
@@ -260,11 +261,7 @@ fn effect_move(change: &Ratio, margin: f64, gap: Option<f64>, share: Option<f64>
     let Some(c) = change.ci95 else {
         return Move::Unknown;
     };
-    let band = echolab_core::experiment::ClaimBand {
-        low: 1.0 / (1.0 + margin),
-        high: 1.0 + margin,
-        open: false,
-    };
+    let band = echolab_core::experiment::ClaimBand::relative(1.0, margin);
     match claims::judge(&band, change).0 {
         claims::Verdict::Reproduced => Move::Within,
         claims::Verdict::Refuted => {

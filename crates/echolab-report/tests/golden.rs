@@ -90,7 +90,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
     // (3) Verdicts, one of each, beside the table.
     assert!(
         quad.contains(
-            "long/short gain, ET: seed 2.15×, here 2.16× (95% CI 1.94–2.41×); band 1.83–2.47× (magnitude ±15%): \
+            "long/short gain, ET: seed 2.15×, here 2.16× (95% CI 1.94–2.41×); band 1.87–2.47× (magnitude ±15%): \
              **reproduced**: our 95% CI 1.94–2.41× lies inside the band."
         ),
         "{quad}"
@@ -99,7 +99,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         quad.contains("long/short gain, LT: seed 1.48×, here 1.00×"),
         "{quad}"
     );
-    assert!(quad.contains("band 1.26–1.70× (magnitude ±15%): **refuted**: our 95% CI 0.953–1.05× lies wholly below the band."), "{quad}");
+    assert!(quad.contains("band 1.29–1.70× (magnitude ±15%): **refuted**: our 95% CI 0.953–1.05× lies wholly below the band."), "{quad}");
     let verdicts: Vec<(&str, Verdict)> = summary
         .claims
         .iter()
@@ -168,7 +168,7 @@ fn a_complete_directory_gives_golden_tables_verdicts_and_flags() {
         "{at500:?}"
     );
     assert_eq!(at500[7], "0 / 0", "failures by kind");
-    assert!(scan.contains("long/short at 500 connections, ET: seed 1.86×, here 1.17× (95% CI 0.294–4.67×); band 1.58–2.14× \
+    assert!(scan.contains("long/short at 500 connections, ET: seed 1.86×, here 1.17× (95% CI 0.294–4.67×); band 1.62–2.14× \
          (magnitude ±15%): **inconclusive**: our 95% CI 0.294–4.67× is wider than the band"), "{scan}");
 
     // (e) Syscalls: echo-bench's counts and the strace cross-check, seed 002's figures.
@@ -365,7 +365,7 @@ fn a_partial_directory_marks_missing_and_failed_cells() {
         lt[3].starts_with("— (failed: server did not start"),
         "{lt:?}"
     );
-    assert!(quad.contains("long/short gain, LT: seed 1.48×, here —; band 1.26–1.70× (magnitude ±15%): **not checked**: epoll-lt_long_c100_r10: failed: server did not start"), "{quad}");
+    assert!(quad.contains("long/short gain, LT: seed 1.48×, here —; band 1.29–1.70× (magnitude ±15%): **not checked**: epoll-lt_long_c100_r10: failed: server did not start"), "{quad}");
 
     let reps = section(&md, "QPS per repetition");
     assert_eq!(

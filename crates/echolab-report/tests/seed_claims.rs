@@ -61,7 +61,7 @@ fn exp31_on_loopback_judged_against_the_seeds_rounds_and_exp34_its_counts() {
         Verdict::Reproduced
     );
     assert!(
-        md.contains("band 0.4–0.6× (magnitude ±20%): **reproduced**"),
+        md.contains("band 0.417–0.6× (magnitude ±20%): **reproduced**"),
         "{md}"
     );
     // Same topology, cores and kernel as the seed: the setting says so.

@@ -232,6 +232,19 @@ pub struct ClaimBand {
 }
 
 impl ClaimBand {
+    /// The closed band of ratios within a factor `1 + r` of `centre` either way,
+    /// `[centre / (1 + r), centre · (1 + r)]`: symmetric on the log scale, where every ratio
+    /// is judged (a halving and a doubling are the same distance from 1). The one band of a
+    /// relative tolerance, for claims, mechanisms' predictions, `compare`'s equivalence margin
+    /// and attribution's settle margin alike; `r` is a fraction (0.15 for ±15%).
+    pub fn relative(centre: f64, r: f64) -> Self {
+        Self {
+            low: centre / (1.0 + r),
+            high: centre * (1.0 + r),
+            open: false,
+        }
+    }
+
     /// Whether `x` lies in the band.
     pub fn contains(&self, x: f64) -> bool {
         if self.open {
@@ -362,23 +375,22 @@ impl ReferenceClaim {
                                 .into(),
                         ),
                     };
-                let half = match tol {
-                    Tolerance::Relative(r) if r > 0.0 && r < 1.0 => centre * r,
-                    Tolerance::Absolute(a) if a > 0.0 && a < centre => a,
+                match tol {
+                    Tolerance::Relative(r) if r > 0.0 && r < 1.0 => {
+                        Ok(ClaimBand::relative(centre, r))
+                    }
+                    Tolerance::Absolute(a) if a > 0.0 && a < centre => Ok(ClaimBand {
+                        low: centre - a,
+                        high: centre + a,
+                        open: false,
+                    }),
                     Tolerance::Relative(_) => {
-                        return Err(format!("tolerance: {tol} must be above 0% and below 100%"))
+                        Err(format!("tolerance: {tol} must be above 0% and below 100%"))
                     }
-                    Tolerance::Absolute(_) => {
-                        return Err(format!(
-                            "tolerance: {tol} must be above 0 and below the seed ratio {centre}"
-                        ))
-                    }
-                };
-                Ok(ClaimBand {
-                    low: centre - half,
-                    high: centre + half,
-                    open: false,
-                })
+                    Tolerance::Absolute(_) => Err(format!(
+                        "tolerance: {tol} must be above 0 and below the seed ratio {centre}"
+                    )),
+                }
             }
             ClaimKind::Direction => match self.direction {
                 Some(Direction::Higher) => Ok(ClaimBand {

@@ -25,6 +25,7 @@
 
 pub mod attribution;
 pub mod bounds;
+pub mod bundle;
 pub mod claims;
 pub mod compare;
 pub mod costs;
@@ -33,6 +34,7 @@ pub mod dataset;
 pub mod differ;
 pub mod fdist;
 pub mod format;
+pub mod gate;
 pub mod header;
 pub mod html;
 pub mod inference;

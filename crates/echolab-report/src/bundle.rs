@@ -77,6 +77,9 @@ pub struct BundleOptions {
     pub with_image: bool,
 }
 
+/// Archive members in order: (path inside the bundle, content).
+type Members = Vec<(String, Vec<u8>)>;
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -121,10 +124,10 @@ fn files_under(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
 
 /// Cargo.lock, flake.lock, rust-toolchain.toml at `rev` from git when the checkout knows that
 /// revision and it was clean, else from the working tree; with where they came from.
-fn build_files(root: &Path, rev: &str) -> Result<(Vec<(String, Vec<u8>)>, String), Error> {
+fn build_files(root: &Path, rev: &str) -> Result<(Members, String), Error> {
     let clean = !rev.is_empty() && !rev.ends_with("-dirty");
     if clean {
-        let from_git: Option<Vec<(String, Vec<u8>)>> = BUILD_FILES
+        let from_git: Option<Members> = BUILD_FILES
             .iter()
             .map(|f| {
                 let out = std::process::Command::new("git")
@@ -162,12 +165,12 @@ fn build_files(root: &Path, rev: &str) -> Result<(Vec<(String, Vec<u8>)>, String
 /// for a run without `--lab`.
 fn lab_file(m: &Manifest) -> Result<Option<Vec<u8>>, Error> {
     let Some(i) = m.args.iter().position(|a| a == "--lab") else {
-        return Ok(m
+        return m
             .args
             .iter()
             .find_map(|a| a.strip_prefix("--lab="))
             .map(|p| std::fs::read(p).map_err(|e| io(Path::new(p), e)))
-            .transpose()?);
+            .transpose();
     };
     let Some(p) = m.args.get(i + 1) else {
         return Ok(None);

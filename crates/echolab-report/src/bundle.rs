@@ -111,8 +111,10 @@ fn files_under(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
                     .map(|c| c.as_os_str().to_string_lossy().into_owned())
                     .collect::<Vec<_>>()
                     .join("/");
-                // Temporary files of an atomic write in progress are not part of the run.
-                if !rel.contains(".tmp") {
+                // Temporary files of an atomic write in progress (`.NAME.tmp-PID`,
+                // echolab_core::results::write_atomic) are not part of the run.
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !(name.starts_with('.') && name.contains(".tmp-")) {
                     out.push((rel, path));
                 }
             }

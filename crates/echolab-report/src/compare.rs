@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::claims::{judge, Verdict};
 use crate::dataset::Dataset;
 use crate::format::{self, Table};
+use crate::gate::{GateDirection, GateReport};
 use crate::inference::{ratio, Interval, Method, Ratio};
 use crate::{metrics, Error};
 
@@ -70,6 +71,24 @@ pub struct RunComparison {
     pub not_shared: Vec<String>,
     /// Manifest differences.
     pub differences: Vec<ManifestDifference>,
+    /// Each claim's verdict in the first run and in this one.
+    pub claims: Vec<ClaimComparison>,
+    /// The regression gate, when asked for ([`crate::gate`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateReport>,
+}
+
+/// One claim's verdict in two runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimComparison {
+    /// The claim's name.
+    pub claim: String,
+    /// Its verdict in the first run (`reproduced`, `refuted`, `inconclusive`, ...).
+    pub first: String,
+    /// Its verdict in this run.
+    pub this: String,
+    /// Whether the two are the same.
+    pub same: bool,
 }
 
 /// The whole comparison.
@@ -99,6 +118,7 @@ fn fields(m: &Manifest) -> Vec<(String, String)> {
             e.tcp_congestion_control.clone(),
         ),
         ("Docker".into(), e.docker_version.clone()),
+        ("backend".into(), m.backend.clone()),
         ("git revision".into(), e.git_rev.clone()),
         (
             "CPU plan".into(),
@@ -202,12 +222,64 @@ fn verdict_word(v: Verdict) -> &'static str {
     }
 }
 
+/// The verdict of each claim of the run in `dir`, by name; empty when its report cannot be
+/// built (the comparison of cells stands without it).
+fn claim_verdicts(dir: &std::path::Path) -> Vec<(String, String)> {
+    crate::build(dir)
+        .map(|r| {
+            r.summary
+                .verdicts
+                .iter()
+                .map(|v| (v.claim.clone(), v.verdict.word().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn claims(a: &[(String, String)], b: &[(String, String)]) -> Vec<ClaimComparison> {
+    a.iter()
+        .map(|(claim, va)| {
+            let vb = b
+                .iter()
+                .find(|(c, _)| c == claim)
+                .map_or_else(|| "(absent)".to_string(), |(_, v)| v.clone());
+            ClaimComparison {
+                claim: claim.clone(),
+                same: *va == vb,
+                first: va.clone(),
+                this: vb,
+            }
+        })
+        .collect()
+}
+
 /// Compares the runs in `dirs` (at least two) with the first, within `margin` (a fraction).
 ///
 /// # Errors
 /// [`Error::BadInput`] for fewer than two directories, a margin outside (0, 1), or runs of
 /// different experiments (named); as [`ResultsDir::load`] for a directory that is not one.
 pub fn compare(dirs: &[PathBuf], margin: f64) -> Result<Comparison, Error> {
+    compare_gated(dirs, margin, None)
+}
+
+/// [`compare`], and with `gate` = (direction, host allowance `h` as a fraction in [0, 1)) the
+/// regression gate of each run against the first ([`crate::gate`]).
+///
+/// # Errors
+/// As [`compare`]; [`Error::BadInput`] for an allowance outside [0, 1).
+pub fn compare_gated(
+    dirs: &[PathBuf],
+    margin: f64,
+    gate: Option<(GateDirection, f64)>,
+) -> Result<Comparison, Error> {
+    if let Some((_, h)) = gate {
+        if !(0.0..1.0).contains(&h) {
+            return Err(Error::BadInput(format!(
+                "--host-shift: {} must be at least 0% and below 100%",
+                format::pct(h)
+            )));
+        }
+    }
     if dirs.len() < 2 {
         return Err(Error::BadInput(
             "compare needs at least two results directories".into(),
@@ -236,17 +308,29 @@ pub fn compare(dirs: &[PathBuf], margin: f64) -> Result<Comparison, Error> {
         }
     }
     let ds_a = Dataset::new(first);
+    let claims_a = claim_verdicts(&dirs[0]);
     let mut runs = Vec::new();
     for (d, r) in dirs.iter().zip(&loaded).skip(1) {
         let ds_b = Dataset::new(r);
         let mut out = Vec::new();
         let mut not_shared = Vec::new();
+        let mut gated = Vec::new();
         for ca in &ds_a.cells {
             let Some(cb) = ds_b.cells.iter().find(|c| c.id == ca.id) else {
                 not_shared.push(format!("{} (only in the first)", ca.id));
                 continue;
             };
             for m in METRICS {
+                if let Some((_, h)) = gate {
+                    gated.extend(crate::gate::judge_cell(
+                        &ca.id,
+                        m,
+                        &ca.values(m),
+                        &cb.values(m),
+                        margin,
+                        h,
+                    ));
+                }
                 if let Some((ratio, v)) = metric(&ca.values(m), &cb.values(m), margin) {
                     out.push(MetricComparison {
                         cell: ca.id.clone(),
@@ -271,6 +355,8 @@ pub fn compare(dirs: &[PathBuf], margin: f64) -> Result<Comparison, Error> {
             metrics: out,
             not_shared,
             differences: differences(&first.manifest, &r.manifest),
+            claims: claims(&claims_a, &claim_verdicts(d)),
+            gate: gate.map(|(dir, h)| GateReport::new(dir, margin, h, gated)),
         });
     }
     Ok(Comparison {
@@ -318,6 +404,25 @@ pub fn markdown(c: &Comparison) -> String {
             md.push_str(&format!(
                 "Not shared, not compared: {}.\n\n",
                 r.not_shared.join(", ")
+            ));
+        }
+        if !r.claims.is_empty() {
+            let mut t = Table::new(["Claim", "First run", "This run", "Same verdict"]);
+            for c in &r.claims {
+                t.row([
+                    c.claim.clone(),
+                    c.first.clone(),
+                    c.this.clone(),
+                    if c.same { "yes" } else { "**no**" }.to_string(),
+                ]);
+            }
+            md.push_str(&format!("Claims' verdicts:\n\n{}\n", t.to_markdown()));
+        }
+        if let Some(g) = &r.gate {
+            md.push_str(&format!(
+                "Regression gate ({}): `{}`\n\n",
+                crate::gate::RULE,
+                g.text().trim_end().replace('\n', "` `")
             ));
         }
         if r.differences.is_empty() {

@@ -25,6 +25,7 @@
 
 pub mod attribution;
 pub mod bounds;
+pub mod bundle;
 pub mod claims;
 pub mod compare;
 pub mod costs;
@@ -34,6 +35,7 @@ pub mod differ;
 pub mod factorial;
 pub mod fdist;
 pub mod format;
+pub mod gate;
 pub mod header;
 pub mod html;
 pub mod inference;

@@ -12,7 +12,7 @@ use clap::Parser;
 #[command(
     name = "echolab-report",
     version,
-    after_help = "Example:\n  echolab-report results/20261130T015737Z-exp31-loopback\n  echolab-report --stdout results/20261130T015737Z-exp31-loopback | less\n  echolab-report compare RUN_A RUN_B    (runs of one experiment side by side; see `echolab-report compare --help`)\n\nExit status: 0 written, 2 not a (valid) results directory or bad usage, 1 I/O error."
+    after_help = "Example:\n  echolab-report results/20261130T015737Z-exp31-loopback\n  echolab-report --stdout results/20261130T015737Z-exp31-loopback | less\n  echolab-report compare RUN_A RUN_B    (runs of one experiment side by side; see `echolab-report compare --help`)\n  echolab-report bundle RUN --out F.tar.gz    (a run's replication bundle; see `echolab-report bundle --help`)\n\nExit status: 0 written, 2 not a (valid) results directory or bad usage, 1 I/O error."
 )]
 struct Args {
     /// A results directory (with manifest.yaml and runs/), as written by echolab-up.
@@ -50,7 +50,7 @@ enum Format {
 #[command(
     name = "echolab-report compare",
     bin_name = "echolab-report compare",
-    after_help = "Example:\n  echolab-report compare results/20261205T120147Z-exp31-loopback results/20261205T130000Z-exp31-loopback\n\nExit status: 0 compared, 2 bad usage, not results directories, or different experiments, 1 I/O error."
+    after_help = "Example:\n  echolab-report compare results/20261205T120147Z-exp31-loopback results/20261205T130000Z-exp31-loopback\n\nExit status: 0 compared (and the gate passed), 2 bad usage, not results directories, or different experiments, 1 I/O error, 3 --gate failed (the cells on standard error)."
 )]
 struct CompareArgs {
     /// Two or more results directories of one experiment; each is compared with the first.
@@ -63,6 +63,104 @@ struct CompareArgs {
     /// Output format, on standard output.
     #[arg(long, value_enum, default_value = "md")]
     format: Format,
+    /// Regression gate: exit 3 when any shared cell of a later run is slower (or, with
+    /// `either`, slower or faster) than the first run's beyond the band widened by
+    /// --host-shift; the cells are listed on standard error. Inconclusive cells are listed and
+    /// do not fail. Rule: a cell fails when its QPS ratio's 95% CI lies wholly below
+    /// (1-margin)(1-h), or its p50 latency ratio's wholly above (1+margin)/(1-h).
+    #[arg(long, value_enum, value_name = "DIRECTION")]
+    gate: Option<echolab_report::gate::GateDirection>,
+    /// The gate's host allowance h: how far a whole run may shift from the host alone (two
+    /// unchanged exp31 runs minutes apart on a 2-core VM shifted every cell's QPS by
+    /// 0.83-0.87x); at least 0%, below 100%.
+    #[arg(long, default_value = "20%", value_parser = parse_allowance, requires = "gate")]
+    host_shift: f64,
+}
+
+/// `--host-shift`: at least 0% and below 100%.
+fn parse_allowance(s: &str) -> Result<f64, String> {
+    let p = echolab_core::units::parse_percent(s).map_err(|e| e.to_string())?;
+    if !(0.0..100.0).contains(&p) {
+        return Err(format!(
+            "invalid percentage {s:?}: must be at least 0% and below 100%"
+        ));
+    }
+    Ok(p / 100.0)
+}
+
+/// Write a run's replication bundle: one .tar.gz with the results directory, the experiment
+/// and profile as run (and the lab file of a --lab run), Cargo.lock, flake.lock,
+/// rust-toolchain.toml and the git revision, optionally the lab image, and a SHA-256 list
+/// (SHA256SUMS, its first member). `echolab-up --replay BUNDLE` verifies and reruns it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "echolab-report bundle",
+    bin_name = "echolab-report bundle",
+    after_help = "Example:\n  echolab-report bundle results/20261205T120147Z-exp31-loopback --out exp31.tar.gz\n  echolab-up --replay exp31.tar.gz --gate slower\n\nExit status: 0 written, 2 bad usage or not a finished results directory, 1 I/O error (a file, docker save)."
+)]
+struct BundleArgs {
+    /// The results directory of one finished run.
+    run_dir: PathBuf,
+    /// The archive to write (default: <RUN_DIR>.tar.gz beside it).
+    #[arg(long, value_name = "FILE.tar.gz")]
+    out: Option<PathBuf>,
+    /// Also put the lab image in (`docker save` of the manifest's image id; hundreds of MB).
+    #[arg(long)]
+    with_image: bool,
+    /// The checkout whose Cargo.lock, flake.lock and rust-toolchain.toml go in (read with
+    /// `git show` at the run's revision when it is clean) [default: the nearest ancestor of
+    /// the current directory with a Cargo.lock and a flake.lock].
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+}
+
+fn bundle(argv: impl Iterator<Item = String>) -> ExitCode {
+    let args = match echolab_core::cli::parsed_or_exit(
+        "echolab-report bundle",
+        BundleArgs::try_parse_from(argv),
+    ) {
+        Ok(a) => a,
+        Err(code) => return ExitCode::from(code),
+    };
+    let root = args.root.clone().or_else(|| {
+        let cwd = std::env::current_dir().ok()?;
+        cwd.ancestors()
+            .find(|d| d.join("Cargo.lock").is_file() && d.join("flake.lock").is_file())
+            .map(std::path::Path::to_path_buf)
+    });
+    let Some(root) = root else {
+        eprintln!("echolab-report bundle: no checkout with Cargo.lock and flake.lock above the current directory; give --root");
+        return ExitCode::from(echolab_core::cli::EXIT_USAGE);
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        let mut name = args.run_dir.clone().into_os_string();
+        name.push(".tar.gz");
+        PathBuf::from(name)
+    });
+    let opts = echolab_report::bundle::BundleOptions {
+        root,
+        with_image: args.with_image,
+    };
+    match echolab_report::bundle::write(&args.run_dir, &out, &opts) {
+        Ok(info) => {
+            eprintln!(
+                "echolab-report bundle: wrote {} (run {}, {}{})",
+                out.display(),
+                info.run_id,
+                info.experiment,
+                if info.image {
+                    ", with the lab image"
+                } else {
+                    ""
+                }
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("echolab-report bundle: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
 }
 
 /// `--margin`: above 0% (a margin of nothing calls every pair different) and below 100% (a
@@ -85,7 +183,8 @@ fn compare(argv: impl Iterator<Item = String>) -> ExitCode {
         Ok(a) => a,
         Err(code) => return ExitCode::from(code),
     };
-    match echolab_report::compare::compare(&args.dirs, args.margin) {
+    let gate = args.gate.map(|d| (d, args.host_shift));
+    match echolab_report::compare::compare_gated(&args.dirs, args.margin, gate) {
         Ok(c) => {
             print!(
                 "{}",
@@ -95,7 +194,16 @@ fn compare(argv: impl Iterator<Item = String>) -> ExitCode {
                     Format::Json => echolab_report::compare::json(&c),
                 }
             );
-            ExitCode::SUCCESS
+            let mut failed = false;
+            for g in c.runs.iter().filter_map(|r| r.gate.as_ref()) {
+                eprint!("{}", g.text());
+                failed |= !g.passed();
+            }
+            if failed {
+                ExitCode::from(echolab_report::gate::EXIT_GATE_FAILED)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Err(e) => {
             eprintln!("echolab-report compare: {e}");
@@ -109,6 +217,10 @@ fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("compare") {
         let program = argv.next().unwrap_or_default();
         return compare(std::iter::once(program).chain(argv.skip(1)));
+    }
+    if std::env::args().nth(1).as_deref() == Some("bundle") {
+        let program = argv.next().unwrap_or_default();
+        return bundle(std::iter::once(program).chain(argv.skip(1)));
     }
     let args = match echolab_core::cli::parsed_or_exit("echolab-report", Args::try_parse()) {
         Ok(a) => a,

@@ -80,3 +80,40 @@ fn different_experiments_are_refused_by_name() {
     );
     assert!(compare(&[tmp.path().join("a")], DEFAULT_MARGIN).is_err());
 }
+
+#[test]
+fn the_gate_exits_3_naming_the_slower_cells_and_passes_a_run_against_itself() {
+    let bin = echolab_testkit::workspace_bin("echolab-report");
+    let tmp = temp_dir("compare-gate");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    run(&a, 1.0, "r1");
+    run(&b, 0.5, "r2");
+    let gate = |x: &std::path::Path, y: &std::path::Path| {
+        std::process::Command::new(&bin)
+            .arg("compare")
+            .arg(x)
+            .arg(y)
+            .args(["--gate", "slower"])
+            .output()
+            .unwrap()
+    };
+    let same = gate(&a, &a);
+    assert_eq!(same.status.code(), Some(0));
+    let slower = gate(&a, &b);
+    assert_eq!(
+        slower.status.code(),
+        Some(echolab_report::gate::EXIT_GATE_FAILED.into())
+    );
+    let err = String::from_utf8_lossy(&slower.stderr);
+    assert!(err.contains("FAILED"), "{err}");
+    // The long cells at half the QPS are named; the unchanged short cells are not.
+    let listed = err
+        .lines()
+        .find(|l| l.trim_start().starts_with("slower:"))
+        .unwrap();
+    assert!(listed.contains("epoll-et_long_c100_d1s qps"), "{listed}");
+    assert!(!listed.contains("short"), "{listed}");
+    // The other way round the long cells are faster: `slower` passes, `either` fails.
+    let faster = gate(&b, &a);
+    assert_eq!(faster.status.code(), Some(0));
+}

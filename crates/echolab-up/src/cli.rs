@@ -126,6 +126,26 @@ pub struct Args {
     /// effect has settled, and before a round would take the whole call past 15 minutes.
     #[arg(long, conflicts_with_all = ["down", "build_image", "lab", "keep"])]
     pub(crate) explain: bool,
+    /// Rerun a recorded run exactly, from its record alone (a bundle of `echolab-report
+    /// bundle`, verified and extracted under --out, or a results directory): its experiment,
+    /// profile, lab file, CPU plan, repetitions, cell order and seed and options; then compare
+    /// the two runs (replay.md in the new results directory). The checkout's files are not
+    /// read. Exit 2 when the bundle is refused (one line: what is wrong).
+    #[arg(long, value_name = "BUNDLE|RUN_DIR",
+          conflicts_with_all = ["down", "build_image", "explain", "experiment", "profile", "lab", "reps"])]
+    pub(crate) replay: Option<PathBuf>,
+    /// With --replay: exit 3 when a shared cell of the replay is slower (or, with `either`,
+    /// slower or faster) than the original's beyond the band widened by --host-shift, listing
+    /// the cells; inconclusive cells are listed and do not fail. Rule: a cell fails when its
+    /// QPS ratio's 95% CI lies wholly below (1-5%)(1-h), or its p50 latency ratio's wholly
+    /// above (1+5%)/(1-h) (docs/methodology.md, "Regression gate").
+    #[arg(long, value_enum, value_name = "DIRECTION", requires = "replay")]
+    pub(crate) gate: Option<echolab_report::gate::GateDirection>,
+    /// The gate's host allowance h: how far a whole run may shift from the host alone (two
+    /// unchanged exp31 runs minutes apart on a 2-core VM shifted every cell's QPS by
+    /// 0.83-0.87x); at least 0%, below 100%.
+    #[arg(long, default_value = "20%", value_name = "PCT", value_parser = parse_host_shift, requires = "gate")]
+    pub(crate) host_shift: f64,
     /// Set by `--explain` on its reruns, never from the command line: a rerun's verdicts go to
     /// its own report.md instead of the terminal, which keeps one line per rerun.
     #[arg(skip)]
@@ -141,6 +161,17 @@ pub(crate) enum OrderChoice {
     Listed,
 }
 
+/// `--host-shift`: at least 0% and below 100%, as a fraction.
+fn parse_host_shift(s: &str) -> Result<f64, String> {
+    let p = echolab_core::units::parse_percent(s).map_err(|e| e.to_string())?;
+    if !(0.0..100.0).contains(&p) {
+        return Err(format!(
+            "invalid percentage {s:?}: must be at least 0% and below 100%"
+        ));
+    }
+    Ok(p / 100.0)
+}
+
 fn listing() -> String {
     let root = find_root();
     let list = |dir: &str| {
@@ -154,7 +185,7 @@ fn listing() -> String {
     format!(
         // Each list on a line of its own, so that how it wraps does not depend on the length
         // of the checkout's path.
-        "Profiles in {}:\n  {}\nExperiments in {}:\n  {}\n\nExample:\n  echolab-up --profile crossnet --experiment exp31",
+        "Profiles in {}:\n  {}\nExperiments in {}:\n  {}\n\nExample:\n  echolab-up --profile crossnet --experiment exp31\n  echolab-up --replay run.tar.gz --gate slower    (rerun a bundle; exit 3 when a cell is slower)",
         root.join(PROFILES_DIR).display(),
         list(PROFILES_DIR),
         root.join(EXPERIMENTS_DIR).display(),
@@ -178,6 +209,11 @@ impl Args {
     /// ([`crate::explain::run`]).
     pub fn explain(&self) -> bool {
         self.explain
+    }
+
+    /// `--replay`: rerun a recorded run ([`crate::replay::run`]).
+    pub fn replay(&self) -> bool {
+        self.replay.is_some()
     }
 
     /// `--profile`, or its default: [`DEFAULT_LAB_PROFILE`] with `--lab`, else

@@ -7,7 +7,8 @@
 //! cells → report); the hosts they run on are deployed and removed by echolab-runtime.
 //!
 //! - [`cli`], [`app`]: the command line and one call from start to end; `down`: `--down`;
-//!   [`explain`]: `--explain`, the reruns under the seed's settings.
+//!   [`explain`]: `--explain`, the reruns under the seed's settings; [`replay`]: `--replay`,
+//!   a recorded run again and the comparison of the two.
 //! - `inputs`, `catalog`: the run's inputs (profiles, experiments, the lab file) resolved
 //!   and checked before anything is made; `plan`: the runs they expand to, in shuffled
 //!   rounds; `cpuplan`: which CPUs each host gets; `adaptive`: which cells get another
@@ -30,6 +31,7 @@ pub(crate) mod down;
 pub mod explain;
 pub(crate) mod inputs;
 pub(crate) mod plan;
+pub mod replay;
 pub(crate) mod report;
 pub(crate) mod results_dir;
 pub mod rtt_probe;

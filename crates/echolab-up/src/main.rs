@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use echolab_runtime::{custom_server, hold};
-use echolab_up::{app, cli, explain};
+use echolab_up::{app, cli, explain, replay};
 
 fn code(c: i32) -> ExitCode {
     ExitCode::from(u8::try_from(c).unwrap_or(1))
@@ -34,7 +34,9 @@ fn main() -> ExitCode {
         }
     };
     let argv = argv[1..].to_vec();
-    if args.explain() {
+    if args.replay() {
+        runtime.block_on(replay::run(args, argv))
+    } else if args.explain() {
         runtime.block_on(explain::run(args, argv))
     } else {
         runtime.block_on(app::main(args, argv))

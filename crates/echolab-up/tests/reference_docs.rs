@@ -16,7 +16,7 @@ const END: &str = "<!-- help:end -->";
 /// Subcommands a binary dispatches before clap sees its arguments, so its help lists none.
 fn extra_subcommands(name: &str) -> &'static [&'static str] {
     match name {
-        "echolab-report" => &["compare"],
+        "echolab-report" => &["compare", "bundle"],
         _ => &[],
     }
 }

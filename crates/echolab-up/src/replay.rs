@@ -43,7 +43,7 @@ struct Original {
 }
 
 fn stamp() -> String {
-    crate::results_dir::compact_stamp(&echolab_core::utc_now_rfc3339())
+    crate::plan::compact_stamp(&echolab_core::utc_now_rfc3339())
 }
 
 /// Opens `source` (a bundle, verified and extracted under `out`; or a results directory,

@@ -47,6 +47,7 @@ pub mod replication;
 pub mod setting;
 pub mod spread;
 pub mod summary_csv;
+pub mod syscall_cost;
 pub mod tables;
 pub mod verdicts;
 pub mod walkthrough;

@@ -143,7 +143,7 @@ fn the_gain_is_predicted_from_the_servers_cpu_per_request() {
         .unwrap();
     assert!(
         et.contains(
-            "predicts 2.25×, measured 2.16× (95% CI 1.94–2.41×): consistent (an identity, not a test)"
+            "predicts 2.25× (95% CI 2.15–2.37×), measured 2.16× (95% CI 1.94–2.41×): consistent (an identity, not a test)"
         ) && et.contains("the utilisation law"),
         "{et}"
     );

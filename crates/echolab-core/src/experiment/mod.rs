@@ -350,6 +350,13 @@ impl Experiment {
         }
         self.bench.check().map_err(|e| format!("bench: {e}"))?;
         self.server.check().map_err(|e| format!("server: {e}"))?;
+        if self.server.time_syscalls {
+            return Err(
+                "server.time_syscalls: timing adds to what every cell measures; set time_syscalls \
+                 on an open-loop probe block of the matrix (beside its rate) instead"
+                    .into(),
+            );
+        }
         for (i, b) in self.matrix.iter().enumerate() {
             let at = |field: &str| format!("matrix[{i}].{field}");
             if b.servers.is_empty() {

@@ -457,9 +457,11 @@ fn probe_blocks_are_open_loop_timed_and_kept_out_of_other_selectors() {
     );
     let msg = err(&format!(
         "{ONE_CELL}{}",
-        probe.replace("[long]", "[sustain]")
+        probe.replace("[long]", "[connect-storm]")
     ));
     assert!(msg.contains("matrix[1].rate"), "{msg}");
+    let msg = err(&format!("{ONE_CELL}server: {{time_syscalls: true}}\n"));
+    assert!(msg.contains("server.time_syscalls"), "{msg}");
     let msg = err(&format!(
         "{ONE_CELL}{}",
         probe.replace("rate: 500", "rate: -1")
@@ -473,7 +475,7 @@ fn a_syscall_cost_mechanism_names_timed_probes() {
     let base = format!("{}{probe}", ONE_CELL.replace("[long]", "[short, long]"));
     let mech = |extra: &str| {
         format!(
-            "{base}reference:\n  mechanisms:\n    - name: m\n      kind: syscall-cost\n      source: s\n      numerator: {{mode: long}}\n      denominator: {{mode: short}}\n{extra}"
+            "{base}reference:\n  source: s\n  mechanisms:\n    - name: m\n      kind: syscall-cost\n      source: s\n      numerator: {{mode: long}}\n      denominator: {{mode: short}}\n{extra}"
         )
     };
     let both = "      probe_numerator: {mode: long, open_loop: true}\n      probe_denominator: {mode: short, open_loop: true}\n";

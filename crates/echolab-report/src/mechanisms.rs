@@ -200,7 +200,19 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
     };
     match m.kind {
         MechanismKind::Knee => return knee(ds, manifest, m, out),
-        MechanismKind::SyscallCost => return syscall_cost::check(ds, m, out),
+        MechanismKind::SyscallCost => {
+            let mut out = syscall_cost::check(ds, m, out);
+            // A prediction of QPS at a saturated server says nothing where the server does
+            // not set the pace in every compared cell.
+            let paced = [&m.numerator, &m.denominator]
+                .iter()
+                .filter_map(|sel| one(ds, sel))
+                .collect::<Vec<_>>();
+            if out.prediction.is_some() && !server_paces_all(manifest, &paced) {
+                out.verdict = MechanismVerdict::NotTestable;
+            }
+            return out;
+        }
         _ => {}
     }
     let (Some(num), Some(den)) = (one(ds, &m.numerator), one(ds, &m.denominator)) else {

@@ -28,7 +28,10 @@
 //!   (`a` the mechanism's tolerance, ±25% by default): measurement and prediction agree
 //!   within the band even at the ends of both intervals;
 //! - **does not hold here** when it lies wholly outside the band;
-//! - is **inconclusive** when it straddles an edge, or a side has fewer than 2 repetitions.
+//! - is **inconclusive** when it straddles an edge, or a side has fewer than 2 repetitions;
+//! - is **not testable here** when the server does not set the pace in both saturated cells
+//!   (as [`crate::bounds`] labels them): a prediction of QPS at a saturated server then says
+//!   nothing either way ([`crate::mechanisms::check`] applies this last).
 
 use echolab_core::experiment::{Mechanism, MechanismKind};
 use echolab_core::results::RunRecord;

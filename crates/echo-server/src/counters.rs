@@ -7,10 +7,38 @@
 //! never write the same line (no false sharing on the hot path).
 
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
 
 use echolab_core::stats::{KindCounts, ServerCounters, SyscallStat, SyscallTable, WorkerStats};
 use nix::errno::Errno;
+
+/// Whether the I/O path times its system calls (`--time-syscalls`): set once by the main
+/// thread before any worker starts (forked workers inherit it), read on every call.
+static TIMED: AtomicBool = AtomicBool::new(false);
+
+/// Turns the timing of system calls on for the life of the process; call before any worker
+/// starts.
+pub(crate) fn time_syscalls() {
+    TIMED.store(true, Relaxed);
+}
+
+/// Whether system calls are timed.
+pub(crate) fn timing() -> bool {
+    TIMED.load(Relaxed)
+}
+
+/// The start of one timed call: `None` when timing is off, so that the untimed path pays one
+/// relaxed load and a predictable branch, and no clock read. The clock is CLOCK_MONOTONIC
+/// (`Instant`), read through the vDSO without a system call of its own.
+#[inline(always)]
+pub(crate) fn clock() -> Option<Instant> {
+    if TIMED.load(Relaxed) {
+        Some(Instant::now())
+    } else {
+        None
+    }
+}
 
 /// One counter. [`Counter::add`] is a plain load and store (no lock prefix): correct only while
 /// a single thread writes the counter, which is how every model uses its slot. Readers see a
@@ -145,6 +173,8 @@ pub(crate) struct WorkerCounters {
     /// Writes that returned EAGAIN.
     pub eagain_write: Counter,
     sys: [Counter; Sys::COUNT],
+    /// Nanoseconds inside each system call, when timed ([`clock`]).
+    sys_ns: [Counter; Sys::COUNT],
     ops: [Counter; Op::COUNT],
     errors: [Counter; ErrKind::COUNT],
 }
@@ -154,6 +184,14 @@ impl WorkerCounters {
     #[inline(always)]
     pub(crate) fn sys(&self, s: Sys) -> &Counter {
         &self.sys[s as usize]
+    }
+    /// Adds the time since `started` (from [`clock`]) to system call `s`; nothing when
+    /// timing is off.
+    #[inline(always)]
+    pub(crate) fn timed(&self, s: Sys, started: Option<Instant>) {
+        if let Some(t) = started {
+            self.sys_ns[s as usize].add(t.elapsed().as_nanos() as u64);
+        }
     }
     /// The counter of io_uring operation `o`.
     #[inline(always)]
@@ -167,9 +205,11 @@ impl WorkerCounters {
     }
 
     /// Reads every counter into the JSON shape. `always` names the system calls listed even at
-    /// zero (the model's own set); others appear only when non-zero.
+    /// zero (the model's own set); others appear only when non-zero. Each call's `total_ns`
+    /// is there when the calls are timed ([`timing`]), absent otherwise.
     pub(crate) fn snapshot(&self, always: &[Sys]) -> ServerCounters {
         let mut syscalls = SyscallTable::new();
+        let timed = timing();
         for &s in Sys::ALL {
             let count = self.sys(s).get();
             if count > 0 || always.contains(&s) {
@@ -177,7 +217,7 @@ impl WorkerCounters {
                     s.name().to_string(),
                     SyscallStat {
                         count,
-                        total_ns: None,
+                        total_ns: timed.then(|| self.sys_ns[s as usize].get()),
                     },
                 );
             }
@@ -254,7 +294,11 @@ pub(crate) fn merge(
         total.eagain_read += c.eagain_read;
         total.eagain_write += c.eagain_write;
         for (k, v) in &c.syscalls {
-            total.syscalls.entry(k.clone()).or_default().count += v.count;
+            let t = total.syscalls.entry(k.clone()).or_default();
+            t.count += v.count;
+            if let Some(ns) = v.total_ns {
+                t.total_ns = Some(t.total_ns.unwrap_or(0) + ns);
+            }
         }
         for (k, v) in &c.ops {
             *total.ops.entry(k.clone()).or_default() += v;
@@ -293,6 +337,32 @@ mod tests {
         assert_eq!(total.errors["emfile"], 1);
         assert_eq!(workers.len(), 2);
         assert_eq!(workers[1].counters.accepted, 1);
+    }
+
+    #[test]
+    fn timed_calls_add_their_time_and_merge_it() {
+        let slots = alloc_shared(2).unwrap();
+        // Off: no clock is read and nothing is added.
+        assert!(!timing() && clock().is_none());
+        slots[0].timed(Sys::Read, clock());
+        assert_eq!(slots[0].sys_ns[Sys::Read as usize].get(), 0);
+        let (total, _) = merge(slots, &[Sys::Read]);
+        assert_eq!(total.syscalls["read"].total_ns, None, "untimed: no total");
+        // A started clock adds at least the time that passed before the call ended.
+        let started = Some(Instant::now() - std::time::Duration::from_micros(5));
+        slots[0].sys(Sys::Read).inc();
+        slots[0].timed(Sys::Read, started);
+        slots[1].sys(Sys::Read).inc();
+        slots[1].timed(Sys::Read, started);
+        let each = slots[0].sys_ns[Sys::Read as usize].get();
+        assert!(each >= 5_000, "{each} ns");
+        let both = each + slots[1].sys_ns[Sys::Read as usize].get();
+        TIMED.store(true, Relaxed);
+        let (total, workers) = merge(slots, &[Sys::Read]);
+        TIMED.store(false, Relaxed);
+        assert_eq!(total.syscalls["read"].count, 2);
+        assert_eq!(total.syscalls["read"].total_ns, Some(both));
+        assert_eq!(workers[0].counters.syscalls["read"].total_ns, Some(each));
     }
 
     #[test]

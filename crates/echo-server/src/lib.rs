@@ -65,6 +65,19 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     if opts.exclusive && model != ServerModel::Prefork {
         return Ok(usage_error("--exclusive applies to --model prefork only"));
     }
+    if opts.time_syscalls {
+        if !echolab_core::experiment::TIMED_MODELS.contains(&model) {
+            let names: Vec<&str> = echolab_core::experiment::TIMED_MODELS
+                .iter()
+                .map(|m| m.name())
+                .collect();
+            return Ok(usage_error(&format!(
+                "--time-syscalls applies to --model {} only, not {model}",
+                names.join(", ")
+            )));
+        }
+        counters::time_syscalls();
+    }
     let inject = match fatal::inject() {
         Ok(i) => i,
         Err(msg) => return Ok(usage_error(&msg)),

@@ -40,9 +40,18 @@ fn shipped_experiments_are_valid() {
 fn seed_matrices_have_the_documented_shape() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
     let load = |n: &str| Experiment::load(&dir.join(format!("{n}.yaml"))).unwrap();
-    // exp31: LT and ET x short and long x 100 connections x 10 rounds x 3 repetitions.
+    // exp31: LT and ET x short and long x 100 connections x 10 rounds x 3 repetitions, and
+    // the same four as timed open-loop probes, which no claim selects.
     let e = load("exp31");
-    assert_eq!((e.cells().len(), e.repetitions), (4, 3));
+    assert_eq!((e.cells().len(), e.repetitions), (8, 3));
+    let probes: Vec<_> = e.cells().into_iter().filter(|c| c.rate.is_some()).collect();
+    assert_eq!(probes.len(), 4);
+    assert!(probes.iter().all(|c| c.time_syscalls));
+    for claim in &e.reference.claims {
+        assert!(!probes
+            .iter()
+            .any(|p| claim.numerator.matches(p) || claim.denominator.matches(p)));
+    }
     // exp33: 5 connection counts x short/long.
     assert_eq!(load("exp33").cells().len(), 10);
     // select-vs-epoll: connect-storm 100..1000 step 100 and sustain 100..800, for 2 servers.

@@ -45,7 +45,7 @@ struct Schema {
 }
 
 /// Values offered to a `deserialize_any` field, in turn, until its type accepts one.
-const ANY_CANDIDATES: [&str; 3] = ["0", "5%", "1s"];
+const ANY_CANDIDATES: [&str; 4] = ["0", "5%", "1s", "1"];
 
 /// A deserializer that produces a value of any shape the visitor asks for, recording what it
 /// is asked. `parent` is the (struct, field) whose value it is.
@@ -297,9 +297,9 @@ fn the_template_loads_as_a_users_experiment_does() {
     // The launcher's own call (echolab-up's catalog::load_experiment): read, parse, validate.
     let e = Experiment::load(&template_path()).unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(e.name, "experiment-template", "name is the file's stem");
-    // Small enough to run in about a minute: 11 cells, timed windows of at most 0.3 s, and at
+    // Small enough to run in about a minute: 13 cells (2 of them probes), timed windows of at most 0.3 s, and at
     // least the 0.1 s below which the report calls a cell too short to be stable.
-    assert_eq!(e.cells().len(), 11);
+    assert_eq!(e.cells().len(), 13);
     // A server of your own is a mapping, which the schema walk (offering strings) does not
     // reach: held here instead.
     let own = e.custom_servers();

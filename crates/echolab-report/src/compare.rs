@@ -3,7 +3,7 @@
 //! first) with its 95% interval and an equivalence verdict within a stated margin, beside the
 //! differences between their manifests (machine, kernel, CPU plan, link, binaries, inputs).
 //!
-//! The verdict is the claims' rule ([`crate::claims::judge`]) with the band 1 ± margin:
+//! The verdict is the claims' rule ([`crate::claims::judge`]) with the band [1/(1 + margin), 1 + margin] (`ClaimBand::relative`, the claims' own band):
 //! **same** when the interval lies inside it, **different** when it lies wholly outside,
 //! **inconclusive** otherwise. Two cells whose repetitions gave identical values (the same run
 //! given twice) are the same measurement: exactly 1×, same.
@@ -205,11 +205,7 @@ fn metric(a: &[f64], b: &[f64], margin: f64) -> Option<(Ratio, Verdict)> {
         return Some((exact, Verdict::Reproduced));
     }
     let r = ratio(&sb, &sa).ok()?;
-    let band = ClaimBand {
-        low: 1.0 - margin,
-        high: 1.0 + margin,
-        open: false,
-    };
+    let band = ClaimBand::relative(1.0, margin);
     let (v, _) = judge(&band, &r);
     Some((r, v))
 }

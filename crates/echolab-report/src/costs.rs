@@ -213,6 +213,8 @@ mod tests {
                 duration: None,
                 payload: 12,
                 reply_bytes: None,
+                rate: None,
+                time_syscalls: false,
             },
             repetition: 1,
             started_at: String::new(),

@@ -51,6 +51,7 @@ pub mod sequential;
 pub mod setting;
 pub mod spread;
 pub mod summary_csv;
+pub mod syscall_cost;
 pub mod tables;
 pub mod verdicts;
 pub mod walkthrough;

@@ -56,7 +56,7 @@ struct CompareArgs {
     /// Two or more results directories of one experiment; each is compared with the first.
     #[arg(required = true, num_args = 2..)]
     dirs: Vec<PathBuf>,
-    /// The equivalence margin: a ratio within 1 ± margin counts as the same (above 0%,
+    /// The equivalence margin: a ratio within a factor 1 + margin of 1, either way, counts as the same (above 0%,
     /// below 100%).
     #[arg(long, default_value = "5%", value_parser = parse_margin)]
     margin: f64,

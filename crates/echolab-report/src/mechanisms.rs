@@ -21,6 +21,12 @@
 //!   holds for the Little's-law figure printed beside a round-trip mechanism: in a closed
 //!   loop without think time, mean latency = connections / QPS by definition.
 //!
+//! A `syscall-cost` mechanism ([`MechanismKind::SyscallCost`]) predicts from quantities
+//! measured apart from the QPS it predicts (timed system calls in open-loop probes below
+//! saturation), and its verdict uses the prediction's interval as well as the measurement's:
+//! see [`crate::syscall_cost`] for the rule. Every check names the independent source of its
+//! prediction ([`MechanismCheck::source`]), or says that it has none.
+//!
 //! A knee mechanism ([`MechanismKind::Knee`]) is judged on a scan instead (see [`knee`]):
 //! it holds here when the predicted and the measured knee are the same scan point or
 //! adjacent ones, does not hold when they are further apart, and is inconclusive when either
@@ -39,6 +45,7 @@ use crate::dataset::{CellData, Dataset};
 use crate::format;
 use crate::inference::{ratio, Ratio};
 use crate::metrics;
+use crate::syscall_cost::{self, Agreement};
 
 /// A mechanism's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +85,14 @@ pub struct MechanismCheck {
     pub mechanism: Mechanism,
     /// The predicted value of the effect, when every input was there.
     pub predicted: Option<f64>,
+    /// The prediction with its 95% interval over repetitions, where it has one.
+    pub prediction: Option<Ratio>,
+    /// Where the prediction's inputs come from, and whether they are measured apart from the
+    /// effect it predicts.
+    pub source: String,
+    /// Measured over predicted with the interval that carries both uncertainties
+    /// ([`syscall_cost::agreement`]), for the mechanisms judged that way.
+    pub agreement: Option<Agreement>,
     /// The measured effect with its interval.
     pub measured: Option<Ratio>,
     /// The verdict.
@@ -101,10 +116,11 @@ impl MechanismCheck {
         if self.predicted.is_none() {
             return format!("no prediction ({}): {}", self.how, self.verdict.word());
         }
-        let predicted = self
-            .predicted
-            .map(format::times)
-            .unwrap_or_else(|| "—".into());
+        let predicted = match (&self.prediction, self.predicted) {
+            (Some(p), _) => format::ratio(p),
+            (None, Some(v)) => format::times(v),
+            (None, None) => "—".into(),
+        };
         let measured = self
             .measured
             .as_ref()
@@ -115,8 +131,18 @@ impl MechanismCheck {
         } else {
             format!("; {}", self.alternative)
         };
+        let agreement = self.agreement.as_ref().map_or(String::new(), |a| {
+            format!(
+                ", measured/predicted {}{}",
+                format::times(a.value),
+                a.ci95.map_or(String::new(), |ci| format!(
+                    " (95% CI {})",
+                    format::ratio_interval(ci)
+                ))
+            )
+        });
         format!(
-            "predicts {predicted}, measured {measured}: {}{alternative}",
+            "predicts {predicted}, measured {measured}{agreement}: {}{alternative}",
             self.verdict.word()
         )
     }
@@ -139,13 +165,10 @@ fn one<'d, 'a>(
     }
 }
 
-/// The agreement band around `predicted`: `predicted × (1 ± a)`.
+/// The agreement band around `predicted`: a factor `1 + a` either way
+/// ([`ClaimBand::relative`], the claims' own band).
 fn band(predicted: f64, a: f64) -> ClaimBand {
-    ClaimBand {
-        low: predicted * (1.0 - a),
-        high: predicted * (1.0 + a),
-        open: false,
-    }
+    ClaimBand::relative(predicted, a)
 }
 
 /// The measured ratio of `metric`, numerator over denominator.
@@ -163,14 +186,31 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
     let mut out = MechanismCheck {
         mechanism: m.clone(),
         predicted: None,
+        prediction: None,
+        source: String::new(),
+        agreement: None,
         measured: None,
         verdict: MechanismVerdict::Inconclusive,
         how: String::new(),
         leaves_out: String::new(),
         alternative: String::new(),
     };
-    if m.kind == MechanismKind::Knee {
-        return knee(ds, manifest, m, out);
+    match m.kind {
+        MechanismKind::Knee => return knee(ds, manifest, m, out),
+        MechanismKind::SyscallCost => {
+            let mut out = syscall_cost::check(ds, m, out);
+            // A prediction of QPS at a saturated server says nothing where the server does
+            // not set the pace in every compared cell.
+            let paced = [&m.numerator, &m.denominator]
+                .iter()
+                .filter_map(|sel| one(ds, sel))
+                .collect::<Vec<_>>();
+            if out.prediction.is_some() && !server_paces_all(manifest, &paced) {
+                out.verdict = MechanismVerdict::NotTestable;
+            }
+            return out;
+        }
+        _ => {}
     }
     let (Some(num), Some(den)) = (one(ds, &m.numerator), one(ds, &m.denominator)) else {
         out.how = "a cell of the mechanism has no data".into();
@@ -182,8 +222,8 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
         MechanismKind::RoundTrips => round_trips(manifest, num, den, &mut out),
         MechanismKind::Wakeups => return wakeups(num, den, out),
         MechanismKind::SyscallTime => syscall_time(m, num, den),
-        // Judged on its scan above.
-        MechanismKind::Knee => return out,
+        // Judged on their own above.
+        MechanismKind::Knee | MechanismKind::SyscallCost => return out,
     };
     out.how = how;
     out.measured = measured.clone();
@@ -338,7 +378,12 @@ fn cpu_per_request(
             "no server CPU samples in one of the cells".into(),
         );
     };
-    let predicted = ratio(&cd, &cn).ok().map(|r| r.value);
+    let prediction = ratio(&cd, &cn).ok();
+    let predicted = prediction.as_ref().map(|r| r.value);
+    out.prediction = prediction;
+    out.source =
+        "none independent: server CPU per request is the cgroup's CPU over the same cells' QPS"
+            .into();
     let split = |c: &CellData<'_>| match (
         median(c, costs::SERVER_USER_US),
         median(c, costs::SERVER_SYS_US),
@@ -419,6 +464,9 @@ fn round_trips(
         );
     };
     let (pn, pd) = (tn * rtt + sn, td * rtt + sd);
+    out.source = "the lab's calibrated RTT (measured before the cells, apart from them) and round trips per request; \
+                  the server CPU term is from the same cells"
+        .into();
     let how = format!(
         "{} × RTT {} µs + server {} µs = {} µs for {}, {} × {} µs + {} µs = {} µs for {}",
         tn,
@@ -537,7 +585,9 @@ pub fn section(checks: &[MechanismCheck]) -> String {
     let mut out = String::from(
         "## Mechanisms, checked from this run's costs\n\nEach mechanism the experiment states predicts a quantity from what \
          this run measured; the prediction holds when the measured effect's 95% interval lies within the mechanism's \
-         agreement band around it (±25% unless stated), the claims' rule with the prediction in the seed's place.\n\n",
+         agreement band around it (±25% unless stated), the claims' rule with the prediction in the seed's place; a \
+         prediction from measurements apart from the effect (syscall-cost) holds when the interval of measured over \
+         predicted, which carries both uncertainties, lies within that band.\n\n",
     );
     for c in checks {
         out.push_str(&format!(
@@ -549,6 +599,9 @@ pub fn section(checks: &[MechanismCheck]) -> String {
         ));
         if !c.short_says_how() {
             out.push_str(&format!(" {}.", c.how));
+        }
+        if !c.source.is_empty() {
+            out.push_str(&format!(" Source of the prediction: {}.", c.source));
         }
         if !c.leaves_out.is_empty() {
             out.push_str(&format!(

@@ -144,7 +144,7 @@ fn the_gain_is_predicted_from_the_servers_cpu_per_request() {
         .unwrap();
     assert!(
         et.contains(
-            "predicts 2.25×, measured 2.16× (95% CI 1.83–2.56×): consistent (an identity, not a test)"
+            "predicts 2.25× (95% CI 2.09–2.43×), measured 2.16× (95% CI 1.83–2.56×): consistent (an identity, not a test)"
         ) && et.contains("the utilisation law"),
         "{et}"
     );

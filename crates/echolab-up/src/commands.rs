@@ -29,6 +29,8 @@ pub fn server_cmd(
     let model = cell.model()?;
     let mut opts = exp.server.clone();
     opts.exclusive &= model == ServerModel::Prefork;
+    // A probe block's own setting: the saturated cells of the same server stay untimed.
+    opts.time_syscalls |= cell.time_syscalls;
     Ok(ServerLaunch::Model(ServerCmd {
         reply_bytes: cell.reply_bytes,
         opts,
@@ -59,7 +61,7 @@ pub fn bench_cmd(
             mode,
             duration: cell.duration,
             payload_size: Some(cell.payload).filter(|&p| p != 12),
-            rate: None,
+            rate: cell.rate,
             warmup,
             server_cpus,
             client: client.clone(),
@@ -126,6 +128,31 @@ mod tests {
                 .join(" "),
             "connect-storm 10.0.0.2 9988 100 --server-cpus separate --timeout 2s --json"
         );
+    }
+
+    #[test]
+    fn a_probe_block_runs_open_loop_with_a_timed_server() {
+        let e = Experiment::parse(
+            "name: t\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [short]\n    conns: [10]\n    rounds: [10]\n  - servers: [epoll-et]\n    modes: [short]\n    conns: [10]\n    rounds: [10]\n    rate: 500\n    time_syscalls: true\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let t: SocketAddr = "10.0.0.2:9988".parse().unwrap();
+        let lines: Vec<(String, String)> = e
+            .cells()
+            .iter()
+            .map(|c| {
+                let s = server_cmd(&e, c, "127.0.0.1".parse().unwrap())
+                    .unwrap()
+                    .argv()
+                    .join(" ");
+                (s, bench_cmd(&e, c, t, ServerCpus::Shared).argv().join(" "))
+            })
+            .collect();
+        assert!(!lines[0].0.contains("--time-syscalls"), "{lines:?}");
+        assert!(!lines[0].1.contains("--rate"), "{lines:?}");
+        assert!(lines[1].0.ends_with("--time-syscalls"), "{lines:?}");
+        assert!(lines[1].1.contains("--rate 500"), "{lines:?}");
     }
 
     #[test]

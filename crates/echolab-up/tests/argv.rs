@@ -319,6 +319,8 @@ fn every_experiment_option_parses_for_every_model_and_mode() {
             payload: None,
             reply_bytes: None,
             hist: true,
+            rate: None,
+            time_syscalls: false,
         };
         exp.matrix = vec![
             block(vec![BenchMode::Short, BenchMode::Long], vec![1, 10], None),
@@ -342,6 +344,7 @@ fn every_experiment_option_parses_for_every_model_and_mode() {
             backlog: 128,
             exclusive: true,
             nodelay: false,
+            time_syscalls: false,
         };
         exp.bench = ClientOpts {
             threads: Some(1),
@@ -376,6 +379,7 @@ fn every_field_of_every_builder_parses() {
                 backlog: 64,
                 exclusive: true,
                 nodelay: false,
+                time_syscalls: true,
             },
         });
         check_server(&ServerCmd::new(model, "0.0.0.0".parse().unwrap(), 0));

@@ -20,7 +20,7 @@ use anyhow::Context as _;
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 
-use crate::counters::{ErrKind, Sys, WorkerCounters};
+use crate::counters::{clock, ErrKind, Sys, WorkerCounters};
 use crate::readiness::accept::{Accepted, Acceptor};
 use crate::readiness::conn::{Conn, Protocol, Slab, Step};
 use crate::readiness::{io, worker};
@@ -172,8 +172,13 @@ impl<'c> Reactor<'c> {
         self.spec.trigger == Trigger::Edge
     }
 
-    fn ctl_count(&self) {
+    /// One epoll_ctl(2), counted and (with `--time-syscalls`) timed.
+    fn ctl<T>(&self, call: impl FnOnce(&Epoll) -> T) -> T {
         self.c.sys(Sys::EpollCtl).inc();
+        let t = clock();
+        let r = call(&self.epoll);
+        self.c.timed(Sys::EpollCtl, t);
+        r
     }
 
     fn arm_listener(&self) -> nix::Result<()> {
@@ -184,9 +189,7 @@ impl<'c> Reactor<'c> {
         if self.spec.exclusive {
             flags |= EpollFlags::EPOLLEXCLUSIVE;
         }
-        self.ctl_count();
-        self.epoll
-            .add(self.acceptor.fd(), EpollEvent::new(flags, LISTENER))
+        self.ctl(|e| e.add(self.acceptor.fd(), EpollEvent::new(flags, LISTENER)))
     }
 
     /// Interest of a connection: fixed for edge-triggered, by pending output for level-triggered.
@@ -208,7 +211,10 @@ impl<'c> Reactor<'c> {
                 }
             };
             self.c.sys(Sys::EpollWait).inc();
-            let n = match self.epoll.wait(&mut events, timeout) {
+            let t = clock();
+            let r = self.epoll.wait(&mut events, timeout);
+            self.c.timed(Sys::EpollWait, t);
+            let n = match r {
                 Ok(n) => n,
                 Err(Errno::EINTR) => continue,
                 Err(e) => return Err(anyhow::anyhow!("epoll_wait: {e}")),
@@ -240,11 +246,8 @@ impl<'c> Reactor<'c> {
                 Accepted::Conn(fd) => {
                     let conn = Conn::new(fd, &self.proto);
                     let flags = self.conn_flags(Step::WantRead);
-                    self.ctl_count();
-                    if let Err(e) = self
-                        .epoll
-                        .add(conn.fd(), EpollEvent::new(flags, conn.raw_fd() as u64))
-                    {
+                    let event = EpollEvent::new(flags, conn.raw_fd() as u64);
+                    if let Err(e) = self.ctl(|ep| ep.add(conn.fd(), event)) {
                         self.c.error(ErrKind::from_errno(e)).inc();
                         io::close(conn.into_fd(), self.c);
                         continue;
@@ -254,9 +257,8 @@ impl<'c> Reactor<'c> {
                 Accepted::Skipped => continue,
                 Accepted::Empty => return,
                 Accepted::Paused => {
-                    self.ctl_count();
                     // Failure means it was not registered, which is the state we want.
-                    let _ = self.epoll.delete(self.acceptor.fd());
+                    let _ = self.ctl(|e| e.delete(self.acceptor.fd()));
                     return;
                 }
             }
@@ -288,7 +290,10 @@ impl<'c> Reactor<'c> {
             if step != Step::Close && was_pending != now_pending {
                 let mut event = EpollEvent::new(conn_interest(Trigger::Level, step), fd as u64);
                 self.c.sys(Sys::EpollCtl).inc();
-                if let Err(e) = self.epoll.modify(conn.fd(), &mut event) {
+                let t = clock();
+                let r = self.epoll.modify(conn.fd(), &mut event);
+                self.c.timed(Sys::EpollCtl, t);
+                if let Err(e) = r {
                     self.c.error(ErrKind::from_errno(e)).inc();
                     self.close(fd);
                     return;

@@ -1,6 +1,9 @@
 //! The I/O system calls of the readiness models, each counted in the calling worker's slot
 //! (one `Counter` increment per call, so counting costs a load and a store).
 //!
+//! With `--time-syscalls` each call is also timed ([`crate::counters::clock`]); without it
+//! the only addition is one relaxed load and a branch per call.
+//!
 //! Writes use send(2) with MSG_NOSIGNAL: a peer that reset the connection yields EPIPE instead
 //! of SIGPIPE, independently of the process's signal disposition. They are counted as `write`.
 
@@ -9,7 +12,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use nix::errno::Errno;
 use nix::sys::socket::{accept4, send, MsgFlags, SockFlag};
 
-use crate::counters::{ErrKind, Sys, WorkerCounters};
+use crate::counters::{clock, ErrKind, Sys, WorkerCounters};
 
 /// Result of one read(2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +43,10 @@ pub(crate) enum WriteResult {
 pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8], c: &WorkerCounters) -> ReadResult {
     loop {
         c.sys(Sys::Read).inc();
-        match nix::unistd::read(fd, buf) {
+        let t = clock();
+        let r = nix::unistd::read(fd, buf);
+        c.timed(Sys::Read, t);
+        match r {
             Ok(0) => return ReadResult::Eof,
             Ok(n) => {
                 c.bytes_in.add(n as u64);
@@ -64,7 +70,10 @@ pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8], c: &WorkerCounters) -> Re
 pub(crate) fn write(fd: BorrowedFd<'_>, buf: &[u8], c: &WorkerCounters) -> WriteResult {
     loop {
         c.sys(Sys::Write).inc();
-        match send(fd.as_raw_fd(), buf, MsgFlags::MSG_NOSIGNAL) {
+        let t = clock();
+        let r = send(fd.as_raw_fd(), buf, MsgFlags::MSG_NOSIGNAL);
+        c.timed(Sys::Write, t);
+        match r {
             Ok(n) => {
                 c.bytes_out.add(n as u64);
                 return WriteResult::Wrote(n);
@@ -88,7 +97,10 @@ pub(crate) fn write(fd: BorrowedFd<'_>, buf: &[u8], c: &WorkerCounters) -> Write
 pub(crate) fn accept(listener: RawFd, c: &WorkerCounters) -> Result<OwnedFd, Errno> {
     loop {
         c.sys(Sys::Accept).inc();
-        match accept4(listener, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC) {
+        let t = clock();
+        let r = accept4(listener, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC);
+        c.timed(Sys::Accept, t);
+        match r {
             Ok(fd) => {
                 c.accepted.inc();
                 // SAFETY: accept4 just returned this descriptor; nothing else in the process
@@ -106,5 +118,7 @@ pub(crate) fn accept(listener: RawFd, c: &WorkerCounters) -> Result<OwnedFd, Err
 pub(crate) fn close(fd: OwnedFd, c: &WorkerCounters) {
     c.sys(Sys::Close).inc();
     c.closed.inc();
+    let t = clock();
     drop(fd);
+    c.timed(Sys::Close, t);
 }

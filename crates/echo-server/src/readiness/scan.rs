@@ -87,7 +87,10 @@ pub(crate) fn counted_wait(
     call: impl FnOnce() -> nix::Result<i32>,
 ) -> anyhow::Result<bool> {
     c.sys(sys).inc();
-    let n = match call() {
+    let t = crate::counters::clock();
+    let r = call();
+    c.timed(sys, t);
+    let n = match r {
         Ok(n) => n,
         Err(nix::errno::Errno::EINTR) => return Ok(false),
         Err(e) => anyhow::bail!("{}: {e}", sys.name()),

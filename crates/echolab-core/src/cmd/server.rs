@@ -159,6 +159,15 @@ pub struct ServerOpts {
     #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub nodelay: bool,
+    /// Time each system call of the I/O path (clock_gettime(CLOCK_MONOTONIC) before and after
+    /// it) and report the total per call in the stats line's `syscalls.*.total_ns`: what
+    /// seed 000 §4 multiplies by calls per request for a request's kernel cost. Two clock
+    /// reads per call (tens of ns each through the vDSO) add to what is measured, so a cell
+    /// that times its calls is a low-load probe, never a saturated one. Models select, poll,
+    /// epoll-lt, epoll-et, prefork and reuseport; off: the calls are counted only.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub time_syscalls: bool,
 }
 
 impl Default for ServerOpts {
@@ -391,11 +400,12 @@ mod tests {
             workers: Some(3),
             exclusive: true,
             nodelay: false,
+            time_syscalls: true,
         };
         crate::cmd::assert_survives_its_own_argv(&all, &[]);
         assert_eq!(
             all.argv().join(" "),
-            "--backlog 64 --read-buf 4096 --workers 3 --exclusive --nodelay=false"
+            "--backlog 64 --read-buf 4096 --workers 3 --exclusive --nodelay=false --time-syscalls"
         );
     }
 

@@ -43,6 +43,13 @@ pub enum MechanismKind {
     /// the first conns after which QPS does not rise beyond its 95% interval. It holds when
     /// the two are the same scan point or adjacent ones.
     Knee,
+    /// QPS at saturation goes as 1 / the server's kernel cost per request, that cost measured
+    /// apart from the QPS it predicts (seed 000 §4's own method: system calls per request ×
+    /// each call's time). The cost comes from the timed open-loop probes `probe_numerator`
+    /// and `probe_denominator` (echo-server `--time-syscalls`, a rate below saturation); the
+    /// QPS ratio of the saturated cells `numerator` / `denominator` is predicted as the
+    /// denominator probe's cost per request over the numerator probe's.
+    SyscallCost,
 }
 
 impl MechanismKind {
@@ -54,6 +61,7 @@ impl MechanismKind {
             MechanismKind::Wakeups => "wakeups",
             MechanismKind::SyscallTime => "syscall-time",
             MechanismKind::Knee => "knee",
+            MechanismKind::SyscallCost => "syscall-cost",
         }
     }
 }
@@ -81,6 +89,13 @@ pub struct Mechanism {
     /// several cells that differ in conns (`{server: epoll-et, mode: long}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<CellSelector>,
+    /// [`MechanismKind::SyscallCost`]: the timed open-loop probe whose cost per request
+    /// predicts the numerator's QPS (`{server: epoll-et, mode: long, open_loop: true}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_numerator: Option<CellSelector>,
+    /// [`MechanismKind::SyscallCost`]: the probe of the denominator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_denominator: Option<CellSelector>,
     /// [`MechanismKind::SyscallTime`]: the system call (`connect`, `close`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscall: Option<String>,
@@ -116,6 +131,28 @@ impl Mechanism {
             (MechanismKind::SyscallTime, Some(_)) | (_, None) => {}
             (kind, Some(_)) => {
                 return Err(format!("syscall: not used by a {} mechanism", kind.name()))
+            }
+        }
+        let probes = [
+            ("probe_numerator", &self.probe_numerator),
+            ("probe_denominator", &self.probe_denominator),
+        ];
+        for (field, probe) in probes {
+            match (self.kind, probe) {
+                (MechanismKind::SyscallCost, None) => {
+                    return Err(format!(
+                        "{field}: a syscall-cost mechanism names the timed open-loop probe its cost comes from"
+                    ))
+                }
+                (MechanismKind::SyscallCost, Some(sel)) if !sel.open_loop => {
+                    return Err(format!(
+                        "{field}: {sel} must select an open-loop probe (open_loop: true)"
+                    ))
+                }
+                (MechanismKind::SyscallCost, Some(_)) | (_, None) => {}
+                (kind, Some(_)) => {
+                    return Err(format!("{field}: not used by a {} mechanism", kind.name()))
+                }
             }
         }
         match (self.kind, &self.series) {

@@ -15,6 +15,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::{BenchEngine, ClientOpts, Options, ServerModel, ServerOpts, UnknownModel};
+use crate::limits::Rate;
 use crate::units::{ByteSize, Dur, Percent};
 
 mod mechanism;
@@ -84,7 +85,30 @@ pub struct MatrixBlock {
     /// histogram).
     #[serde(default)]
     pub hist: bool,
+    /// Open loop: the block's short/long cells send this many requests per second in total
+    /// (echo-bench `--rate`) instead of each connection's next request leaving when its reply
+    /// is in. Such a cell is a probe below saturation: claims and the other mechanisms never
+    /// select it (a [`CellSelector`] matches it only with `open_loop: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+    /// The block's servers time their system calls (echo-server `--time-syscalls`), for a
+    /// `syscall-cost` mechanism. Only with `rate` (the timing adds to what it measures, so a
+    /// saturated cell never carries it) and only for the models that time their calls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub time_syscalls: bool,
 }
+
+/// The models whose system calls echo-server can time (`--time-syscalls`): the readiness
+/// models, whose calls all go through one place; thread, tokio and uring issue theirs
+/// elsewhere (a blocking thread each, tokio's reactor, batched ring submissions).
+pub const TIMED_MODELS: [ServerModel; 6] = [
+    ServerModel::Select,
+    ServerModel::Poll,
+    ServerModel::EpollLt,
+    ServerModel::EpollEt,
+    ServerModel::Prefork,
+    ServerModel::Reuseport,
+];
 
 /// An experiment file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -194,6 +218,13 @@ pub struct Cell {
     /// Reply bytes (sustain).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_bytes: Option<u64>,
+    /// Open-loop rate, requests per second in total ([`MatrixBlock::rate`]); absent: closed
+    /// loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+    /// The server times its system calls ([`MatrixBlock::time_syscalls`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub time_syscalls: bool,
 }
 
 impl Cell {
@@ -220,6 +251,12 @@ impl Cell {
         }
         if let Some(b) = self.reply_bytes {
             id.push_str(&format!("_reply{b}"));
+        }
+        if let Some(r) = self.rate {
+            id.push_str(&format!("_rate{r}"));
+        }
+        if self.time_syscalls {
+            id.push_str("_timed");
         }
         id
     }
@@ -313,6 +350,13 @@ impl Experiment {
         }
         self.bench.check().map_err(|e| format!("bench: {e}"))?;
         self.server.check().map_err(|e| format!("server: {e}"))?;
+        if self.server.time_syscalls {
+            return Err(
+                "server.time_syscalls: timing adds to what every cell measures; set time_syscalls \
+                 on an open-loop probe block of the matrix (beside its rate) instead"
+                    .into(),
+            );
+        }
         for (i, b) in self.matrix.iter().enumerate() {
             let at = |field: &str| format!("matrix[{i}].{field}");
             if b.servers.is_empty() {
@@ -382,6 +426,37 @@ impl Experiment {
                         "{}: mode sustain always sends the seed's 12-byte request; \
                          payload applies to short and long only",
                         at("payload")
+                    ));
+                }
+            }
+            if b.rate.is_some()
+                && !b
+                    .modes
+                    .iter()
+                    .all(|m| matches!(m, BenchMode::Short | BenchMode::Long))
+            {
+                return Err(format!(
+                    "{}: an open-loop rate applies to modes short and long only; put the other modes in a block of their own",
+                    at("rate")
+                ));
+            }
+            if b.time_syscalls {
+                if b.rate.is_none() {
+                    return Err(format!(
+                        "{}: timed system calls add to what a cell measures, so only an open-loop \
+                         probe below saturation times them; give the block a rate",
+                        at("time_syscalls")
+                    ));
+                }
+                if let Some(other) = b.servers.iter().find(|e| {
+                    !matches!(e, ServerEntry::Model(n) if n.parse::<ServerModel>().is_ok_and(|m| TIMED_MODELS.contains(&m)))
+                }) {
+                    let names: Vec<&str> = TIMED_MODELS.iter().map(|m| m.name()).collect();
+                    return Err(format!(
+                        "{}: echo-server times the calls of {} only, not {:?}",
+                        at("time_syscalls"),
+                        names.join(", "),
+                        other.name()
                     ));
                 }
             }
@@ -475,6 +550,29 @@ impl Experiment {
                     ));
                 }
             }
+            let probes = [
+                ("probe_numerator", &m.probe_numerator),
+                ("probe_denominator", &m.probe_denominator),
+            ];
+            for (side, sel) in probes {
+                let Some(sel) = sel else { continue };
+                let matched: Vec<&Cell> = cells.iter().filter(|c| sel.matches(c)).collect();
+                match matched.as_slice() {
+                    [one] if one.time_syscalls => {}
+                    [one] => {
+                        return Err(format!(
+                            "reference.mechanisms[{i}].{side}: {} does not time its system calls (its block needs time_syscalls: true)",
+                            one.id()
+                        ))
+                    }
+                    _ => {
+                        return Err(format!(
+                            "reference.mechanisms[{i}].{side}: {sel} matches {} cells of the matrix; it must name one",
+                            matched.len()
+                        ))
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -547,6 +645,8 @@ impl Experiment {
                                 },
                                 payload,
                                 reply_bytes: b.reply_bytes.map(|r| r.0),
+                                rate: b.rate,
+                                time_syscalls: b.time_syscalls,
                             };
                             if !out.contains(&cell) {
                                 out.push(cell);

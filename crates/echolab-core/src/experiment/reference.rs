@@ -21,6 +21,10 @@ pub struct CellSelector {
     /// Connections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conns: Option<u64>,
+    /// Selects the open-loop probes ([`super::MatrixBlock::rate`]) instead of the closed-loop
+    /// cells: without it a selector never matches a probe, so probes stay out of the claims.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub open_loop: bool,
 }
 
 impl std::fmt::Display for CellSelector {
@@ -36,6 +40,9 @@ impl std::fmt::Display for CellSelector {
         if let Some(c) = self.conns {
             parts.push(format!("conns={c}"));
         }
+        if self.open_loop {
+            parts.push("open-loop".into());
+        }
         if parts.is_empty() {
             f.write_str("(every cell)")
         } else {
@@ -50,6 +57,7 @@ impl CellSelector {
         self.server.as_ref().is_none_or(|s| *s == cell.server)
             && self.mode.is_none_or(|m| m == cell.mode)
             && self.conns.is_none_or(|c| c == cell.conns)
+            && self.open_loop == cell.rate.is_some()
     }
 }
 

@@ -415,3 +415,87 @@ fn client_options_are_checked_by_echo_bench_s_rules_when_the_file_loads() {
         "{msg}"
     );
 }
+
+#[test]
+fn probe_blocks_are_open_loop_timed_and_kept_out_of_other_selectors() {
+    let probe = "  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [10]\n    rate: 500\n    time_syscalls: true\n";
+    let e = Experiment::parse(&format!("{ONE_CELL}{probe}"), "p.yaml").unwrap();
+    let cells = e.cells();
+    assert_eq!(cells.len(), 2, "the probe is a cell of its own");
+    assert_eq!(cells[1].id(), "epoll-et_long_c10_r10_rate500_timed");
+    let closed = CellSelector {
+        server: Some("epoll-et".into()),
+        ..Default::default()
+    };
+    let open = CellSelector {
+        open_loop: true,
+        ..closed.clone()
+    };
+    assert_eq!(
+        cells
+            .iter()
+            .map(|c| (closed.matches(c), open.matches(c)))
+            .collect::<Vec<_>>(),
+        [(true, false), (false, true)]
+    );
+    // Timing only on an open-loop probe, of a model that times its calls.
+    let msg = err(&format!(
+        "{ONE_CELL}{}",
+        probe.replace("    rate: 500\n", "")
+    ));
+    assert!(
+        msg.contains("matrix[1].time_syscalls") && msg.contains("rate"),
+        "{msg}"
+    );
+    let msg = err(&format!(
+        "{ONE_CELL}{}",
+        probe.replace("[epoll-et]", "[thread]")
+    ));
+    assert!(
+        msg.contains("time_syscalls") && msg.contains("\"thread\""),
+        "{msg}"
+    );
+    let msg = err(&format!(
+        "{ONE_CELL}{}",
+        probe.replace("[long]", "[connect-storm]")
+    ));
+    assert!(msg.contains("matrix[1].rate"), "{msg}");
+    let msg = err(&format!("{ONE_CELL}server: {{time_syscalls: true}}\n"));
+    assert!(msg.contains("server.time_syscalls"), "{msg}");
+    let msg = err(&format!(
+        "{ONE_CELL}{}",
+        probe.replace("rate: 500", "rate: -1")
+    ));
+    assert!(msg.contains("rate"), "{msg}");
+}
+
+#[test]
+fn a_syscall_cost_mechanism_names_timed_probes() {
+    let probe = "  - servers: [epoll-et]\n    modes: [short, long]\n    conns: [10]\n    rounds: [10]\n    rate: 500\n    time_syscalls: true\n";
+    let base = format!("{}{probe}", ONE_CELL.replace("[long]", "[short, long]"));
+    let mech = |extra: &str| {
+        format!(
+            "{base}reference:\n  source: s\n  mechanisms:\n    - name: m\n      kind: syscall-cost\n      source: s\n      numerator: {{mode: long}}\n      denominator: {{mode: short}}\n{extra}"
+        )
+    };
+    let both = "      probe_numerator: {mode: long, open_loop: true}\n      probe_denominator: {mode: short, open_loop: true}\n";
+    let e = Experiment::parse(&mech(both), "m.yaml").unwrap();
+    assert_eq!(e.reference.mechanisms[0].kind, MechanismKind::SyscallCost);
+    let msg = err(&mech(
+        "      probe_numerator: {mode: long, open_loop: true}\n",
+    ));
+    assert!(msg.contains("probe_denominator"), "{msg}");
+    let msg = err(&mech(
+        &both.replace("{mode: long, open_loop: true}", "{mode: long}"),
+    ));
+    assert!(
+        msg.contains("probe_numerator") && msg.contains("open_loop: true"),
+        "{msg}"
+    );
+    let untimed = mech(both).replace("    time_syscalls: true\n", "");
+    let msg = err(&untimed);
+    assert!(
+        msg.contains("time_syscalls") || msg.contains("does not time"),
+        "{msg}"
+    );
+}

@@ -40,7 +40,7 @@ const RETRY: Duration = Duration::from_millis(20);
 /// `echolab_core::cmd::Job::Serve`); returns the exit code: 0 after SIGTERM/SIGINT, 1 after a
 /// fatal line.
 pub fn serve(a: &CustomServerCmd) -> i32 {
-    match run(&a) {
+    match run(a) {
         Ok(code) => code,
         Err(reason) => {
             eprintln!("{}", Fatal::new(&format!("server {:?}: {reason}", a.name)));

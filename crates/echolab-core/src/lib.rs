@@ -36,6 +36,7 @@ pub mod lab_file;
 pub mod lab_plan;
 pub mod launcher;
 pub mod limits;
+pub mod link_counters;
 pub mod link_queue;
 pub mod netstat;
 pub mod results;

@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use crate::experiment::{Cell, Experiment};
 use crate::stats::{BenchReport, ServerStats};
 
+pub use crate::link_counters::{DirectionCounters, LinkCounters};
+
 pub use crate::cmd::{CalibrationCheck, MissedAttempt};
 pub use crate::quiet::Settle;
 
@@ -465,75 +467,6 @@ pub struct ResourceSample {
     /// `cpu_user_pct`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_sys_pct: Option<f64>,
-}
-
-/// What one direction of the link did over an interval (a run, or calibration).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DirectionCounters {
-    /// Packets carried.
-    pub packets: u64,
-    /// Bytes of those packets (IP packets).
-    pub bytes: u64,
-    /// Dropped by the profile's loss model (intended).
-    pub drops_loss: u64,
-    /// Dropped because the queue held its limit (the profile's queue overflowed).
-    pub drops_queue: u64,
-    /// Refused by the kernel when written back (not the profile's doing).
-    pub drops_write: u64,
-    /// Dropped by the kernel at the link's TUN before the wire read them: the wire fell
-    /// behind (not the profile's doing).
-    #[serde(default)]
-    pub drops_device: u64,
-    /// Most packets queued at once since the link started (a running maximum: it cannot be
-    /// split by interval).
-    pub peak_queue_since_start: u64,
-    /// The queue limit, packets.
-    pub limit: u64,
-    /// Release error over the interval (write time minus scheduled release), µs; `null` when
-    /// the wire released no packet in it.
-    #[serde(default, deserialize_with = "crate::hist::de_optional_summary")]
-    pub release_error_us: Option<crate::hist::LatencySummary>,
-    /// Times over the interval the wire was overloaded (packets arrived faster than it
-    /// carried them for 2 ms) and shared its CPU instead of keeping real-time priority.
-    #[serde(default)]
-    pub overloaded_spells: u64,
-    /// Kernel netem: packets its qdisc dropped, its random loss and its `limit` together
-    /// (the kernel counts them as one; `tc -s qdisc`'s "dropped").
-    #[serde(default)]
-    pub drops_qdisc: u64,
-    /// Kernel netem: times its qdisc was over a limit (a packet held back by its rate).
-    #[serde(default)]
-    pub overlimits: u64,
-    /// Kernel netem: packets its qdisc put back for a later dequeue.
-    #[serde(default)]
-    pub requeues: u64,
-    /// The wire's scheduling class at the interval's end, as its ready line says it
-    /// (`real-time (SCHED_FIFO 50)`, or `fair: <the kernel's refusal>`; several wires' classes
-    /// joined by `; `); empty where the link does not say (kernel netem, older records).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub scheduling: String,
-}
-
-/// The link's counters over an interval, per direction (uplink = client to server).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LinkCounters {
-    /// `userspace-wire`, or `kernel-netem` (its qdiscs' counters, `echolab-netem show`).
-    pub backend: String,
-    /// Client to server.
-    pub uplink: DirectionCounters,
-    /// Server to client.
-    pub downlink: DirectionCounters,
-}
-
-impl LinkCounters {
-    /// Packets dropped in both directions that the profile's loss model did not drop (queue
-    /// overflow, write-back refusals, a full TUN queue in front of the wire).
-    pub fn unintended_drops(&self) -> u64 {
-        [&self.uplink, &self.downlink]
-            .iter()
-            .map(|d| d.drops_queue + d.drops_write + d.drops_device)
-            .sum()
-    }
 }
 
 /// `runs/<cell-id>_rep<N>.json`: one cell, one repetition.

@@ -480,7 +480,7 @@ fn release_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize
                     }
                     cols[i * 6 + 3].push(d.compensation_us);
                     cols[i * 6 + 4].push(d.peak_queue as f64);
-                    cols[i * 6 + 5].push(d.drops_queue as f64);
+                    cols[i * 6 + 5].push(d.counts.drops_queue as f64);
                 }
             }
             out!(
@@ -567,10 +567,10 @@ fn delay_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps: usize) 
                 let s = stop_wire(wire);
                 let (u, d) = (&s.uplink, &s.downlink);
                 let answered = shaped[i].iter().flatten().count() as u64;
-                if u.packets != n as u64 || d.packets != answered {
+                if u.counts.packets != n as u64 || d.counts.packets != answered {
                     unpaired.push(format!(
                         "rep {rep} {}: {} up / {} down for {n} exchanges, {answered} answered",
-                        names[i], u.packets, d.packets
+                        names[i], u.counts.packets, d.counts.packets
                     ));
                 }
                 // The worse direction of each; a direction without the figure does not count.
@@ -713,10 +713,10 @@ fn rate_and_idle_section(tb: &Testbed, bins: &[PathBuf], names: &[String], reps:
                     out!(
                         "    {} {load} {dir} drops by cause: loss model {}, wire queue {}, TUN queue (wire behind) {}, write-back {}, receiving socket's buffer {}; overloaded {} times ({:.0} ms)",
                         names[i],
-                        d.drops_loss,
-                        d.drops_queue,
+                        d.counts.drops_loss,
+                        d.counts.drops_queue,
                         d.drops_device.map_or("unknown".into(), |n| n.to_string()),
-                        d.drops_write,
+                        d.counts.drops_write,
                         r.receiver_drops,
                         d.fair_share_spells,
                         d.fair_share_ms

@@ -278,9 +278,13 @@ fn median(sorted: &[Duration]) -> Duration {
 /// ([`RttReport::rtt_median_us`]): the baseline before a link is installed.
 ///
 /// Why rounds: the baseline is measured once and every later calibration attempt is judged
-/// against it, so one inflated by host noise fails them all. Seen in the CI run of session
-/// 14's last commit (a 2-core VM): a lan100 baseline across two engines of 477 us, then
-/// 398 us through the installed link that adds 217 us.
+/// against it, so one inflated by host noise fails them all. Seen on a 2-core VM: a lan100
+/// baseline across two engines of 477 us, then 398 us through the installed link that adds
+/// 217 us. To measure it again: `echolab-up --lab lab.yaml --profile lan100 --experiment
+/// select-vs-epoll` (docs/guide.md's lab file; `cargo nextest run -p echolab-up --test docker
+/// lan100_across_two_engines` does it with a second engine on this machine); the figures are
+/// in the results directory's `manifest.yaml`, `link.calibration.measured`
+/// (`rtt_baseline_median_us`, `rtt_median_us`).
 ///
 /// # Errors
 /// The connection failed or the server answered short.

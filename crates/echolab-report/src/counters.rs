@@ -86,7 +86,7 @@ fn kernel_netem_text(
     let mean = |f: &dyn Fn(&echolab_core::results::LinkCounters) -> u64| {
         links.iter().map(|l| f(l) as f64).sum::<f64>() / n
     };
-    let packets = mean(&|l| l.uplink.packets + l.downlink.packets);
+    let packets = mean(&|l| l.uplink.counts.packets + l.downlink.counts.packets);
     let drops = mean(&|l| l.uplink.drops_qdisc + l.downlink.drops_qdisc);
     let overlimits = mean(&|l| l.uplink.overlimits + l.downlink.overlimits);
     if drops > 0.0 && !lossy_profile {
@@ -145,8 +145,8 @@ pub fn section(ds: &Dataset<'_>, manifest: &echolab_core::results::Manifest) -> 
                 links.iter().map(|l| f(l) as f64).sum::<f64>() / n
             };
             let unintended = mean(&|l| l.unintended_drops());
-            let lost = mean(&|l| l.uplink.drops_loss + l.downlink.drops_loss);
-            let packets = mean(&|l| l.uplink.packets + l.downlink.packets);
+            let lost = mean(&|l| l.uplink.counts.drops_loss + l.downlink.counts.drops_loss);
+            let packets = mean(&|l| l.uplink.counts.packets + l.downlink.counts.packets);
             let peak = links
                 .iter()
                 .map(|l| {

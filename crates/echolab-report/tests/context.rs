@@ -82,10 +82,10 @@ fn kernel_and_link_counters_flag_the_cells_whose_tail_they_explain() {
             backend: "userspace-wire".into(),
             ..Default::default()
         };
-        link.uplink.packets = 1000;
+        link.uplink.counts.packets = 1000;
         link.uplink.release_error_us = Some(late(if troubled { 2500.0 } else { 20.0 }));
-        link.uplink.drops_queue = if troubled { 40 } else { 0 };
-        link.uplink.drops_loss = 3;
+        link.uplink.counts.drops_queue = if troubled { 40 } else { 0 };
+        link.uplink.counts.drops_loss = 3;
         // Overloaded 1, 2 and 3 times over the three repetitions: mean 2.
         link.uplink.overloaded_spells = if troubled { r.repetition } else { 0 };
         r.link = Some(link);
@@ -301,8 +301,8 @@ fn kernel_netem_counters_flag_qdisc_drops_only_where_the_profile_has_no_loss() {
                 backend: "kernel-netem".into(),
                 ..Default::default()
             };
-            link.uplink.packets = 1000 + r.repetition;
-            link.downlink.packets = 900;
+            link.uplink.counts.packets = 1000 + r.repetition;
+            link.downlink.counts.packets = 900;
             // 10, 11 and 12 drops over the three repetitions: mean 11.
             link.uplink.drops_qdisc = if troubled { 9 + r.repetition } else { 0 };
             link.downlink.overlimits = 4;

@@ -20,8 +20,7 @@ use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use echolab_core::cli::EXIT_USAGE;
-use echolab_core::cmd::{Fatal, Ready};
+use echolab_core::cmd::{CustomServerCmd, Fatal, Ready};
 use echolab_core::protocol::DEFAULT_PAYLOAD;
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::unistd::Pid;
@@ -37,57 +36,11 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Between two connection attempts while the server is not yet listening.
 const RETRY: Duration = Duration::from_millis(20);
 
-/// The job's arguments, as `echolab_core::cmd::CustomServerCmd::argv` writes them.
-#[derive(Debug, PartialEq)]
-struct ServeArgs {
-    name: String,
-    bind: IpAddr,
-    port: u16,
-    command: Vec<String>,
-}
-
-fn parse(args: &[String]) -> Result<ServeArgs, String> {
-    let (opts, command) = match args.iter().position(|a| a == "--") {
-        Some(i) => (&args[..i], args[i + 1..].to_vec()),
-        None => return Err("missing `-- COMMAND...`".into()),
-    };
-    let value = |flag: &str| {
-        opts.iter()
-            .position(|a| a == flag)
-            .and_then(|i| opts.get(i + 1))
-            .ok_or_else(|| format!("missing {flag}"))
-    };
-    let name = value("--name")?.clone();
-    let bind = value("--bind")?
-        .parse()
-        .map_err(|e| format!("--bind: {e}"))?;
-    let port = value("--port")?
-        .parse()
-        .map_err(|e| format!("--port: {e}"))?;
-    if command.is_empty() {
-        return Err("the command after `--` is empty".into());
-    }
-    Ok(ServeArgs {
-        name,
-        bind,
-        port,
-        command,
-    })
-}
-
-/// Runs `__serve`; returns the exit code: 0 after SIGTERM/SIGINT, 1 after a fatal line,
-/// [`EXIT_USAGE`] for bad usage.
-pub fn serve(args: &[String]) -> i32 {
-    let a = match parse(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!(
-                "usage: echolab-up __serve --name NAME --bind ADDR --port PORT -- COMMAND...: {e}"
-            );
-            return EXIT_USAGE.into();
-        }
-    };
-    match run(&a) {
+/// Runs `__serve` (its arguments parsed by the launcher binary with core's clap definition,
+/// `echolab_core::cmd::Job::Serve`); returns the exit code: 0 after SIGTERM/SIGINT, 1 after a
+/// fatal line.
+pub fn serve(a: &CustomServerCmd) -> i32 {
+    match run(a) {
         Ok(code) => code,
         Err(reason) => {
             eprintln!("{}", Fatal::new(&format!("server {:?}: {reason}", a.name)));
@@ -96,7 +49,7 @@ pub fn serve(args: &[String]) -> i32 {
     }
 }
 
-fn run(a: &ServeArgs) -> Result<i32, String> {
+fn run(a: &CustomServerCmd) -> Result<i32, String> {
     let mut signals = SigSet::empty();
     for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGCHLD] {
         signals.add(s);
@@ -229,37 +182,4 @@ fn stop_group(child: &mut Child) {
     // Whatever is left of the group (the server, or children it forked) goes now.
     let _ = kill(group, Signal::SIGKILL);
     let _ = child.wait();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
-
-    #[test]
-    fn the_jobs_arguments_are_the_ones_core_writes() {
-        let cmd = echolab_core::cmd::CustomServerCmd {
-            name: "socat-pipe".into(),
-            bind: [127, 0, 0, 1].into(),
-            port: 7000,
-            command: argv("socat TCP-LISTEN:7000,fork,reuseaddr PIPE"),
-        };
-        let written = cmd.argv();
-        assert_eq!(written[0], echolab_core::cmd::CustomServerCmd::JOB);
-        assert_eq!(
-            parse(&written[1..]),
-            Ok(ServeArgs {
-                name: "socat-pipe".into(),
-                bind: [127, 0, 0, 1].into(),
-                port: 7000,
-                command: argv("socat TCP-LISTEN:7000,fork,reuseaddr PIPE"),
-            })
-        );
-        assert!(parse(&argv("--name x --bind 1.2.3.4 --port 7")).is_err());
-        assert!(parse(&argv("--name x --bind 1.2.3.4 --port 70000 -- cat")).is_err());
-        assert!(parse(&argv("--name x --port 7 -- cat")).is_err());
-    }
 }

@@ -4,12 +4,15 @@
 //! - `echolab-up __hold`: the host container's main process. It owns nothing but the
 //!   namespaces; it reaps orphaned children (as PID 1 must; a prefork server's workers are
 //!   re-parented to it) and exits 0 on SIGTERM or SIGINT.
-//! - `echolab-up __signal TARGET SIG`: sends SIG (`TERM`, `KILL`, `INT`, `USR1`) to TARGET, a pid or a
-//!   process name (every process of that name in the pid namespace, from /proc/PID/comm).
+//! - `echolab-up __signal TARGET SIG`: sends SIG (`TERM`, `KILL`, `INT`, `USR1`) to TARGET, a pid
+//!   or a process name (every process of that name in the pid namespace, from /proc/PID/comm).
+//!
+//! Their command lines are core's (`echolab_core::cmd::Job`); the launcher binary parses them
+//! and hands each job its typed arguments.
 //! - `echolab-up __cpu-model`: prints the machine's CPU model (/proc/cpuinfo), which a lab
 //!   run records for each machine (an engine's API does not say it).
 
-use echolab_core::cli::EXIT_USAGE;
+use echolab_core::cmd::SignalJob;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
@@ -43,17 +46,6 @@ pub fn hold() -> i32 {
     }
 }
 
-fn parse_signal(name: &str) -> Option<Signal> {
-    match name.trim_start_matches("SIG") {
-        "TERM" => Some(Signal::SIGTERM),
-        "KILL" => Some(Signal::SIGKILL),
-        "INT" => Some(Signal::SIGINT),
-        // The wire prints its counters on SIGUSR1 (echolab-netem --help).
-        "USR1" => Some(Signal::SIGUSR1),
-        _ => None,
-    }
-}
-
 /// The pids of processes named `comm` (/proc/PID/comm), excluding this process.
 fn pids_named(comm: &str) -> Vec<i32> {
     let me = std::process::id() as i32;
@@ -69,12 +61,15 @@ fn pids_named(comm: &str) -> Vec<i32> {
 }
 
 /// Runs `__signal TARGET SIG`; returns the exit code (0 when at least one process got it, 1
-/// when none did, [`EXIT_USAGE`] for bad usage).
-pub fn signal(args: &[String]) -> i32 {
-    let (Some(target), Some(sig)) = (args.first(), args.get(1).and_then(|s| parse_signal(s)))
-    else {
-        eprintln!("usage: echolab-up __signal PID|NAME TERM|KILL|INT|USR1");
-        return EXIT_USAGE.into();
+/// when none did).
+pub fn signal(job: &SignalJob) -> i32 {
+    let target = &job.target;
+    let sig = match Signal::try_from(job.signal.number()) {
+        Ok(sig) => sig,
+        Err(e) => {
+            eprintln!("echolab-up __signal: {}: {e}", job.signal);
+            return 1;
+        }
     };
     let pids = match target.parse::<i32>() {
         Ok(pid) if pid > 0 => vec![pid],

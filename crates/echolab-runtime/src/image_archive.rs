@@ -318,7 +318,7 @@ fn assemble(
         "created": epoch,
         "config": {
             "Env": env,
-            "Cmd": [format!("{IMAGE_BIN_DIR}/echolab-up"), "__hold"],
+            "Cmd": echolab_core::cmd::Job::Hold.command(IMAGE_BIN_DIR),
             "WorkingDir": "/",
             "Labels": { "org.echolab.image": "lab" },
         },

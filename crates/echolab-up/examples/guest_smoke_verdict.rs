@@ -92,14 +92,16 @@ fn judge(r: &ResultsDir) -> Result<String, String> {
         let mut drops = 0;
         for run in &r.runs {
             let link = run.link.as_ref().filter(|l| l.backend == "kernel-netem");
-            let Some(l) = link.filter(|l| l.uplink.packets > 0 && l.downlink.packets > 0) else {
+            let Some(l) =
+                link.filter(|l| l.uplink.counts.packets > 0 && l.downlink.counts.packets > 0)
+            else {
                 return Err(format!(
                     "{read_back}; run {} has no kernel-netem qdisc counters: {:?}",
                     run.file_name(),
                     run.link
                 ));
             };
-            packets += l.uplink.packets + l.downlink.packets;
+            packets += l.uplink.counts.packets + l.downlink.counts.packets;
             drops += l.uplink.drops_qdisc + l.downlink.drops_qdisc;
         }
         return Ok(format!(

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use echolab_core::cmd::Job;
 use echolab_runtime::{custom_server, hold};
 use echolab_up::{app, cli, explain, replay};
 
@@ -12,12 +13,18 @@ fn code(c: i32) -> ExitCode {
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     // The in-image jobs come first: they must not need a runtime or a checkout.
-    match argv.get(1).map(String::as_str) {
-        Some("__hold") => return code(hold::hold()),
-        Some("__signal") => return code(hold::signal(&argv[2..])),
-        Some("__cpu-model") => return code(hold::cpu_model()),
-        Some("__serve") => return code(custom_server::serve(&argv[2..])),
-        _ => {}
+    if let Some(job) = Job::parse(&argv[1.min(argv.len())..]) {
+        return match job {
+            Ok(Job::Hold) => code(hold::hold()),
+            Ok(Job::Signal(s)) => code(hold::signal(&s)),
+            Ok(Job::CpuModel) => code(hold::cpu_model()),
+            Ok(Job::Serve(c)) => code(custom_server::serve(&c)),
+            Err(e) => {
+                let line = echolab_core::cli::one_line_error(&e.render().to_string());
+                eprintln!("echolab-up: {line}");
+                ExitCode::from(echolab_core::cli::EXIT_USAGE)
+            }
+        };
     }
     let args = match echolab_core::cli::parsed_or_exit("echolab-up", cli::parse(argv.clone())) {
         Ok(a) => a,

@@ -10,17 +10,24 @@ use super::{Argv, ServerCmd};
 /// `echolab-up __serve --name NAME --bind ADDR --port PORT -- COMMAND...`: serve with the
 /// researcher's command, which must listen on PORT on every address and answer the echo
 /// protocol (`echolab_core::protocol`: every byte read is written back).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its clap definition is the job's parser ([`super::Job::Serve`]); [`CustomServerCmd::argv`]
+/// writes what it reads.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct CustomServerCmd {
     /// The server's name in the experiment, cell ids and the report.
+    #[arg(long)]
     pub name: String,
     /// The address the readiness line announces and the echo check connects to (the
     /// backend's server address: 127.0.0.1 for local processes, 0.0.0.0 in a container).
+    #[arg(long)]
     pub bind: std::net::IpAddr,
     /// The TCP port the command listens on (it chooses it; the launcher cannot).
+    #[arg(long)]
     pub port: u16,
     /// The program and its arguments; the program is looked up on the PATH (in the lab
     /// image, `/usr/local/bin`, where the launcher put it).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 

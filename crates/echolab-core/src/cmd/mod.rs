@@ -20,6 +20,7 @@
 
 mod bench;
 mod custom;
+mod job;
 mod netem;
 mod server;
 
@@ -28,6 +29,7 @@ pub use bench::{
     SustainCmd,
 };
 pub use custom::{CustomServerCmd, ServerLaunch};
+pub use job::{Job, JobSignal, SignalJob};
 pub use netem::{
     json_from_stdout, BulkTransfer, CalibServerReady, CalibrationCheck, CalibrationReport, Ipv4Net,
     Masquerade, MissedAttempt, NetemCmd, ProbeResult, RttReport, WIRE_READY_PREFIX,

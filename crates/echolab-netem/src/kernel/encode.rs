@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use echolab_core::link_counters::QdiscStats;
 use echolab_core::profile::{JitterDistribution, LinkSpec};
 use serde::Serialize;
 
@@ -197,57 +198,6 @@ pub struct QdiscInfo {
     /// The qdisc's counters since it was created (`tc -s qdisc show`), when the kernel sent
     /// them.
     pub stats: Option<QdiscStats>,
-}
-
-/// A qdisc's counters, from the kernel's `TCA_STATS2` (`struct gnet_stats_basic` and
-/// `struct gnet_stats_queue`, `include/uapi/linux/gen_stats.h`), cumulative since the qdisc
-/// was created: what `tc -s qdisc show` prints as "Sent B bytes P pkt (dropped D, overlimits O
-/// requeues R) backlog Bb Qp".
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct QdiscStats {
-    /// Bytes sent (dequeued), including link-layer headers.
-    pub bytes: u64,
-    /// Packets sent (dequeued).
-    pub packets: u64,
-    /// Packets dropped: netem's random loss, and packets refused at the `limit`.
-    pub drops: u32,
-    /// Times the qdisc was over a limit (netem: a packet held back by its rate).
-    pub overlimits: u32,
-    /// Packets put back for a later dequeue.
-    pub requeues: u32,
-    /// Bytes queued when read.
-    pub backlog_bytes: u32,
-    /// Packets queued when read.
-    pub qlen: u32,
-}
-
-impl QdiscStats {
-    /// The counters `after` gained since `self`, both read from the same qdisc (the backlog
-    /// and queue length as `after` read them).
-    ///
-    /// The kernel's `gnet_stats_queue` counters are 32 bits wide and wrap (a link that drops
-    /// or is over its rate limit for long enough passes 2^32), and so does the packet count
-    /// of kernels without `TCA_STATS_PKT64`; each difference is taken modulo its width, so a
-    /// wrap between two readings gives what was gained, as long as that is below 2^32. A
-    /// counter that went down is therefore no sign of a replaced qdisc: compare the two
-    /// readings' handles for that ([`QdiscInfo::handle`]; a replaced root qdisc gets a new
-    /// one).
-    pub fn delta(&self, after: &QdiscStats) -> QdiscStats {
-        let packets = match (u32::try_from(self.packets), u32::try_from(after.packets)) {
-            // A 32-bit count (no TCA_STATS_PKT64) that wrapped.
-            (Ok(b), Ok(a)) if a < b => u64::from(a.wrapping_sub(b)),
-            _ => after.packets.wrapping_sub(self.packets),
-        };
-        QdiscStats {
-            bytes: after.bytes.wrapping_sub(self.bytes),
-            packets,
-            drops: after.drops.wrapping_sub(self.drops),
-            overlimits: after.overlimits.wrapping_sub(self.overlimits),
-            requeues: after.requeues.wrapping_sub(self.requeues),
-            backlog_bytes: after.backlog_bytes,
-            qlen: after.qlen,
-        }
-    }
 }
 
 /// Decodes `TCA_STATS2`'s nested attributes; `None` without a basic or queue block.

@@ -13,8 +13,9 @@ use echolab_core::profile::LinkSpec;
 use serde::Serialize;
 
 use crate::nl::{self, NlError, Socket};
+pub use echolab_core::link_counters::QdiscStats;
 use encode::{NetemParams, TC_H_ROOT};
-pub use encode::{NetemReadBack, QdiscInfo, QdiscStats};
+pub use encode::{NetemReadBack, QdiscInfo};
 
 /// Whether this kernel can run netem, and why not (what `echolab-netem probe` prints; the
 /// type lives in `echolab_core::cmd` so that the launcher reads it back with the same type).

@@ -35,7 +35,7 @@ fn crossnet_calibration_passes_and_its_transfers_never_fill_the_queue() {
     )
     .unwrap();
     assert!(
-        last.is_final && last.uplink.packets >= 40 && last.downlink.packets >= 40,
+        last.is_final && last.uplink.counts.packets >= 40 && last.downlink.counts.packets >= 40,
         "{last:?}"
     );
     for (d, window) in [
@@ -46,7 +46,7 @@ fn crossnet_calibration_passes_and_its_transfers_never_fill_the_queue() {
         // other transfer's ACKs, one per segment at most, fit in the same bound).
         let window_segments = window.as_u64().expect("a window for a rated link") / 1448;
         assert!(
-            d.drops_queue == 0 && d.peak_queue <= window_segments && d.peak_queue < d.limit,
+            d.counts.drops_queue == 0 && d.peak_queue <= window_segments && d.peak_queue < d.limit,
             "window {window_segments} segments: {d:?}"
         );
     }

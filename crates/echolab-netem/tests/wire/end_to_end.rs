@@ -289,11 +289,11 @@ fn ten_percent_loss_gives_ten_percent_over_3000_probes() {
         }
     }
     let s = wire_stats(&mut wire);
-    assert_eq!(s.uplink.drops_queue, 0, "{s:?}");
+    assert_eq!(s.uplink.counts.drops_queue, 0, "{s:?}");
     let loss = (PROBES - received) as f64 / PROBES as f64 * 100.0;
     println!(
         "loss {loss:.2}% over {PROBES} probes (wire counted {} lost, markers included)",
-        s.uplink.drops_loss
+        s.uplink.counts.drops_loss
     );
     assert!(
         (7.0..=13.0).contains(&loss),

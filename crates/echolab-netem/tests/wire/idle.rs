@@ -68,7 +68,7 @@ fn idle_wire_sleeps_and_counts_delays_from_kernel_arrival_stamps() {
         );
         // Exactly the one datagram each way: the TUNs' own IPv6 chatter is not carried.
         assert!(
-            d.packets == 1 && d.tun_wait_us.is_some_and(|t| t.max > 0.0),
+            d.counts.packets == 1 && d.tun_wait_us.is_some_and(|t| t.max > 0.0),
             "{dir}: {d:?}"
         );
         assert_eq!(d.self_probe_us, None, "{dir}: no self-probe ran");

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use anyhow::anyhow;
 use bollard::Docker;
-use echolab_core::cmd::{BenchCmd, Ready, ServerLaunch};
+use echolab_core::cmd::{BenchCmd, Job, JobSignal, Ready, ServerLaunch, SignalJob};
 use echolab_core::results::ResourceSample;
 
 use super::cgroup_sampling::Sampler;
@@ -213,14 +213,13 @@ impl DockerHosts {
         docker: &Docker,
         container: &str,
         target: &str,
-        signal: &str,
+        signal: JobSignal,
     ) -> anyhow::Result<ProcOutput> {
-        let cmd = vec![
-            format!("{IMAGE_BIN_DIR}/echolab-up"),
-            "__signal".into(),
-            target.into(),
-            signal.into(),
-        ];
+        let cmd = Job::Signal(SignalJob {
+            target: target.into(),
+            signal,
+        })
+        .command(IMAGE_BIN_DIR);
         exec::run(docker, container, &cmd, STOP_DEADLINE).await
     }
 }
@@ -332,7 +331,7 @@ impl Hosts for DockerHosts {
             Err(e) => {
                 for c in self.clients() {
                     let _ = self
-                        .signal(&c.docker, &c.container, "echo-bench", "KILL")
+                        .signal(&c.docker, &c.container, "echo-bench", JobSignal::Kill)
                         .await;
                 }
                 Err(e)
@@ -401,7 +400,7 @@ impl DockerHosts {
             }
             Err(_) => {
                 let _ = self
-                    .signal(&self.docker, &self.server, "echo-server", "KILL")
+                    .signal(&self.docker, &self.server, "echo-server", JobSignal::Kill)
                     .await;
                 Err(anyhow!(
                     "echo-server {} printed no readiness line within {READY_DEADLINE:?}; killed",
@@ -418,7 +417,12 @@ impl DockerHosts {
             return exited_before_stop(&self.docker, server).await;
         }
         let sent = self
-            .signal(&self.docker, &self.server, &server.pid.to_string(), "TERM")
+            .signal(
+                &self.docker,
+                &self.server,
+                &server.pid.to_string(),
+                JobSignal::Term,
+            )
             .await;
         if sent.as_ref().map_or(true, |s| s.exit_code != Some(0)) {
             // It may have died between the check and the signal.
@@ -441,7 +445,12 @@ impl DockerHosts {
             }
             Err(e) => {
                 let _ = self
-                    .signal(&self.docker, &self.server, &server.pid.to_string(), "KILL")
+                    .signal(
+                        &self.docker,
+                        &self.server,
+                        &server.pid.to_string(),
+                        JobSignal::Kill,
+                    )
                     .await;
                 Err(anyhow!(
                     "echo-server pid {} after SIGTERM: {e:#}; killed",

@@ -428,7 +428,7 @@ impl LabUp {
         let roles = std::iter::once(("server", &self.server))
             .chain(self.clients.iter().map(|c| ("client", c)));
         for ((role, (docker, host)), e) in roles.zip(engines.all()) {
-            let cmd = vec![format!("{IMAGE_BIN_DIR}/echolab-up"), "__cpu-model".into()];
+            let cmd = echolab_core::cmd::Job::CpuModel.command(IMAGE_BIN_DIR);
             let cpu_model = match exec::run(docker, host, &cmd, STOP_DEADLINE).await {
                 Ok(o) if o.exit_code == Some(0) => o.stdout.trim().to_string(),
                 _ => String::new(),

@@ -4,8 +4,8 @@
 //! between ([`LinkReading::until`]).
 
 use anyhow::anyhow;
+use echolab_core::link_counters::WireStats;
 use echolab_core::results::LinkCounters;
-use echolab_netem::wire::counters::WireStats;
 
 use super::qdisctap::QdiscSnapshot;
 

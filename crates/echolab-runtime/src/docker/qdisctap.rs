@@ -7,8 +7,8 @@
 use anyhow::anyhow;
 use bollard::Docker;
 use echolab_core::cmd::NetemCmd;
+use echolab_core::link_counters::QdiscStats;
 use echolab_core::results::LinkCounters;
-use echolab_netem::kernel::QdiscStats;
 
 use super::exec;
 use crate::hosts::STOP_DEADLINE;
@@ -140,8 +140,8 @@ pub fn between(before: &[QdiscSnapshot], after: &[QdiscSnapshot]) -> anyhow::Res
                 ));
             }
             let d = b.stats.delta(&a.stats);
-            total.packets += d.packets;
-            total.bytes += d.bytes;
+            total.counts.packets += d.packets;
+            total.counts.bytes += d.bytes;
             total.drops_qdisc += u64::from(d.drops);
             total.overlimits += u64::from(d.overlimits);
             total.requeues += u64::from(d.requeues);
@@ -185,14 +185,17 @@ mod tests {
         assert_eq!(c.backend, "kernel-netem");
         assert_eq!(
             (
-                c.uplink.packets,
-                c.uplink.bytes,
+                c.uplink.counts.packets,
+                c.uplink.counts.bytes,
                 c.uplink.drops_qdisc,
                 c.uplink.overlimits
             ),
             (500, 50_000, 5, 0)
         );
-        assert_eq!((c.downlink.packets, c.downlink.drops_qdisc), (400, 1));
+        assert_eq!(
+            (c.downlink.counts.packets, c.downlink.drops_qdisc),
+            (400, 1)
+        );
     }
 
     #[test]
@@ -204,7 +207,11 @@ mod tests {
         after.uplink.stats.overlimits = 4;
         let c = between(&[before], &[after]).unwrap();
         assert_eq!(
-            (c.uplink.drops_qdisc, c.uplink.overlimits, c.uplink.packets),
+            (
+                c.uplink.drops_qdisc,
+                c.uplink.overlimits,
+                c.uplink.counts.packets
+            ),
             (20, 7, 100)
         );
         // A qdisc replaced in between has a new handle, whatever its counters say: here they
@@ -228,10 +235,10 @@ mod tests {
         let c = between(&[a, b], &[a2, b2]).unwrap();
         assert_eq!(
             (
-                c.uplink.packets,
+                c.uplink.counts.packets,
                 c.uplink.drops_qdisc,
-                c.downlink.packets,
-                c.downlink.bytes
+                c.downlink.counts.packets,
+                c.downlink.counts.bytes
             ),
             (110, 1, 105, 10_500)
         );

@@ -23,6 +23,7 @@ use bollard::models::{
 };
 use bollard::query_parameters::CreateContainerOptionsBuilder;
 use bollard::Docker;
+use echolab_core::cmd::Job;
 use serde_json::json;
 
 use super::deadlines::call;
@@ -99,7 +100,7 @@ impl HostSpec {
             "realtime_note": p.realtime_note,
             "cpuset": self.cpuset.clone().unwrap_or_else(|| "all CPUs".into()),
             "seccomp": p.seccomp.describe(),
-            "command": self.cmd.clone().unwrap_or_else(|| vec![format!("{IMAGE_BIN_DIR}/echolab-up"), "__hold".into()]),
+            "command": self.cmd.clone().unwrap_or_else(|| Job::Hold.command(IMAGE_BIN_DIR)),
         })
     }
 }

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use bollard::Docker;
+use echolab_core::cmd::{Job, JobSignal, NetemCmd, SignalJob};
 use echolab_core::hist;
+use echolab_core::link_counters::{DirectionSnapshot, WireStats};
 use echolab_core::results::{DirectionCounters, LinkCounters};
-use echolab_netem::wire::counters::{DirectionSnapshot, WireStats};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::exec;
@@ -45,12 +46,11 @@ impl WireTap {
     pub async fn snapshot(&mut self) -> anyhow::Result<WireStats> {
         // Lines printed before this request (periodic or earlier answers) are not the answer.
         while self.lines.try_recv().is_ok() {}
-        let cmd = vec![
-            format!("{IMAGE_BIN_DIR}/echolab-up"),
-            "__signal".into(),
-            "echolab-netem".into(),
-            "USR1".into(),
-        ];
+        let cmd = Job::Signal(SignalJob {
+            target: NetemCmd::PROGRAM.into(),
+            signal: JobSignal::Usr1,
+        })
+        .command(IMAGE_BIN_DIR);
         let sent = exec::run(&self.docker, &self.link, &cmd, STOP_DEADLINE).await?;
         if sent.exit_code != Some(0) {
             return Err(anyhow!("SIGUSR1 to the wire: {}", sent.describe()));
@@ -105,11 +105,7 @@ pub fn summed(all: Vec<WireStats>) -> anyhow::Result<WireStats> {
 }
 
 fn add_direction(t: &mut DirectionSnapshot, d: &DirectionSnapshot) -> anyhow::Result<()> {
-    t.packets += d.packets;
-    t.bytes += d.bytes;
-    t.drops_loss += d.drops_loss;
-    t.drops_queue += d.drops_queue;
-    t.drops_write += d.drops_write;
+    t.counts.add(&d.counts);
     t.drops_device = match (t.drops_device, d.drops_device) {
         (Some(a), Some(b)) => Some(a + b),
         _ => None,
@@ -150,11 +146,7 @@ fn direction_between(b: &DirectionSnapshot, a: &DirectionSnapshot) -> DirectionC
         _ => None,
     };
     DirectionCounters {
-        packets: a.packets.saturating_sub(b.packets),
-        bytes: a.bytes.saturating_sub(b.bytes),
-        drops_loss: a.drops_loss.saturating_sub(b.drops_loss),
-        drops_queue: a.drops_queue.saturating_sub(b.drops_queue),
-        drops_write: a.drops_write.saturating_sub(b.drops_write),
+        counts: a.counts.since(&b.counts),
         drops_device: a
             .drops_device
             .unwrap_or(0)
@@ -174,6 +166,7 @@ fn direction_between(b: &DirectionSnapshot, a: &DirectionSnapshot) -> DirectionC
 #[cfg(test)]
 mod tests {
     use super::*;
+    use echolab_core::link_counters::PacketCounts;
 
     fn direction(packets: u64, drops_queue: u64, release_ns: &[u64]) -> DirectionSnapshot {
         let mut h = hist::new_latency_histogram();
@@ -181,11 +174,13 @@ mod tests {
             assert!(!hist::record_ns(&mut h, ns));
         }
         DirectionSnapshot {
-            packets,
-            bytes: packets * 100,
-            drops_loss: 1,
-            drops_queue,
-            drops_write: 0,
+            counts: PacketCounts {
+                packets,
+                bytes: packets * 100,
+                drops_loss: 1,
+                drops_queue,
+                drops_write: 0,
+            },
             drops_device: Some(0),
             peak_queue: 40,
             limit: 100,
@@ -253,8 +248,11 @@ mod tests {
         w2.1.uplink.drops_device = None;
         // The loss models dropped 1 (wire 1) and 2 (wire 2) during the run, and the kernel
         // refused 2 of wire 2's write-backs.
-        w1.1.uplink.drops_loss = 2;
-        (w2.1.uplink.drops_loss, w2.1.uplink.drops_write) = (3, 2);
+        w1.1.uplink.counts.drops_loss = 2;
+        (
+            w2.1.uplink.counts.drops_loss,
+            w2.1.uplink.counts.drops_write,
+        ) = (3, 2);
         // Counters the run record does not take, added all the same: 3 and 4 packets
         // translated, 1 and 2 unstamped, 5 and 6 not IPv4, 1.5 and 2.5 ms of fair share; wire
         // 2 with a larger queue limit.
@@ -292,9 +290,15 @@ mod tests {
         let before = summed(vec![w1.0.clone(), w2.0.clone()]).unwrap();
         let after = summed(vec![w1.1.clone(), w2.1.clone()]).unwrap();
         let c = between(&before, &after);
-        assert_eq!((c.uplink.packets, c.uplink.bytes), (500, 50_000));
-        assert_eq!(c.uplink.drops_queue, 4);
-        assert_eq!((c.uplink.drops_loss, c.uplink.drops_write), (3, 2));
+        assert_eq!(
+            (c.uplink.counts.packets, c.uplink.counts.bytes),
+            (500, 50_000)
+        );
+        assert_eq!(c.uplink.counts.drops_queue, 4);
+        assert_eq!(
+            (c.uplink.counts.drops_loss, c.uplink.counts.drops_write),
+            (3, 2)
+        );
         assert_eq!(c.uplink.peak_queue_since_start, 90);
         // A wire that could not read its TUN's counter makes the sum unknown, not smaller.
         assert_eq!(after.uplink.drops_device, None);
@@ -303,7 +307,7 @@ mod tests {
         let (p50, p99) = (release.p50, release.p99);
         assert!((9_900.0..=10_100.0).contains(&p50), "p50 {p50}");
         assert!((29_700.0..=30_300.0).contains(&p99), "p99 {p99}");
-        assert_eq!(c.downlink.packets, 0);
+        assert_eq!(c.downlink.counts.packets, 0);
         assert!(summed(Vec::new()).is_err());
     }
 
@@ -330,8 +334,14 @@ mod tests {
         before.uplink.fair_share_spells = 2;
         after.uplink.fair_share_spells = 5;
         let c = between(&before, &after);
-        assert_eq!((c.uplink.packets, c.uplink.bytes), (500, 50_000));
-        assert_eq!((c.uplink.drops_queue, c.uplink.drops_loss), (19, 0));
+        assert_eq!(
+            (c.uplink.counts.packets, c.uplink.counts.bytes),
+            (500, 50_000)
+        );
+        assert_eq!(
+            (c.uplink.counts.drops_queue, c.uplink.counts.drops_loss),
+            (19, 0)
+        );
         assert_eq!(c.uplink.drops_device, 3);
         assert_eq!(c.uplink.overloaded_spells, 3);
         assert_eq!(c.unintended_drops(), 19 + 3);
@@ -339,7 +349,7 @@ mod tests {
         // Only the run's 500 releases: all 50 µs late, none of the earlier 5 µs ones.
         let p50 = c.uplink.release_error_us.unwrap().p50;
         assert!((49.0..=51.0).contains(&p50), "p50 {p50}");
-        assert_eq!(c.downlink.packets, 500);
+        assert_eq!(c.downlink.counts.packets, 500);
         assert_eq!(
             c.downlink.release_error_us, None,
             "no release in the run: no release error, not 0 µs"

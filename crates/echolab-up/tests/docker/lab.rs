@@ -301,7 +301,7 @@ fn lan100_across_two_engines_adds_its_delay_and_rate_on_the_real_path() {
     if backend == "userspace-wire" {
         let counters = cal.link_counters.as_ref().expect("the wire's counters");
         assert!(
-            counters.uplink.packets > 1000 && counters.downlink.packets > 1000,
+            counters.uplink.counts.packets > 1000 && counters.downlink.counts.packets > 1000,
             "calibration's transfers went through the wire: {counters:?}"
         );
     }
@@ -524,23 +524,8 @@ fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
         (1, 1),
         "--keep: the server host on a, the client host on b"
     );
-    let down = |with_lab: bool| {
-        let mut c = Command::new(BIN);
-        c.arg("--down");
-        if with_lab {
-            c.arg("--lab").arg(lab);
-        }
-        let o = c
-            .arg("--out")
-            .arg(out)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        stderr(&o)
-    };
     // Without the lab file, --down reaches this machine's engine only, and says what is left.
-    let said = down(false);
+    let said = down(None, out);
     assert!(
         said.contains(&format!(
             "run {run_id} also has hosts on the engines of its lab file (a, b)"
@@ -548,7 +533,7 @@ fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
         "{said}"
     );
     assert_eq!((on(a), on(&b)), (0, 1), "{said}");
-    let said = down(true);
+    let said = down(Some(lab.as_path()), out);
     assert!(
         said.contains("engine a: removed 0 containers")
             && said.contains("engine b: removed 1 containers"),
@@ -556,6 +541,25 @@ fn keep_then_down_with_the_lab_file_removes_the_run_on_both_engines() {
     );
     assert_nothing_left(a, &run_id);
     assert_nothing_left(&b, &run_id);
+}
+
+/// `echolab-up --down --out OUT`, with `--lab LAB` when given (every engine of the lab file,
+/// else this machine's only); asserts it succeeded and returns its stderr (what it removed and
+/// what it left).
+pub(super) fn down(lab: Option<&Path>, out: &Path) -> String {
+    let mut c = Command::new(BIN);
+    c.arg("--down");
+    if let Some(lab) = lab {
+        c.arg("--lab").arg(lab);
+    }
+    let o = c
+        .arg("--out")
+        .arg(out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stderr(&o)
 }
 
 /// The processes whose command line mentions `path` (ssh masters name their control socket).

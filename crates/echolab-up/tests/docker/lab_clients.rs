@@ -272,7 +272,7 @@ fn two_client_machines_on_lan100_each_get_a_link_and_the_run_counts_both() {
             // the run's counters add both wires.
             let link = rec.link.as_ref().expect("the run's link counters");
             assert!(
-                link.uplink.packets >= 200 && link.downlink.packets >= 200,
+                link.uplink.counts.packets >= 200 && link.downlink.counts.packets >= 200,
                 "{link:?}"
             );
         }

@@ -13,7 +13,7 @@ use echolab_runtime::docker::deadlines::{IDLE, PING};
 use echolab_testkit::wait_until;
 
 use super::common::*;
-use super::lab::{connect_second, second_engine, LabRun};
+use super::lab::{connect_second, down, second_engine, LabRun};
 
 /// What the launcher may take, beyond the engine deadlines, to finish the cell it was in on
 /// the other engine, write the record and the report, and exit.
@@ -41,21 +41,6 @@ fn exits_within(p: &mut Process, bound: Duration, what: &str) -> (Option<i32>, D
     let t0 = Instant::now();
     let status = wait_until(what, bound, || p.try_wait().unwrap());
     (status.code(), t0.elapsed())
-}
-
-/// `echolab-up --down --lab` once the engine answers again: every engine's objects of runs
-/// whose launcher is gone.
-fn down_with_lab(r: &LabRun, out: &Path) {
-    let o = std::process::Command::new(BIN)
-        .arg("--down")
-        .arg("--lab")
-        .arg(&r.lab)
-        .arg("--out")
-        .arg(out)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]
@@ -99,7 +84,7 @@ fn a_lab_engine_that_stops_answering_fails_the_run_in_bounded_time_and_ctrl_c_re
     assert_nothing_left(&r.a, &m.run_id);
     let first_run = m.run_id.clone();
     drop(frozen);
-    down_with_lab(&r, &out);
+    down(Some(&r.lab), &out);
 
     // Ctrl-C while engine b does not answer: the launcher ends within the teardown's ping.
     let out = r.base.path().join("results-interrupted");
@@ -127,7 +112,7 @@ fn a_lab_engine_that_stops_answering_fails_the_run_in_bounded_time_and_ctrl_c_re
     assert_eq!(run.runs.len() as u64, m.runs_done);
     assert_nothing_left(&r.a, &m.run_id);
     drop(frozen);
-    down_with_lab(&r, &out);
+    down(Some(&r.lab), &out);
     let b = connect_second(&r.lab);
     assert_nothing_left(&b, &first_run);
     assert_nothing_left(&b, &m.run_id);

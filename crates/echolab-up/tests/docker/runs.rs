@@ -83,7 +83,7 @@ fn smoke_on_crossnet_through_the_link() {
                 _ => 200,
             };
             assert!(
-                link.uplink.packets >= at_least && link.downlink.packets >= 200,
+                link.uplink.counts.packets >= at_least && link.downlink.counts.packets >= 200,
                 "{}: {link:?}",
                 rec.file_name()
             );
@@ -95,7 +95,7 @@ fn smoke_on_crossnet_through_the_link() {
             .as_ref()
             .expect("calibration's link counters");
         assert!(
-            cal_link.uplink.bytes > 1_000_000,
+            cal_link.uplink.counts.bytes > 1_000_000,
             "the bulk transfers crossed: {cal_link:?}"
         );
     }

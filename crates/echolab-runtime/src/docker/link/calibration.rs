@@ -11,23 +11,21 @@ use anyhow::anyhow;
 use bollard::Docker;
 use echolab_core::calibration::baseline_pace;
 use echolab_core::cmd::{
-    json_from_stdout, CalibServerReady, CalibrationReport, NetemCmd, RttReport,
+    json_from_stdout, CalibServerReady, CalibrationReport, Job, JobSignal, NetemCmd, RttReport,
+    SignalJob,
 };
 use echolab_core::profile::Profile;
 use echolab_core::results::{CalibrationRecord, Settle};
 use echolab_core::units::Dur;
 
-use super::netem::{bin, netem};
+use super::netem::netem;
 use crate::docker::exec;
 use crate::hosts::{ProcOutput, READY_DEADLINE, STOP_DEADLINE};
+use crate::image_archive::IMAGE_BIN_DIR;
 
 /// Deadline of one calibration (40 RTT probes and two 1.3 s bulk transfers at most take
 /// seconds; generous for a loaded 2-core machine).
 pub(super) const CALIBRATION_DEADLINE: Duration = Duration::from_secs(120);
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
 
 /// The calibration record of an `echolab-netem calibrate --json` report.
 pub(super) fn record_of(report: &CalibrationReport) -> CalibrationRecord {
@@ -68,7 +66,11 @@ async fn kill_calib_server(docker: &Docker, server: &str) {
     let _ = exec::run(
         docker,
         server,
-        &strings(&[&bin("echolab-up"), "__signal", NetemCmd::PROGRAM, "KILL"]),
+        &Job::Signal(SignalJob {
+            target: NetemCmd::PROGRAM.into(),
+            signal: JobSignal::Kill,
+        })
+        .command(IMAGE_BIN_DIR),
         STOP_DEADLINE,
     )
     .await;

@@ -31,63 +31,8 @@ use crate::welch::{mean_sd, welch, LogSample};
 /// (10%).
 pub const NOISY_CV: f64 = 0.10;
 
-/// Two-sided 95% critical values of Student's t, `t(0.975, df)`, for the tabulated degrees of
-/// freedom. Source: NIST/SEMATECH e-Handbook of Statistical Methods, §1.3.6.7.2 "Critical
-/// Values of the Student's t Distribution" (column 0.975).
-const T_975: [(u64, f64); 36] = [
-    (1, 12.706),
-    (2, 4.303),
-    (3, 3.182),
-    (4, 2.776),
-    (5, 2.571),
-    (6, 2.447),
-    (7, 2.365),
-    (8, 2.306),
-    (9, 2.262),
-    (10, 2.228),
-    (11, 2.201),
-    (12, 2.179),
-    (13, 2.160),
-    (14, 2.145),
-    (15, 2.131),
-    (16, 2.120),
-    (17, 2.110),
-    (18, 2.101),
-    (19, 2.093),
-    (20, 2.086),
-    (21, 2.080),
-    (22, 2.074),
-    (23, 2.069),
-    (24, 2.064),
-    (25, 2.060),
-    (26, 2.056),
-    (27, 2.052),
-    (28, 2.048),
-    (29, 2.045),
-    (30, 2.042),
-    (40, 2.021),
-    (50, 2.009),
-    (60, 2.000),
-    (80, 1.990),
-    (100, 1.984),
-    (120, 1.980),
-];
-
-/// The normal quantile used beyond the table (df → ∞).
-const Z_975: f64 = 1.960;
-
-/// `t(0.975, df)`: the two-sided 95% critical value of Student's t with `df` degrees of
-/// freedom. Between tabulated rows the value of the next lower tabulated df is used, which is
-/// the larger t, so intervals err on the wide side. `None` for `df == 0`.
-pub fn t_975(df: u64) -> Option<f64> {
-    if df == 0 {
-        return None;
-    }
-    if df > 120 {
-        return Some(Z_975);
-    }
-    T_975.iter().rev().find(|(d, _)| *d <= df).map(|(_, t)| *t)
-}
+pub use crate::sequential::t_975;
+use crate::sequential::Z_975;
 
 /// An interval `[low, high]`.
 #[derive(Debug, Clone, Copy, PartialEq)]

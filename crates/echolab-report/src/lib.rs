@@ -40,6 +40,7 @@ pub mod header;
 pub mod html;
 pub mod inference;
 pub mod littles_law;
+pub mod mechanism_check;
 pub mod mechanisms;
 pub mod metrics;
 pub mod plots;

@@ -38,6 +38,64 @@ use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 /// spaced looks at an overall error of 5% (Jennison & Turnbull 2000, Table 2.1).
 const POCOCK_05: [f64; 5] = [1.960, 2.178, 2.289, 2.361, 2.413];
 
+/// Two-sided 95% critical values of Student's t, `t(0.975, df)`, for the tabulated degrees of
+/// freedom. Source: NIST/SEMATECH e-Handbook of Statistical Methods, §1.3.6.7.2 "Critical
+/// Values of the Student's t Distribution" (column 0.975).
+const T_975: [(u64, f64); 36] = [
+    (1, 12.706),
+    (2, 4.303),
+    (3, 3.182),
+    (4, 2.776),
+    (5, 2.571),
+    (6, 2.447),
+    (7, 2.365),
+    (8, 2.306),
+    (9, 2.262),
+    (10, 2.228),
+    (11, 2.201),
+    (12, 2.179),
+    (13, 2.160),
+    (14, 2.145),
+    (15, 2.131),
+    (16, 2.120),
+    (17, 2.110),
+    (18, 2.101),
+    (19, 2.093),
+    (20, 2.086),
+    (21, 2.080),
+    (22, 2.074),
+    (23, 2.069),
+    (24, 2.064),
+    (25, 2.060),
+    (26, 2.056),
+    (27, 2.052),
+    (28, 2.048),
+    (29, 2.045),
+    (30, 2.042),
+    (40, 2.021),
+    (50, 2.009),
+    (60, 2.000),
+    (80, 1.990),
+    (100, 1.984),
+    (120, 1.980),
+];
+
+/// The normal quantile used beyond the table (df → ∞).
+pub(crate) const Z_975: f64 = 1.960;
+
+/// `t(0.975, df)`: the two-sided 95% critical value of Student's t with `df` degrees of
+/// freedom. Between tabulated rows the value of the next lower tabulated df is used, which is
+/// the larger t, so intervals err on the wide side. `None` for `df == 0`.
+pub fn t_975(df: u64) -> Option<f64> {
+    if df == 0 {
+        return None;
+    }
+    if df > 120 {
+        return Some(Z_975);
+    }
+    T_975.iter().rev().find(|(d, _)| *d <= df).map(|(_, t)| *t)
+}
+
 /// The confidence every interval of one run is built at.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Confidence {
@@ -71,10 +129,10 @@ impl Confidence {
 
     /// The two-sided critical value of Student's t with `df` degrees of freedom at this level;
     /// `None` for `df == 0`. At the fixed 95% level it is the table of
-    /// [`crate::inference::t_975`], so a fixed-n report is unchanged.
+    /// [`t_975`], so a fixed-n report is unchanged.
     pub fn t(&self, df: u64) -> Option<f64> {
         if self.looks == 1 {
-            return crate::inference::t_975(df);
+            return t_975(df);
         }
         if df == 0 {
             return None;

@@ -39,11 +39,9 @@ use echolab_core::results::RunRecord;
 
 use crate::dataset::{CellData, Dataset};
 use crate::format;
-use crate::inference::{ratio, Interval, Ratio, Summary};
-use crate::mechanisms::{MechanismCheck, MechanismVerdict};
+use crate::inference::{ratio, Ratio, Summary};
+use crate::mechanism_check::{agreement, MechanismCheck};
 use crate::metrics;
-use crate::sequential::Confidence;
-use crate::welch::{welch, LogSample};
 
 /// The wait calls, whose time below saturation is spent blocked.
 const WAIT_CALLS: [&str; 3] = ["epoll_wait", "select", "poll"];
@@ -106,63 +104,6 @@ fn breakdown(cell: &CellData<'_>) -> String {
         })
         .collect::<Vec<_>>()
         .join(" + ")
-}
-
-/// The agreement of a measured with a predicted ratio, both estimated from independent
-/// samples on the log scale: `A` = measured / predicted, its 95% interval (see the module
-/// doc), at `confidence` (the run's design), and the verdict against the band
-/// `[1/(1 + a), 1 + a]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Agreement {
-    /// Measured over predicted (geometric means).
-    pub value: f64,
-    /// Its 95% interval; `None` when a side has fewer than 2 values.
-    pub ci95: Option<Interval>,
-    /// The verdict.
-    pub verdict: MechanismVerdict,
-}
-
-/// Judges measured `mn / md` against predicted `pn / pd` (each a sample of positive values,
-/// one per repetition) within agreement `a` (0.25 for ±25%). See the module doc for the
-/// rule. `None` when a value is not positive and finite or a sample is empty.
-pub fn agreement(
-    mn: &[f64],
-    md: &[f64],
-    pn: &[f64],
-    pd: &[f64],
-    a: f64,
-    confidence: Confidence,
-) -> Option<Agreement> {
-    let samples = [mn, md, pn, pd];
-    if samples
-        .iter()
-        .any(|s| s.is_empty() || s.iter().any(|v| !(v.is_finite() && *v > 0.0)))
-    {
-        return None;
-    }
-    let logs: Vec<LogSample> = samples.iter().map(|s| LogSample::of(s)).collect();
-    let d = (logs[0].mean - logs[1].mean) - (logs[2].mean - logs[3].mean);
-    let value = d.exp();
-    let few = logs.iter().any(|l| l.n < 2);
-    let ci95 = (!few).then(|| {
-        let (se, df) = welch(&logs);
-        let t = confidence.t(df).unwrap_or(1.96);
-        Interval {
-            low: (d - t * se).exp(),
-            high: (d + t * se).exp(),
-        }
-    });
-    let band = echolab_core::experiment::ClaimBand::relative(1.0, a);
-    let verdict = match ci95 {
-        Some(ci) if band.contains(ci.low) && band.contains(ci.high) => MechanismVerdict::Holds,
-        Some(ci) if ci.high < band.low || ci.low > band.high => MechanismVerdict::DoesNotHold,
-        _ => MechanismVerdict::Inconclusive,
-    };
-    Some(Agreement {
-        value,
-        ci95,
-        verdict,
-    })
 }
 
 /// The one cell `sel` names.

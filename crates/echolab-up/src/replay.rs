@@ -317,22 +317,29 @@ pub async fn run(user: Args, argv: Vec<String>) -> ExitCode {
         eprintln!("echolab-up: replay: {e}");
         return ExitCode::FAILURE;
     }
+    match judge(&user, &original, &dir) {
+        Ok(true) => code,
+        Ok(false) => ExitCode::from(EXIT_GATE_FAILED),
+        Err(e) => {
+            eprintln!("echolab-up: replay: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The replay's verdict on the replication: compares the original with the replay in `dir`
+/// (and gates it when asked), writes `replay.md` and prints the summary. `Ok(false)` when the
+/// gate failed.
+fn judge(user: &Args, original: &Original, dir: &Path) -> Result<bool, String> {
     let gate = user.gate.map(|d| (d, user.host_shift));
-    let dirs = [original.results.clone(), dir.clone()];
-    let c = match echolab_report::compare::compare_gated(
+    let dirs = [original.results.clone(), dir.to_path_buf()];
+    let c = echolab_report::compare::compare_gated(
         &dirs,
         echolab_report::compare::DEFAULT_MARGIN,
         gate,
-    ) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("echolab-up: replay: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let Some(r) = c.runs.first() else {
-        return ExitCode::FAILURE;
-    };
+    )
+    .map_err(|e| e.to_string())?;
+    let r = c.runs.first().ok_or("the comparison has no run")?;
     let md = format!(
         "# Replay of {}\n\n{}{}",
         original.manifest.run_id,
@@ -340,10 +347,8 @@ pub async fn run(user: Args, argv: Vec<String>) -> ExitCode {
         echolab_report::compare::markdown(&c)
     );
     let page = dir.join("replay.md");
-    if let Err(e) = echolab_core::results::write_atomic(&page, md.as_bytes()) {
-        eprintln!("echolab-up: replay: {}: {e}", page.display());
-        return ExitCode::FAILURE;
-    }
+    echolab_core::results::write_atomic(&page, md.as_bytes())
+        .map_err(|e| format!("{}: {e}", page.display()))?;
     let count = |w: &str| r.metrics.iter().filter(|m| m.verdict == w).count();
     let claims_same = r.claims.iter().filter(|c| c.same).count();
     eprintln!(
@@ -361,13 +366,13 @@ pub async fn run(user: Args, argv: Vec<String>) -> ExitCode {
             c.claim, c.first, c.this
         );
     }
-    if let Some(g) = &r.gate {
-        eprint!("{}", g.text());
-        if !g.passed() {
-            return ExitCode::from(EXIT_GATE_FAILED);
+    match &r.gate {
+        Some(g) => {
+            eprint!("{}", g.text());
+            Ok(g.passed())
         }
+        None => Ok(true),
     }
-    code
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
 use super::*;
+use crate::mechanism_check::MechanismVerdict;
+use crate::sequential::Confidence;
 
 const FIXED: Confidence = Confidence::FIXED_95;
 use echolab_core::experiment::{BenchMode, Cell};

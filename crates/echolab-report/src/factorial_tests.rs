@@ -115,7 +115,7 @@ fn intervals_cover_their_effects_and_null_effects_rarely_move() {
     };
     let a = true_effect(&terms[0]);
     let seed = (5f64.ln() + 2.0 * a).exp() * 1.0;
-    let mut g = SplitMix(0xfac7_0a1);
+    let mut g = SplitMix(0x0fac_70a1);
     let mut covered = vec![0usize; terms.len()];
     let (mut share_covered, mut b_moves) = (0usize, 0usize);
     for _ in 0..TRIALS {

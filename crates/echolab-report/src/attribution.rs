@@ -254,6 +254,35 @@ pub struct Effect {
     pub movement: Move,
 }
 
+impl Effect {
+    /// The share of the gap with its interval, `40.0% (31.0% to 49.0%)`, or `—`.
+    pub fn share_text(&self) -> String {
+        self.estimate.share.map_or_else(
+            || "—".into(),
+            |(s, i)| {
+                format!(
+                    "{} ({} to {})",
+                    format::pct(s),
+                    format::pct(i.low),
+                    format::pct(i.high)
+                )
+            },
+        )
+    }
+
+    /// What the effect says at `margin`, as the report words it.
+    pub fn reading(&self, margin: f64) -> String {
+        let main = self.estimate.term.factors.len() == 1;
+        match (main, self.movement) {
+            (false, Move::Toward(_) | Move::Away) => format!(
+                "the pair's joint change differs from the product of their separate ones by more than {}",
+                format::pct(margin)
+            ),
+            (_, m) => m.text(margin),
+        }
+    }
+}
+
 /// How the change `change` moves a ratio at `margin`: within 1 ± m, across an edge
 /// (unsettled), or wholly outside, toward the seed when its log has the sign of `gap`
 /// (`ln seed − ln here`), with the share given.
@@ -675,31 +704,11 @@ fn effects_table(a: &ClaimAttribution) -> String {
         "Reading",
     ]);
     for e in &a.effects {
-        let main = e.estimate.term.factors.len() == 1;
-        let share = e
-            .estimate
-            .share
-            .map(|(s, i)| {
-                format!(
-                    "{} ({} to {})",
-                    format::pct(s),
-                    format::pct(i.low),
-                    format::pct(i.high)
-                )
-            })
-            .unwrap_or_else(|| "—".into());
-        let reading = match (main, e.movement) {
-            (false, Move::Toward(_) | Move::Away) => format!(
-                "the pair's joint change differs from the product of their separate ones by more than {}",
-                format::pct(a.margin)
-            ),
-            (_, m) => m.text(a.margin),
-        };
         t.row([
             e.name.clone(),
             format::ratio(&e.estimate.change),
-            share,
-            reading,
+            e.share_text(),
+            e.reading(a.margin),
         ]);
     }
     format!("\nEffects of the factorial:\n\n{}", t.to_markdown())

@@ -151,6 +151,22 @@ pub fn render(dir: &Path, claim: &str) -> Result<String, Error> {
                     r.repetitions
                 ));
             }
+            if !a.effects.is_empty() {
+                md.push_str(
+                    "\nThe runs form a two-level factorial. Its effects, each the change of the ratio when a setting goes from \
+                     here's level to the seed's, averaged over the others (a pair's: how far their joint change differs from \
+                     the product of their separate ones):\n\n",
+                );
+                for e in &a.effects {
+                    md.push_str(&format!(
+                        "- {}: {}, share of the gap {}: {}\n",
+                        e.name,
+                        format::ratio(&e.estimate.change),
+                        e.share_text(),
+                        e.reading(a.margin)
+                    ));
+                }
+            }
             md.push_str(&format!("\n{}\n", a.summary()));
             if let Ok(Some(index)) = attribution::ExplainIndex::load(dir) {
                 if !index.ended.is_empty() {

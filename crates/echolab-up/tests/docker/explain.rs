@@ -61,18 +61,28 @@ fn explain_reruns_each_variant_under_the_settings_it_names() {
     let index = ExplainIndex::load(&main.path)
         .unwrap()
         .expect("--explain wrote explain/index.yaml");
-    let names: Vec<&str> = index.variants.iter().map(|v| v.name.as_str()).collect();
+    // Four settings vary: the resolution IV half fraction of their two-level factorial, 8
+    // runs, each with an even number of the seed's settings (I = ABCD), `here` and all four
+    // among them, and every pair of settings once.
     assert_eq!(
-        names,
-        [
-            HERE,
-            "cpu-plan",
-            "client",
-            "cell-measures",
-            "hosts",
-            ALL_SEED
-        ]
+        index.factors,
+        ["CPU plan", "client", "cell measures", "hosts"],
+        "{index:?}"
     );
+    let names: Vec<&str> = index.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names.len(), 8, "{names:?}");
+    assert!(
+        names.contains(&HERE) && names.contains(&ALL_SEED),
+        "{names:?}"
+    );
+    assert!(
+        index.variants.iter().all(|v| v.settings.len() % 2 == 0),
+        "{:?}",
+        index.variants
+    );
+    for pair in ["cpu-plan+client", "cell-measures+hosts", "client+hosts"] {
+        assert!(names.contains(&pair), "{pair} in {names:?}");
+    }
     assert!(
         index.ended.ends_with("Rounds run: 1."),
         "two repetitions are the maximum: {}",
@@ -129,6 +139,12 @@ fn explain_reruns_each_variant_under_the_settings_it_names() {
     }
     assert!(
         section.contains("Settings that move it toward the seed by more than 5.0%: "),
+        "{section}"
+    );
+    // Main effects and the aliased pairs, each with its interval.
+    assert!(section.contains("Effects of the factorial"), "{section}");
+    assert!(
+        section.contains("| CPU plan × client (= cell measures × hosts, aliased) |"),
         "{section}"
     );
     assert_nothing_left(&e, &main.manifest.run_id);

@@ -241,6 +241,15 @@ impl<'a> Dataset<'a> {
         Self { cells }
     }
 
+    /// The one cell `sel` names; `None` when it names none or several (an experiment's
+    /// selectors are validated to name one when it is loaded).
+    pub fn one(&self, sel: &echolab_core::experiment::CellSelector) -> Option<&CellData<'a>> {
+        match self.select(sel).as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    }
+
     /// Cells of `mode`.
     pub fn of_mode(&self, mode: BenchMode) -> impl Iterator<Item = &CellData<'a>> {
         self.cells.iter().filter(move |c| c.cell.mode == mode)

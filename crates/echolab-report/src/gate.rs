@@ -43,6 +43,21 @@ pub const DEFAULT_HOST_SHIFT: f64 = 0.20;
 /// Process exit status when the gate fails (0 passed, 1 I/O error, 2 bad usage or input).
 pub const EXIT_GATE_FAILED: u8 = 3;
 
+/// `--host-shift` (on `echolab-report compare` and `echolab-up --replay`): a percentage, at
+/// least 0% and below 100%, as a fraction.
+///
+/// # Errors
+/// One line naming the value and the range.
+pub fn parse_host_shift(s: &str) -> Result<f64, String> {
+    let p = echolab_core::units::parse_percent(s).map_err(|e| e.to_string())?;
+    if !(0.0..100.0).contains(&p) {
+        return Err(format!(
+            "invalid percentage {s:?}: must be at least 0% and below 100%"
+        ));
+    }
+    Ok(p / 100.0)
+}
+
 /// Which direction fails the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

@@ -73,19 +73,8 @@ struct CompareArgs {
     /// The gate's host allowance h: how far a whole run may shift from the host alone (two
     /// unchanged exp31 runs minutes apart on a 2-core VM shifted every cell's QPS by
     /// 0.83-0.87x); at least 0%, below 100%.
-    #[arg(long, default_value = "20%", value_parser = parse_allowance, requires = "gate")]
+    #[arg(long, default_value = "20%", value_parser = echolab_report::gate::parse_host_shift, requires = "gate")]
     host_shift: f64,
-}
-
-/// `--host-shift`: at least 0% and below 100%.
-fn parse_allowance(s: &str) -> Result<f64, String> {
-    let p = echolab_core::units::parse_percent(s).map_err(|e| e.to_string())?;
-    if !(0.0..100.0).contains(&p) {
-        return Err(format!(
-            "invalid percentage {s:?}: must be at least 0% and below 100%"
-        ));
-    }
-    Ok(p / 100.0)
 }
 
 /// Write a run's replication bundle: one .tar.gz with the results directory, the experiment

@@ -48,17 +48,6 @@ pub use crate::mechanism_check::{agreement, Agreement, MechanismCheck, Mechanism
 use crate::metrics;
 use crate::syscall_cost;
 
-/// The one cell `selector` names (validated when the experiment was loaded).
-fn one<'d, 'a>(
-    ds: &'d Dataset<'a>,
-    sel: &echolab_core::experiment::CellSelector,
-) -> Option<&'d CellData<'a>> {
-    match ds.select(sel).as_slice() {
-        [one] => Some(*one),
-        _ => None,
-    }
-}
-
 /// The agreement band around `predicted`: a factor `1 + a` either way
 /// ([`ClaimBand::relative`], the claims' own band).
 fn band(predicted: f64, a: f64) -> ClaimBand {
@@ -97,7 +86,7 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
             // not set the pace in every compared cell.
             let paced = [&m.numerator, &m.denominator]
                 .iter()
-                .filter_map(|sel| one(ds, sel))
+                .filter_map(|sel| ds.one(sel))
                 .collect::<Vec<_>>();
             if out.prediction.is_some() && !server_paces_all(manifest, &paced) {
                 out.verdict = MechanismVerdict::NotTestable;
@@ -106,7 +95,7 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
         }
         _ => {}
     }
-    let (Some(num), Some(den)) = (one(ds, &m.numerator), one(ds, &m.denominator)) else {
+    let (Some(num), Some(den)) = (ds.one(&m.numerator), ds.one(&m.denominator)) else {
         out.how = "a cell of the mechanism has no data".into();
         return out;
     };

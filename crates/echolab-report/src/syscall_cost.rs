@@ -106,17 +106,6 @@ fn breakdown(cell: &CellData<'_>) -> String {
         .join(" + ")
 }
 
-/// The one cell `sel` names.
-fn one<'d, 'a>(
-    ds: &'d Dataset<'a>,
-    sel: &echolab_core::experiment::CellSelector,
-) -> Option<&'d CellData<'a>> {
-    match ds.select(sel).as_slice() {
-        [one] => Some(*one),
-        _ => None,
-    }
-}
-
 /// The costs of `cell`'s runs that have one.
 fn costs(cell: &CellData<'_>) -> Vec<f64> {
     cell.ok_runs().filter_map(cost_us).collect()
@@ -126,10 +115,10 @@ fn costs(cell: &CellData<'_>) -> Vec<f64> {
 pub fn check(ds: &Dataset<'_>, m: &Mechanism, mut out: MechanismCheck) -> MechanismCheck {
     debug_assert_eq!(m.kind, MechanismKind::SyscallCost);
     let cells = (
-        one(ds, &m.numerator),
-        one(ds, &m.denominator),
-        m.probe_numerator.as_ref().and_then(|s| one(ds, s)),
-        m.probe_denominator.as_ref().and_then(|s| one(ds, s)),
+        ds.one(&m.numerator),
+        ds.one(&m.denominator),
+        m.probe_numerator.as_ref().and_then(|s| ds.one(s)),
+        m.probe_denominator.as_ref().and_then(|s| ds.one(s)),
     );
     let (Some(num), Some(den), Some(pn), Some(pd)) = cells else {
         out.how = "a cell of the mechanism (saturated or probe) has no data".into();

@@ -144,7 +144,7 @@ pub struct Args {
     /// The gate's host allowance h: how far a whole run may shift from the host alone (two
     /// unchanged exp31 runs minutes apart on a 2-core VM shifted every cell's QPS by
     /// 0.83-0.87x); at least 0%, below 100%.
-    #[arg(long, default_value = "20%", value_name = "PCT", value_parser = parse_host_shift, requires = "gate")]
+    #[arg(long, default_value = "20%", value_name = "PCT", value_parser = echolab_report::gate::parse_host_shift, requires = "gate")]
     pub(crate) host_shift: f64,
     /// Set by `--explain` on its reruns, never from the command line: a rerun's verdicts go to
     /// its own report.md instead of the terminal, which keeps one line per rerun.
@@ -159,17 +159,6 @@ pub(crate) enum OrderChoice {
     Shuffled,
     /// Matrix order in every round.
     Listed,
-}
-
-/// `--host-shift`: at least 0% and below 100%, as a fraction.
-fn parse_host_shift(s: &str) -> Result<f64, String> {
-    let p = echolab_core::units::parse_percent(s).map_err(|e| e.to_string())?;
-    if !(0.0..100.0).contains(&p) {
-        return Err(format!(
-            "invalid percentage {s:?}: must be at least 0% and below 100%"
-        ));
-    }
-    Ok(p / 100.0)
 }
 
 fn listing() -> String {

@@ -1,26 +1,24 @@
 //! Attribution of the gap to the seed: the cells of every refuted or inconclusive claim run
-//! again under the seed's setting, one difference at a time and all together
-//! (`echolab-up --explain`), and the claim's ratio under each setting set beside the ratio
-//! here (docs/methodology.md, "Attribution").
+//! again as a two-level factorial over the seed's settings that this machine can vary
+//! (`echolab-up --explain`, [`crate::factorial`]), each setting's main effect, each pair's
+//! interaction and the share of the gap each closes read from the runs (docs/methodology.md,
+//! "Attribution").
 //!
-//! `echolab-up --explain` writes `explain/index.yaml` ([`ExplainIndex`]) in the run's results
-//! directory and, per setting, one ordinary results directory per round under
-//! `explain/<setting>/`, pooled here ([`pooled`]); this module reads them. A setting's
-//! **change** is the ratio of its ratio to the ratio of the same cells rerun as here (the
-//! `here` variant, run in the same rounds), with a 95% interval ([`ratio_of_ratios`]). Against
-//! the band 1 ± the index's `margin` (the experiment's target half-width), that interval says
-//! one of three things ([`Move`]): it lies wholly outside the band, and the setting **moves**
-//! the ratio by more than the margin; wholly inside, and it does not move it by more than the
-//! margin; across one of the band's edges, and the change is **unsettled**, whether or not it
-//! excludes 1: the claims' own settle rule, applied to the change, so that a move too small to
-//! matter at the precision the experiment asks is never named one run and missed the next.
-//! A setting that moves the ratio moves it **toward** the seed's figure when the distance to
-//! that figure (in log ratio) shrinks, and the share of the gap it closes is
-//! (ln here − ln setting) / (ln here − ln seed). Where a sample has a 0 and the change has no
-//! interval, the two ratios' own intervals decide: moved when they do not overlap and the
-//! change's point lies outside the band, unsettled otherwise. `--explain`
-//! reruns the unsettled. What no setting of this machine can vary (the kernel, more CPUs than
-//! the machine has) is named as the part left unexplained.
+//! `echolab-up --explain` writes `explain/index.yaml` ([`ExplainIndex`]: the variants, the
+//! factors, the planned looks) in the run's results directory and, per variant, one ordinary
+//! results directory per round under `explain/<variant>/`, pooled here ([`pooled`]); this
+//! module reads them. An effect's change, and each variant's **change** from the rerun as here
+//! (the ratio of the two ratios with a Welch interval, [`ratio_of_ratios`]), are set against
+//! the band `[1/(1+m), 1+m]`, m the index's `margin` (the experiment's target half-width),
+//! with the claims' band rule ([`Move`]): wholly outside, the setting **moves** the ratio by
+//! more than m, **toward** the seed's figure or away; wholly inside, it does not; across an
+//! edge, **unsettled**, whether or not it excludes 1, so that a move too small to matter at the
+//! precision the experiment asks is never named one run and missed the next; `--explain` runs
+//! another round while any term is unsettled. Where a sample has a 0 and a change has no
+//! interval, the two ratios' own intervals decide. An index written before the factorial (one
+//! setting at a time, no factors) still reads, its moves judged variant by variant. What no
+//! setting of this machine can vary (the kernel, more CPUs than the machine has) is named as
+//! the part left unexplained.
 
 use std::path::Path;
 
@@ -99,9 +97,7 @@ impl ExplainIndex {
     pub fn confidence(&self) -> crate::sequential::Confidence {
         crate::sequential::Confidence::pocock(self.looks.len().max(1))
     }
-}
 
-impl ExplainIndex {
     /// Reads `<dir>/explain/index.yaml`; `Ok(None)` when there is none.
     ///
     /// # Errors
@@ -192,10 +188,10 @@ impl Move {
         let m = format::pct(margin);
         match self {
             Move::Within => format!(
-                "does not move it by more than {m} (the change's 95% interval lies within 1× ± {m})"
+                "does not move it by more than {m} (the change's 95% interval lies within [1/(1 + {m}), 1 + {m}])"
             ),
             Move::Unsettled => format!(
-                "unsettled: the change's 95% interval reaches across an edge of 1× ± {m}, so it may \
+                "unsettled: the change's 95% interval reaches across an edge of [1/(1 + {m}), 1 + {m}], so it may \
                  move it by more than {m} or by less"
             ),
             Move::Toward(share) => format!(
@@ -580,7 +576,7 @@ pub fn section(dir: &Path) -> String {
     };
     let mut out = format!(
         "## Attribution: the gap to the seed, setting by setting\n\n{design}{m} is the experiment's target \
-         half-width: a change moves a ratio by more than {m} when its interval lies wholly outside 1× ± {m}, does not \
+         half-width: a change moves a ratio by more than {m} when its interval lies wholly outside [1/(1 + {m}), 1 + {m}], does not \
          when it lies wholly inside, and is unsettled across either edge, whether or not it excludes 1×. {ended}\n\n",
         design = design_text(&index),
         m = format::pct(index.margin),

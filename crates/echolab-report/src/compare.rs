@@ -368,7 +368,7 @@ pub fn compare_gated(
 pub fn markdown(c: &Comparison) -> String {
     let mut md = format!(
         "# Runs of {} compared\n\nEach run against the first, `{}` ({}). Ratio: this run / the first, ratio of geometric \
-         means over repetitions with its 95% interval; **same** when the interval lies within ±{} of 1×, **different** \
+         means over repetitions with its 95% interval; **same** when the interval lies within a factor 1 + {} of 1× either way, **different** \
          when it lies wholly outside, **inconclusive** otherwise (the claims' rule; identical repetitions are exactly 1×).\n\n",
         c.experiment,
         c.first_run_id,

@@ -347,6 +347,19 @@ fn round_trips(
         );
     };
     let (pn, pd) = (tn * rtt + sn, td * rtt + sd);
+    // The prediction's interval over the repetitions: each one's path time plus its own server
+    // CPU per request, numerator over denominator (the RTT is the calibration's, one figure).
+    let per_rep = |c: &CellData<'_>, trips: f64| {
+        let v: Vec<f64> = c
+            .values(costs::SERVER_CPU_US)
+            .iter()
+            .map(|s| trips * rtt + s)
+            .collect();
+        crate::inference::Summary::at(&v, c.confidence)
+    };
+    if let (Some(a), Some(b)) = (per_rep(num, tn), per_rep(den, td)) {
+        out.prediction = ratio(&a, &b).ok();
+    }
     out.source = "the lab's calibrated RTT (measured before the cells, apart from them) and round trips per request; \
                   the server CPU term is from the same cells"
         .into();

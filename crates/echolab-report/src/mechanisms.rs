@@ -179,9 +179,14 @@ pub fn measured_knee(points: &[ScanPoint]) -> Option<usize> {
 
 /// Judges a predicted against a measured knee, as indices into the same scan: holds when
 /// they are at most one scan step apart, does not hold otherwise, inconclusive when either
-/// is missing.
+/// is missing; not testable when the server is saturated at the first point and QPS is
+/// flat from the first or second (a censored knee).
 pub fn judge_knee(predicted: Option<usize>, measured: Option<usize>) -> MechanismVerdict {
     match (predicted, measured) {
+        // Saturated at the scan's first point: the true knee lies at or below it (censored),
+        // so a measured knee there or next to it agrees with any knee below the scan and
+        // tests nothing; the scan needs points below saturation.
+        (Some(0), Some(m)) if m <= 1 => MechanismVerdict::NotTestable,
         (Some(p), Some(m)) if p.abs_diff(m) <= 1 => MechanismVerdict::Holds,
         (Some(_), Some(_)) => MechanismVerdict::DoesNotHold,
         _ => MechanismVerdict::Inconclusive,
@@ -241,6 +246,13 @@ fn knee(
         loads.join(", ")
     );
     out.verdict = judge_knee(p, k);
+    if out.verdict == MechanismVerdict::NotTestable {
+        out.how.push_str(&format!(
+            "; the server is saturated at the scan's first point ({} conns), so the knee is censored there: \
+             the scan needs points below saturation for the mechanism to be testable",
+            points[0].conns
+        ));
+    }
     out
 }
 

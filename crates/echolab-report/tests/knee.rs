@@ -128,6 +128,9 @@ fn knee_rules_on_a_scan() {
     assert_eq!(judge_knee(Some(1), Some(2)), MechanismVerdict::Holds);
     assert_eq!(judge_knee(Some(0), Some(2)), MechanismVerdict::DoesNotHold);
     assert_eq!(judge_knee(None, Some(2)), MechanismVerdict::Inconclusive);
+    // Saturated at the first point with QPS flat from there: censored, not a test.
+    assert_eq!(judge_knee(Some(0), Some(0)), MechanismVerdict::NotTestable);
+    assert_eq!(judge_knee(Some(0), Some(1)), MechanismVerdict::NotTestable);
     // QPS rising significantly at every step: no knee within the scan.
     let rising = [
         point(100, 0.5, 10_000.0, 10_500.0),

@@ -2,6 +2,7 @@
 //! crossnet run, and what a client host cannot do. A submodule of tests/docker.rs, for its
 //! helpers.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use echolab_runtime::docker::cleanup;
@@ -27,12 +28,35 @@ struct KeptRun {
     _remove: RemoveRun,
 }
 
-/// One long-connection cell of `conns` connections on crossnet, kept up afterwards.
+/// crossnet as shipped, written into `base`, but asking of calibration only that the link
+/// carries at least 25.9 Mbit/s each way (47.07 +-45%) instead of 44.25: these tests look at
+/// the containers' privileges, and need a link host with its link in effect, not the rate held
+/// to 6%. Beside the suite's other tests a CI run on a 2-core VM measured this profile's
+/// goodput at 34-43 Mbit/s in all three attempts of one of them (and 46-47 by hand, alone);
+/// the rate's precision is the wire's own tests' and CI's main job's (`.ci/run`, smoke on the
+/// shipped crossnet) to hold.
+fn crossnet_for_privileges(base: &TempDir) -> PathBuf {
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem/crossnet.yaml"),
+    )
+    .unwrap();
+    let line = "goodput: { value: 47.07mbit, tolerance: 6% }";
+    assert!(shipped.contains(line), "crossnet's goodput line changed");
+    write_input(
+        base,
+        "crossnet-any-rate.yaml",
+        shipped.replace(line, "goodput: { value: 47.07mbit, tolerance: 45% }"),
+    )
+}
+
+/// One long-connection cell of `conns` connections on crossnet (its goodput checked loosely,
+/// [`crossnet_for_privileges`]), kept up afterwards.
 fn kept_crossnet_run(base: &TempDir, conns: u64) -> KeptRun {
     let exp = write_input(base, "one-cell.yaml", format!("name: one-cell\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [{conns}]\n    rounds: [2]\n"));
     let out = base.path().join("results");
     let bins = snapshot_bins(base);
-    let mut args = profile_experiment("crossnet", exp.to_str().unwrap()).to_vec();
+    let profile = crossnet_for_privileges(base);
+    let mut args = profile_experiment(profile.to_str().unwrap(), exp.to_str().unwrap()).to_vec();
     args.push("--keep");
     let o = run(&out, &bins, &args);
     let r = results(&out);

@@ -58,6 +58,34 @@ pub fn parse_host_shift(s: &str) -> Result<f64, String> {
     Ok(p / 100.0)
 }
 
+/// `--gate` and `--host-shift`, defined once for the two commands that flatten them
+/// (`echolab-report compare` and `echolab-up --replay`).
+#[derive(Debug, Clone, Copy, PartialEq, clap::Args)]
+pub struct GateArgs {
+    /// Regression gate: exit 3 when a shared cell of the later run is slower (or, with
+    /// `either`, slower or faster) than the reference run's (compare's first run, a replay's
+    /// original) beyond the band widened by --host-shift; the cells are listed on standard
+    /// error. Inconclusive cells are listed and do not fail. Rule: a cell fails when its QPS
+    /// ratio's 95% CI lies wholly below (1-m)(1-h), or its p50 latency ratio's wholly above
+    /// (1+m)/(1-h), m the comparison's margin (compare's --margin; 5% on a replay)
+    /// (docs/methodology.md, "Regression gate").
+    #[arg(long, value_enum, value_name = "DIRECTION")]
+    pub gate: Option<GateDirection>,
+    /// The gate's host allowance h: how far a whole run may shift from the host alone (two
+    /// unchanged exp31 runs minutes apart on a 2-core VM shifted every cell's QPS by
+    /// 0.83-0.87x); at least 0%, below 100%.
+    #[arg(long, default_value = "20%", value_name = "PCT", value_parser = parse_host_shift,
+          requires = "gate")]
+    pub host_shift: f64,
+}
+
+impl GateArgs {
+    /// The gate asked for, with its host allowance; `None` without `--gate`.
+    pub fn asked(&self) -> Option<(GateDirection, f64)> {
+        self.gate.map(|d| (d, self.host_shift))
+    }
+}
+
 /// Which direction fails the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

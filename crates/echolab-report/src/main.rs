@@ -63,18 +63,9 @@ struct CompareArgs {
     /// Output format, on standard output.
     #[arg(long, value_enum, default_value = "md")]
     format: Format,
-    /// Regression gate: exit 3 when any shared cell of a later run is slower (or, with
-    /// `either`, slower or faster) than the first run's beyond the band widened by
-    /// --host-shift; the cells are listed on standard error. Inconclusive cells are listed and
-    /// do not fail. Rule: a cell fails when its QPS ratio's 95% CI lies wholly below
-    /// (1-margin)(1-h), or its p50 latency ratio's wholly above (1+margin)/(1-h).
-    #[arg(long, value_enum, value_name = "DIRECTION")]
-    gate: Option<echolab_report::gate::GateDirection>,
-    /// The gate's host allowance h: how far a whole run may shift from the host alone (two
-    /// unchanged exp31 runs minutes apart on a 2-core VM shifted every cell's QPS by
-    /// 0.83-0.87x); at least 0%, below 100%.
-    #[arg(long, default_value = "20%", value_parser = echolab_report::gate::parse_host_shift, requires = "gate")]
-    host_shift: f64,
+    /// The regression gate.
+    #[command(flatten)]
+    gate: echolab_report::gate::GateArgs,
 }
 
 /// Write a run's replication bundle: one .tar.gz with the results directory, the experiment
@@ -172,7 +163,7 @@ fn compare(argv: impl Iterator<Item = String>) -> ExitCode {
         Ok(a) => a,
         Err(code) => return ExitCode::from(code),
     };
-    let gate = args.gate.map(|d| (d, args.host_shift));
+    let gate = args.gate.asked();
     match echolab_report::compare::compare_gated(&args.dirs, args.margin, gate) {
         Ok(c) => {
             print!(

@@ -28,7 +28,10 @@ pub(crate) enum BackendChoice {
 /// everything, clean up.
 #[derive(Debug, Clone, Parser)]
 // allow_negative_numbers: "--reps -1" reaches the value parser instead of reading as a flag.
-#[command(name = "echolab-up", version, allow_negative_numbers = true)]
+// mut_arg: the gate (a flattened `GateArgs`, shared with `echolab-report compare`) compares a
+// replay with its original, so it needs --replay here.
+#[command(name = "echolab-up", version, allow_negative_numbers = true,
+          mut_arg("gate", |a| a.requires("replay")))]
 pub struct Args {
     /// Link profile: a name from netem/ or a path to a profile file [default: loopback; with
     /// --lab, native (the real path between the machines, nothing added); a link profile
@@ -134,18 +137,9 @@ pub struct Args {
     #[arg(long, value_name = "BUNDLE|RUN_DIR",
           conflicts_with_all = ["down", "build_image", "explain", "experiment", "profile", "lab", "reps"])]
     pub(crate) replay: Option<PathBuf>,
-    /// With --replay: exit 3 when a shared cell of the replay is slower (or, with `either`,
-    /// slower or faster) than the original's beyond the band widened by --host-shift, listing
-    /// the cells; inconclusive cells are listed and do not fail. Rule: a cell fails when its
-    /// QPS ratio's 95% CI lies wholly below (1-5%)(1-h), or its p50 latency ratio's wholly
-    /// above (1+5%)/(1-h) (docs/methodology.md, "Regression gate").
-    #[arg(long, value_enum, value_name = "DIRECTION", requires = "replay")]
-    pub(crate) gate: Option<echolab_report::gate::GateDirection>,
-    /// The gate's host allowance h: how far a whole run may shift from the host alone (two
-    /// unchanged exp31 runs minutes apart on a 2-core VM shifted every cell's QPS by
-    /// 0.83-0.87x); at least 0%, below 100%.
-    #[arg(long, default_value = "20%", value_name = "PCT", value_parser = echolab_report::gate::parse_host_shift, requires = "gate")]
-    pub(crate) host_shift: f64,
+    /// With --replay: the regression gate against the original run.
+    #[command(flatten)]
+    pub(crate) gate: echolab_report::gate::GateArgs,
     /// Set by `--explain` on its reruns, never from the command line: a rerun's verdicts go to
     /// its own report.md instead of the terminal, which keeps one line per rerun.
     #[arg(skip)]

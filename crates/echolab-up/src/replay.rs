@@ -202,7 +202,7 @@ fn replay_args(o: &Original, user: &Args, out: &Path) -> Result<Args, String> {
     a.explain = false;
     a.quiet_verdicts = false;
     a.replay = None;
-    a.gate = None;
+    a.gate.gate = None;
     Ok(a)
 }
 
@@ -331,7 +331,7 @@ pub async fn run(user: Args, argv: Vec<String>) -> ExitCode {
 /// (and gates it when asked), writes `replay.md` and prints the summary. `Ok(false)` when the
 /// gate failed.
 fn judge(user: &Args, original: &Original, dir: &Path) -> Result<bool, String> {
-    let gate = user.gate.map(|d| (d, user.host_shift));
+    let gate = user.gate.asked();
     let dirs = [original.results.clone(), dir.to_path_buf()];
     let c = echolab_report::compare::compare_gated(
         &dirs,
@@ -461,7 +461,7 @@ mod tests {
             "the original machine's binaries are not looked for here"
         );
         assert_eq!(a.out.as_deref(), Some(out.as_path()));
-        assert!(a.replay.is_none() && a.gate.is_none());
+        assert!(a.replay.is_none() && a.gate.gate.is_none());
     }
 
     #[test]

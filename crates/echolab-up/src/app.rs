@@ -14,7 +14,7 @@ use echolab_core::calibration::{failure_message, judge_paths};
 use echolab_core::cli::EXIT_USAGE;
 use echolab_core::lab_file::Lab;
 use echolab_core::lab_plan::{Backend, LabPlan, PlanRefusal, Shape};
-use echolab_core::results::RunStatus;
+use echolab_core::results::{Manifest, RunStatus};
 use echolab_runtime::deploy::{AnyHosts, AnyRuntime, Deployed, Readings, RunSpec, Runtime};
 
 use crate::adaptive;
@@ -89,7 +89,7 @@ async fn pipeline(
     let mut out = open_results(args, argv, &inputs, &runtime, plan)?;
     *made = Some(out.dir.clone());
     let (programs, run_id) = (inputs.image_programs(), out.manifest.run_id.clone());
-    let spec = run_spec(args, &inputs, &run_id, shape, &programs);
+    let spec = run_spec(args, &inputs, (&run_id, shape, &programs), &out.manifest);
     let work = async {
         let mut deployed = runtime.deploy(&spec, &mut out).await?;
         calibrate(&mut deployed, &inputs, &mut out).await?;
@@ -276,13 +276,13 @@ fn open_results(
     Ok(out)
 }
 
-/// What the runtime's deploy needs of run `run_id`.
+/// What the runtime's deploy needs of run `run_id` (its shape, the programs its image
+/// carries; this machine's CPUs and the CPU plan as `manifest` records them).
 fn run_spec<'a>(
     args: &'a Args,
     inputs: &'a Inputs,
-    run_id: &'a str,
-    shape: Shape,
-    programs: &'a [String],
+    (run_id, shape, programs): (&'a str, Shape, &'a [String]),
+    manifest: &Manifest,
 ) -> RunSpec<'a> {
     RunSpec {
         run_id,
@@ -294,6 +294,8 @@ fn run_spec<'a>(
         programs,
         prebuilt: args.image.as_deref(),
         allow_uring_unconfined: args.allow_uring_unconfined,
+        machine_cpus: manifest.environment.cpus,
+        cpu_plan: manifest.cpu_plan.clone().unwrap_or_default(),
     }
 }
 

@@ -11,7 +11,7 @@ use echolab_core::results::{
     write_atomic, CpuPlanRecord, Environment, Manifest, OrderRecord, ResultsDir, RunRecord,
     RunStatus, MANIFEST_FILE, RUNS_DIR,
 };
-use echolab_runtime::deploy::DeployLog;
+use echolab_runtime::deploy::{DeployLog, DeployRecord};
 
 use crate::inputs::Inputs;
 use crate::plan::compact_stamp;
@@ -202,8 +202,15 @@ pub(crate) fn starting_manifest(inputs: &Inputs, start: Start) -> Manifest {
 
 /// A deploy records its hosts, link, image and phases in the run's manifest as it goes.
 impl DeployLog for ResultsWriter {
-    fn manifest(&mut self) -> &mut Manifest {
-        &mut self.manifest
+    fn record(&mut self, record: DeployRecord) {
+        let m = &mut self.manifest;
+        match record {
+            DeployRecord::Image(image) => m.image = image,
+            DeployRecord::Privileges(p) => m.privileges = p,
+            DeployRecord::Hosts(hosts) => m.hosts.extend(hosts),
+            DeployRecord::Link(link) => m.link = *link,
+            DeployRecord::Engines(engines) => m.engines = engines,
+        }
     }
 
     fn phase(&mut self, name: &str, seconds: f64) -> anyhow::Result<()> {

@@ -8,10 +8,10 @@ use std::time::Instant;
 use anyhow::anyhow;
 use echolab_core::lab_file::Lab;
 use echolab_core::lab_plan::Shape;
-use echolab_core::results::{CalibrationRecord, LinkRecord};
+use echolab_core::results::{CalibrationRecord, ImageInfo, LinkRecord};
 use serde_json::json;
 
-use super::{DeployLog, Deployed, Gate, Readings, RunSpec};
+use super::{DeployLog, DeployRecord, Deployed, Gate, Readings, RunSpec};
 use crate::docker::confinement::{Confinement, RunInputs};
 use crate::docker::docker_hosts::DockerHosts;
 use crate::docker::engine::Engine;
@@ -31,24 +31,35 @@ pub(super) async fn local(
 ) -> anyhow::Result<Deployed<LocalHosts>> {
     let t = Instant::now();
     let hosts = LocalHosts::new(run.bin_dir)?;
-    let m = log.manifest();
     let process = |name: &str| run.bin_dir.join(name).display().to_string();
-    m.hosts.insert(
-        "server".into(),
-        json!({ "process": process("echo-server"), "network": "this machine's loopback", "sysctls": "this machine's", "ulimits": "inherited" }),
-    );
-    m.hosts.insert(
-        "client".into(),
-        json!({ "process": process("echo-bench"), "network": "this machine's loopback" }),
-    );
-    m.link = LinkRecord { backend: "none".into(), reason: "loopback profile on the local backend: client and server are processes on this machine, over 127.0.0.1".into(), ..Default::default() };
+    let records = [
+        (
+            "server",
+            json!({ "process": process("echo-server"), "network": "this machine's loopback", "sysctls": "this machine's", "ulimits": "inherited" }),
+        ),
+        (
+            "client",
+            json!({ "process": process("echo-bench"), "network": "this machine's loopback" }),
+        ),
+    ];
+    log.record(DeployRecord::Hosts(
+        records
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    ));
+    log.record(DeployRecord::Link(Box::new(LinkRecord { backend: "none".into(), reason: "loopback profile on the local backend: client and server are processes on this machine, over 127.0.0.1".into(), ..Default::default() })));
+    let mut image = ImageInfo {
+        reference: "local processes".into(),
+        ..Default::default()
+    };
     for name in ["echo-server", "echo-bench"] {
         let digest = std::fs::read(run.bin_dir.join(name))
             .map(|b| crate::image_archive::sha256_hex(&b))
             .unwrap_or_default();
-        m.image.binaries.insert(name.into(), digest);
+        image.binaries.insert(name.into(), digest);
     }
-    m.image.reference = "local processes".into();
+    log.record(DeployRecord::Image(image));
     log.phase("topology_up", t.elapsed().as_secs_f64())?;
     Ok(Deployed {
         hosts,
@@ -71,21 +82,20 @@ pub(super) async fn one_engine(
     let d = &e.docker;
     let t = Instant::now();
     let image = image::ensure(d, run.bin_dir, run.programs, run.prebuilt).await?;
-    log.manifest().image = image;
+    let image_id = image.id.clone();
+    log.record(DeployRecord::Image(image));
     log.phase("image", t.elapsed().as_secs_f64())?;
     let t = Instant::now();
-    let cpus = log.manifest().environment.cpus;
-    let confined = confine(d, cpus, run, log).await?;
-    let image = log.manifest().image.id.clone();
-    let plan = log.manifest().cpu_plan.clone().unwrap_or_default();
+    let confined = confine(d, run.machine_cpus, &image_id, run, log).await?;
+    let (image, plan) = (image_id, &run.cpu_plan);
     match run.shape {
         Shape::Loopback => {
             let spec = LoopbackSpec {
                 run_id: run.run_id.to_string(),
                 image,
                 privileges: confined.privileges.clone(),
-                server_cpus: plan.server,
-                client_cpus: plan.client,
+                server_cpus: plan.server.clone(),
+                client_cpus: plan.client.clone(),
             };
             let (hosts, records) = DockerHosts::loopback(d, &spec).await?;
             let link = LinkRecord {
@@ -104,7 +114,7 @@ pub(super) async fn one_engine(
         }
         Shape::Link => {
             let privileges = &confined.privileges;
-            let mut up = link::up(d, run.run_id, &image, privileges, run.profile, &plan).await?;
+            let mut up = link::up(d, run.run_id, &image, privileges, run.profile, plan).await?;
             record_topology(log, &confined, up.records.clone(), up.link.clone());
             log.phase("topology_up", t.elapsed().as_secs_f64())?;
             let t = Instant::now();
@@ -140,17 +150,27 @@ pub(super) async fn lab(
     let t = Instant::now();
     let (image, per_engine) =
         lab_topology::ensure_image(engines, run.bin_dir, run.programs, run.prebuilt).await?;
-    log.manifest().image = image;
+    let image_id = image.id.clone();
+    log.record(DeployRecord::Image(image));
     log.phase("image", t.elapsed().as_secs_f64())?;
     let t = Instant::now();
     let server = &engines.server;
-    let confined = confine(&server.engine.docker, server.machine.cpus, run, log).await?;
-    let image = log.manifest().image.id.clone();
+    let confined = confine(
+        &server.engine.docker,
+        server.machine.cpus,
+        &image_id,
+        run,
+        log,
+    )
+    .await?;
+    let image = image_id;
     let privileges = &confined.privileges;
     let mut up =
         lab_topology::up(engines, lab, run.run_id, &image, privileges, run.profile).await?;
     record_topology(log, &confined, up.records.clone(), up.link.clone());
-    log.manifest().engines = up.engine_records(engines, lab, &per_engine).await;
+    log.record(DeployRecord::Engines(
+        up.engine_records(engines, lab, &per_engine).await,
+    ));
     log.phase("topology_up", t.elapsed().as_secs_f64())?;
     let t = Instant::now();
     let paths = up.calibrate(engines).await.map_err(|e| {
@@ -176,25 +196,27 @@ pub(super) async fn lab(
     })
 }
 
-/// The confinement of run `run` (io_uring probed on `server`'s engine where a cell wants it;
-/// `cpus` of the server's machine); its privileges go into the manifest.
+/// The confinement of run `run` (io_uring probed on `server`'s engine where a cell wants it,
+/// in `image`; `cpus` of the server's machine); its privileges are recorded.
 async fn confine(
     server: &Docker,
     cpus: u64,
+    image: &str,
     run: &RunSpec<'_>,
     log: &mut dyn DeployLog,
 ) -> anyhow::Result<Confinement> {
-    let image = log.manifest().image.id.clone();
     let what = RunInputs {
         runs: run.runs,
         experiment: run.experiment,
         profile: run.profile,
         allow_uring_unconfined: run.allow_uring_unconfined,
         run_id: run.run_id,
-        image: &image,
+        image,
         cpus,
     };
-    Confinement::new(server, &what, log.manifest()).await
+    let confined = Confinement::new(server, &what).await?;
+    log.record(DeployRecord::Privileges(confined.privileges_record()));
+    Ok(confined)
 }
 
 /// Records the hosts made (with the io_uring probe's record) and the link.
@@ -204,8 +226,8 @@ fn record_topology(
     records: std::collections::BTreeMap<String, serde_json::Value>,
     link: LinkRecord,
 ) {
-    confined.record_hosts(log.manifest(), records);
-    log.manifest().link = link;
+    log.record(DeployRecord::Hosts(confined.hosts_record(records)));
+    log.record(DeployRecord::Link(Box::new(link)));
 }
 
 /// The link tool's readings of `paths`, measured since `t`.

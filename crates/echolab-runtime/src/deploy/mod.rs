@@ -25,7 +25,9 @@ use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::lab_file::Lab;
 use echolab_core::lab_plan::Shape;
 use echolab_core::profile::Profile;
-use echolab_core::results::{CalibrationRecord, ImageInfo, Manifest};
+use echolab_core::results::{
+    CalibrationRecord, CpuPlanRecord, EngineRecord, HostPrivileges, ImageInfo, LinkRecord,
+};
 
 use crate::docker::confinement::Confinement;
 use crate::docker::engine::Engine;
@@ -57,13 +59,35 @@ pub struct RunSpec<'a> {
     pub prebuilt: Option<&'a str>,
     /// `--allow-uring-unconfined`.
     pub allow_uring_unconfined: bool,
+    /// CPUs of this machine (the server's on one engine).
+    pub machine_cpus: u64,
+    /// Which CPUs each role gets on one engine (its `cpuset`s).
+    pub cpu_plan: CpuPlanRecord,
 }
 
-/// Where a deploy records what it makes, as it makes it: the run's manifest, and its phases'
-/// wall times in seconds (`image`, `topology_up`).
+/// A record of what a deploy made, for the run's manifest, in the manifest's own types: the
+/// launcher's results writer files each under its field (the runtime never writes the
+/// manifest).
+#[derive(Debug, Clone)]
+pub enum DeployRecord {
+    /// The image the hosts run (`image`).
+    Image(ImageInfo),
+    /// Each role's privileges (`privileges`).
+    Privileges(BTreeMap<String, HostPrivileges>),
+    /// The hosts made, by role, and the io_uring probe's record under `io_uring` where it ran
+    /// (`hosts`).
+    Hosts(BTreeMap<String, serde_json::Value>),
+    /// The link, or why there is none (`link`).
+    Link(Box<LinkRecord>),
+    /// The engines of a lab run (`engines`).
+    Engines(BTreeMap<String, EngineRecord>),
+}
+
+/// Where a deploy records what it makes, as it makes it: its records
+/// ([`DeployRecord`]) and its phases' wall times in seconds (`image`, `topology_up`).
 pub trait DeployLog {
-    /// The run's manifest (host, link, image, engine and privilege records are written here).
-    fn manifest(&mut self) -> &mut Manifest;
+    /// Files `record` in the run's manifest.
+    fn record(&mut self, record: DeployRecord);
     /// Records that phase `name` took `seconds`.
     ///
     /// # Errors

@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use echolab_core::cmd::{BenchEngine, ServerModel};
 use echolab_core::experiment::{Cell, Experiment};
 use echolab_core::profile::{Profile, Topology};
-
-use echolab_core::results::Manifest;
+use echolab_core::results::HostPrivileges;
 
 /// What [`Confinement::new`] needs to know of a run.
 pub struct RunInputs<'a> {
@@ -33,6 +32,8 @@ pub struct RunInputs<'a> {
 pub struct Confinement {
     /// Each role's privileges.
     pub privileges: super::privileges::RunPrivileges,
+    /// Whether the run has a link host (whose privileges are recorded too).
+    link: bool,
     /// Whether the client runs echo-bench's ring engine (`bench.engine: uring`).
     client_uring: bool,
     /// Why uring cells are skipped, if they are.
@@ -42,16 +43,11 @@ pub struct Confinement {
 }
 
 impl Confinement {
-    /// Probes io_uring on `d` where needed and sets the privileges of the run `r`;
-    /// records them in the manifest.
+    /// Probes io_uring on `d` where needed and sets the privileges of the run `r`.
     ///
     /// # Errors
     /// The probe could not run.
-    pub async fn new(
-        d: &bollard::Docker,
-        r: &RunInputs<'_>,
-        manifest: &mut Manifest,
-    ) -> anyhow::Result<Self> {
+    pub async fn new(d: &bollard::Docker, r: &RunInputs<'_>) -> anyhow::Result<Self> {
         let server_uring = r
             .runs
             .iter()
@@ -84,8 +80,8 @@ impl Confinement {
                 Default::default()
             },
         );
-        manifest.privileges = privileges.record(r.profile.topology == Topology::Link);
         Ok(Self {
+            link: r.profile.topology == Topology::Link,
             privileges,
             client_uring,
             uring_denied: uring.as_ref().and_then(|u| u.denied.clone()),
@@ -104,15 +100,20 @@ impl Confinement {
         }
     }
 
-    /// Records the hosts of the run, with the io_uring probe's record.
-    pub fn record_hosts(
+    /// Each role's privileges, for the manifest's `privileges`.
+    pub fn privileges_record(&self) -> BTreeMap<String, HostPrivileges> {
+        self.privileges.record(self.link)
+    }
+
+    /// The hosts of the run, with the io_uring probe's record under `io_uring`, for the
+    /// manifest's `hosts`.
+    pub fn hosts_record(
         &self,
-        manifest: &mut Manifest,
-        hosts: BTreeMap<String, serde_json::Value>,
-    ) {
-        manifest.hosts = hosts;
+        mut hosts: BTreeMap<String, serde_json::Value>,
+    ) -> BTreeMap<String, serde_json::Value> {
         if let Some(u) = &self.uring_record {
-            manifest.hosts.insert("io_uring".into(), u.clone());
+            hosts.insert("io_uring".into(), u.clone());
         }
+        hosts
     }
 }

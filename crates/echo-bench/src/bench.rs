@@ -2,10 +2,10 @@
 
 use echolab_core::protocol;
 
-use crate::cli::{Mode, RunArgs};
 use crate::engine::{Pattern, Stop};
 use crate::setup::{self, PlanInputs, SetupError};
 use crate::Finished;
+use echolab_core::cmd::{RunArgs, RunMode};
 
 /// Interval of the per-interval records of a `--duration` run.
 pub(crate) const INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
@@ -25,17 +25,17 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
         (None, None) => return Err(SetupError::usage("give ROUNDS or --duration")),
     };
     let pattern = match args.mode {
-        Mode::Short => Pattern::Short,
-        Mode::Long => Pattern::Long,
+        RunMode::Short => Pattern::Short,
+        RunMode::Long => Pattern::Long,
     };
     // Refused before anything is resolved, checked or started.
-    setup::engine_runs(args.client.engine, pattern)?;
+    setup::engine_runs(args.shared.client.engine, pattern)?;
     crate::short_sockets::resolve(
-        args.sock.short_sockets,
+        args.shared.sock.short_sockets,
         pattern,
-        args.client.linger0,
-        args.client.engine == crate::engine::EngineKind::Event,
-        args.rate.is_some(),
+        args.shared.client.linger0,
+        args.shared.client.engine == crate::engine::EngineKind::Event,
+        args.pacing.rate.is_some(),
     )
     .map_err(SetupError::usage)?;
     if args.processes > 1 && args.shard.is_none() {
@@ -50,22 +50,22 @@ pub(crate) fn run(args: &RunArgs) -> Result<Finished, SetupError> {
             pattern,
             conns,
             stop,
-            warmup: args.load.warmup,
-            rate: args.rate.map(echolab_core::limits::Rate::get),
+            warmup: args.pacing.warmup,
+            rate: args.pacing.rate.map(echolab_core::limits::Rate::get),
             reply: crate::engine::Reply::Echo,
             request,
             interval: args.duration.map(|_| INTERVAL),
             shard: args.shard,
-            engine: args.client.engine,
+            engine: args.shared.client.engine,
         },
-        &args.client,
-        &args.sock,
+        &args.shared.client,
+        &args.shared.sock,
     )?;
-    let outcome = setup::run_engine(&plan, args.client.engine)?;
+    let outcome = setup::run_engine(&plan, args.shared.client.engine)?;
     let mut report = crate::report::base_report(
         &plan,
         &outcome,
-        args.client.engine,
+        args.shared.client.engine,
         &format!("{host}:{port}"),
     );
     crate::report::note_setup_failures(&mut report, &outcome);
@@ -94,7 +94,7 @@ fn run_processes(args: &RunArgs, conns: u64) -> Result<Finished, SetupError> {
     }
     // Connecting in long mode takes at most one --timeout per connection a worker makes in a
     // row; a generous bound that still ends a shard that hangs.
-    let deadline = args.client.timeout.0 * 2 + std::time::Duration::from_secs(60);
+    let deadline = args.shared.client.timeout.0 * 2 + std::time::Duration::from_secs(60);
     let env_fail = |message: String| SetupError {
         message,
         exit_code: 1,

@@ -1,12 +1,11 @@
 //! `echo-bench`: echolab's load generator. See `echo-bench --help` and the module docs:
-//! [`cli`] (command line), [`engine`] (event and thread engines), [`storm`] and [`sustain`]
+//! [`engine`] (event and thread engines), [`storm`] and [`sustain`]
 //! (seed 004's deadlink and activelink), [`syscalls`] (accounting), [`report`] (output).
 //!
-//! A library with a thin binary, so that the launcher's tests can parse the command lines it
-//! builds (`echolab_core::cmd::BenchCmd`) with this crate's own [`cli::Cli`].
+//! Its command line is defined once, in `echolab_core::cmd::BenchCli`: the clap structs this
+//! crate parses are the commands the launcher builds.
 
 mod bench;
-pub mod cli;
 mod engine;
 mod gate;
 mod interrupt;
@@ -27,7 +26,7 @@ use clap::Parser as _;
 use echolab_core::stats::BenchReport;
 use hdrhistogram::Histogram;
 
-use crate::cli::{Cli, Command, OutputArgs};
+use echolab_core::cmd::{BenchCli, BenchCmd, OutputArgs};
 
 /// A finished run: its report, its latency histogram (for `--hist`) and any command-specific
 /// text for the human output.
@@ -52,17 +51,21 @@ pub fn real_main() -> i32 {
              a report"
         );
     }
-    let cli = match echolab_core::cli::parsed_or_exit("echo-bench", Cli::try_parse()) {
-        Ok(c) => c,
+    let cmd = match echolab_core::cli::parsed_or_exit("echo-bench", BenchCli::try_parse()) {
+        Ok(c) => c.into_cmd(),
         Err(code) => return i32::from(code),
     };
-    if cli.run.shard.is_some() {
+    let shard = match &cmd {
+        BenchCmd::Run(a) => a.shard,
+        _ => None,
+    };
+    if shard.is_some() {
         interrupt::quiet();
     }
-    let (result, out, asked) = match &cli.command {
-        None => (bench::run(&cli.run), &cli.run.out, cli.run.duration),
-        Some(Command::ConnectStorm(a)) => (storm::run(a), &a.out, None),
-        Some(Command::Sustain(a)) => (sustain::run(a), &a.out, Some(a.duration)),
+    let (result, out, asked) = match &cmd {
+        BenchCmd::Run(a) => (bench::run(a), &a.shared.out, a.duration),
+        BenchCmd::ConnectStorm(a) => (storm::run(a), &a.shared.out, None),
+        BenchCmd::Sustain(a) => (sustain::run(a), &a.shared.out, Some(a.duration)),
     };
     match result {
         Ok(mut done) => {
@@ -79,7 +82,7 @@ pub fn real_main() -> i32 {
                 return code;
             }
             let by = r.interrupted_by.as_deref().unwrap_or("SIGINT");
-            if cli.run.shard.is_none() {
+            if shard.is_none() {
                 eprintln!(
                     "echo-bench: interrupted by {by}: the report covers {:.3} s of measurement",
                     r.duration_s

@@ -8,10 +8,10 @@ use echolab_core::cmd::ServerCpus;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use socket2::SockAddr;
 
-use crate::cli::SocketArgs;
 use crate::engine::{self, EngineKind, Pattern, Plan, RunOutcome, Stop};
 use crate::syscalls::SocketOptions;
 use echolab_core::cmd::ClientOpts;
+use echolab_core::cmd::SocketArgs;
 
 /// Descriptors needed besides the connections: stdio, epoll instances, the Rust runtime.
 pub(crate) const FD_HEADROOM: u64 = 64;

@@ -31,19 +31,9 @@
 //! the automatic choice keeps fresh sockets there, where the client is not the bottleneck
 //! anyway, and `reuse` asks for it all the same.
 
-use crate::pattern::Pattern;
+use echolab_core::cmd::ShortSockets;
 
-/// `--short-sockets`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ShortSockets {
-    /// reuse with --linger0 on the event engine in closed loop, else fresh.
-    Auto,
-    /// socket(2) ... close(2) for every request.
-    Fresh,
-    /// One socket per connection, re-connected after connect(2) with AF_UNSPEC (needs
-    /// --linger0 and the event engine).
-    Reuse,
-}
+use crate::pattern::Pattern;
 
 /// What a run does with a short connection's socket between requests, and why (for the
 /// report's `short_sockets` and `short_sockets_reason`).

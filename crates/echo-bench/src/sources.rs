@@ -19,6 +19,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use echolab_core::cmd::SourceChoice;
 use socket2::SockAddr;
 
 use crate::pattern::Pattern;
@@ -50,66 +51,6 @@ fn port_range_size(text: &str) -> Option<u64> {
     let mut it = text.split_whitespace().map(|n| n.parse::<u64>().ok());
     let (lo, hi) = (it.next()??, it.next()??);
     (hi >= lo).then(|| hi - lo + 1)
-}
-
-/// At most this many addresses in an explicit list (a range expands to its members).
-pub(crate) const MAX_SOURCES: usize = 4096;
-
-/// What `--source-addrs` asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SourceChoice {
-    /// [`LOOPBACK_SOURCES`] loopback addresses when the target is IPv4 loopback and either
-    /// the load connects per request (short, connect-storm) with closes that keep TIME_WAIT
-    /// (no `--linger0`), or the run has more connections than [`ONE_ADDRESS_PERCENT`]% of the
-    /// ephemeral ports; otherwise the kernel's choice.
-    Auto,
-    /// The kernel's choice: one source address, the route's.
-    Kernel,
-    /// These addresses, connection i using address i mod N.
-    List(Vec<IpAddr>),
-}
-
-/// Parses `--source-addrs`: `auto`, `kernel`, or a comma-separated list of addresses and
-/// IPv4 ranges `A-B` (inclusive), e.g. `127.0.0.1-127.0.0.8` or `10.0.0.2,10.0.0.3`.
-///
-/// # Errors
-/// An item that is not an address or range, a range that runs backwards or mixes families,
-/// or more than [`MAX_SOURCES`] addresses; the message names the item.
-pub fn parse_choice(text: &str) -> Result<SourceChoice, String> {
-    match text {
-        "auto" => return Ok(SourceChoice::Auto),
-        "kernel" => return Ok(SourceChoice::Kernel),
-        _ => {}
-    }
-    let mut addrs = Vec::new();
-    for item in text.split(',') {
-        let item = item.trim();
-        let bad = |why: &str| format!("{item:?} in --source-addrs: {why}");
-        match item.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = match (a.parse::<Ipv4Addr>(), b.parse::<Ipv4Addr>()) {
-                    (Ok(a), Ok(b)) => (u32::from(a), u32::from(b)),
-                    _ => return Err(bad("a range is two IPv4 addresses, FIRST-LAST")),
-                };
-                if a > b {
-                    return Err(bad("the range runs backwards"));
-                }
-                if (b - a) as usize >= MAX_SOURCES {
-                    return Err(bad(&format!("more than {MAX_SOURCES} addresses")));
-                }
-                addrs.extend((a..=b).map(|n| IpAddr::V4(Ipv4Addr::from(n))));
-            }
-            None => addrs.push(item.parse::<IpAddr>().map_err(|_| {
-                bad("expected auto, kernel, or IP addresses and IPv4 ranges FIRST-LAST")
-            })?),
-        }
-        if addrs.len() > MAX_SOURCES {
-            return Err(format!(
-                "--source-addrs names more than {MAX_SOURCES} addresses"
-            ));
-        }
-    }
-    Ok(SourceChoice::List(addrs))
 }
 
 /// The source addresses of a run and why they were chosen.
@@ -227,22 +168,6 @@ mod tests {
     }
 
     #[test]
-    fn lists_and_ranges_expand_in_order() {
-        assert_eq!(parse_choice("auto"), Ok(SourceChoice::Auto));
-        assert_eq!(parse_choice("kernel"), Ok(SourceChoice::Kernel));
-        assert_eq!(
-            parse_choice("127.0.0.254-127.0.1.1, ::1"),
-            Ok(SourceChoice::List(vec![
-                v4(127, 0, 0, 254),
-                v4(127, 0, 0, 255),
-                v4(127, 0, 1, 0),
-                v4(127, 0, 1, 1),
-                "::1".parse().unwrap(),
-            ]))
-        );
-    }
-
-    #[test]
     fn port_ranges_count_both_ends() {
         assert_eq!(port_range_size("32768\t60999\n"), Some(28_232));
         assert_eq!(port_range_size("1024 1024"), Some(1));
@@ -250,41 +175,6 @@ mod tests {
         assert_eq!(port_range_size("x 4"), None);
         assert_eq!(port_range_size("5"), None);
         assert_eq!(DEFAULT_EPHEMERAL_PORTS, 28_232);
-    }
-
-    #[test]
-    fn lists_and_ranges_stop_at_4096_addresses_exactly() {
-        assert_eq!(
-            parse_choice("127.0.0.5-127.0.0.5"),
-            Ok(SourceChoice::List(vec![v4(127, 0, 0, 5)]))
-        );
-        // 10.0.0.0-10.0.15.255 is 4096 addresses; one more is refused, naming the range.
-        let SourceChoice::List(l) = parse_choice("10.0.0.0-10.0.15.255").unwrap() else {
-            panic!("a list")
-        };
-        assert_eq!(l.len(), 4096);
-        let e = parse_choice("10.0.0.0-10.0.16.0").unwrap_err();
-        assert!(
-            e.starts_with("\"10.0.0.0-10.0.16.0\" in --source-addrs: more than 4096"),
-            "{e}"
-        );
-        let exactly = vec!["127.0.0.1"; MAX_SOURCES].join(",");
-        assert!(parse_choice(&exactly).is_ok());
-    }
-
-    #[test]
-    fn bad_items_are_named() {
-        for (text, says) in [
-            ("127.0.0.9-127.0.0.2", "backwards"),
-            ("10.0.0.1-::1", "two IPv4"),
-            ("localhost", "expected auto"),
-            ("10.0.0.0-10.0.255.255", "more than 4096"),
-        ] {
-            let e = parse_choice(text).unwrap_err();
-            assert!(e.contains(says), "{text}: {e}");
-        }
-        let many = vec!["127.0.0.1"; MAX_SOURCES + 1].join(",");
-        assert!(parse_choice(&many).unwrap_err().contains("more than 4096"));
     }
 
     fn target(ip: IpAddr) -> SockAddr {

@@ -9,10 +9,10 @@
 use echolab_core::hist::LatencySummary;
 use echolab_core::protocol;
 
-use crate::cli::StormArgs;
 use crate::engine::{EngineKind, Pattern, Stop};
 use crate::setup::{self, PlanInputs, SetupError};
 use crate::Finished;
+use echolab_core::cmd::StormArgs;
 
 /// Bytes of the echo that proves a connection.
 pub(crate) const PROOF_BYTES: usize = 1;
@@ -27,10 +27,10 @@ pub(crate) const PROOF_BYTES: usize = 1;
 /// # Errors
 /// Unresolvable host, too few file descriptors, or an engine that could not start.
 pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
-    if args.client.engine != EngineKind::Event {
+    if args.shared.client.engine != EngineKind::Event {
         return Err(SetupError::usage(format!(
             "--engine {}: connect-storm runs on the event engine only",
-            args.client.engine
+            args.shared.client.engine
         )));
     }
     let request = protocol::payload(PROOF_BYTES);
@@ -48,8 +48,8 @@ pub(crate) fn run(args: &StormArgs) -> Result<Finished, SetupError> {
             shard: None,
             engine: EngineKind::Event,
         },
-        &args.client,
-        &args.sock,
+        &args.shared.client,
+        &args.shared.sock,
     )?;
     let outcome = setup::run_engine(&plan, EngineKind::Event)?;
     let target = format!("{}:{}", args.host, args.port);

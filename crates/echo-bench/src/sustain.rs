@@ -5,10 +5,10 @@
 
 use echolab_core::protocol;
 
-use crate::cli::SustainArgs;
 use crate::engine::{Pattern, Stop};
 use crate::setup::{self, PlanInputs, SetupError};
 use crate::Finished;
+use echolab_core::cmd::SustainArgs;
 
 /// Runs the sustained load described by `args`. The request is the seed payload's size,
 /// stamped (its stamp keeps the reply-mode request terminator `\n` at its end); the reply is
@@ -26,20 +26,21 @@ pub(crate) fn run(args: &SustainArgs) -> Result<Finished, SetupError> {
             pattern: Pattern::Long,
             conns: args.n,
             stop: Stop::Duration(args.duration),
-            warmup: args.load.warmup,
-            rate: args.rate.map(echolab_core::limits::Rate::get),
+            warmup: args.pacing.warmup,
+            rate: args.pacing.rate.map(echolab_core::limits::Rate::get),
             request,
             reply: crate::engine::Reply::Fixed(protocol::reply_body(args.reply_bytes as usize)),
             interval: Some(args.interval),
             shard: None,
-            engine: args.client.engine,
+            engine: args.shared.client.engine,
         },
-        &args.client,
-        &args.sock,
+        &args.shared.client,
+        &args.shared.sock,
     )?;
-    let outcome = setup::run_engine(&plan, args.client.engine)?;
+    let outcome = setup::run_engine(&plan, args.shared.client.engine)?;
     let target = format!("{}:{}", args.host, args.port);
-    let mut report = crate::report::base_report(&plan, &outcome, args.client.engine, &target);
+    let mut report =
+        crate::report::base_report(&plan, &outcome, args.shared.client.engine, &target);
     report.mode = "sustain".into();
     report.reply_bytes = Some(args.reply_bytes);
     report.extra.interval_s = Some(args.interval.as_secs_f64());

@@ -4,10 +4,11 @@
 //! these functions build with the binaries' own clap definitions.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use echolab_core::cmd::{
-    BenchCmd, RunCmd, RunMode, ServerCmd, ServerCpus, ServerLaunch, ServerModel, StormCmd,
-    SustainCmd, UnknownModel,
+    BenchCmd, Pacing, RunArgs, RunMode, ServerCmd, ServerCpus, ServerLaunch, ServerModel,
+    StormArgs, SustainArgs, UnknownModel,
 };
 use echolab_core::experiment::{BenchMode, Cell, Experiment};
 
@@ -52,44 +53,38 @@ pub fn bench_cmd(
     target: SocketAddr,
     server_cpus: ServerCpus,
 ) -> BenchCmd {
-    let (client, warmup, server_cpus) = (exp.bench.clone(), exp.warmup, Some(server_cpus));
-    let run = |mode| {
-        BenchCmd::Run(RunCmd {
-            target,
-            conns: cell.conns,
-            rounds: cell.rounds,
-            mode,
-            duration: cell.duration,
-            payload_size: Some(cell.payload).filter(|&p| p != 12),
-            rate: cell.rate,
-            warmup,
-            server_cpus,
-            client: client.clone(),
-            json: true,
-        })
+    let pacing = |rate| Pacing {
+        rate,
+        warmup: exp.warmup.map_or(Duration::ZERO, |w| w.0),
     };
-    match cell.mode {
-        BenchMode::Short => run(RunMode::Short),
-        BenchMode::Long => run(RunMode::Long),
-        BenchMode::ConnectStorm => BenchCmd::ConnectStorm(StormCmd {
-            target,
-            n: cell.conns,
-            server_cpus,
-            client,
-            json: true,
-        }),
-        BenchMode::Sustain => BenchCmd::Sustain(SustainCmd {
-            target,
-            n: cell.conns,
-            duration: cell.duration,
-            reply_bytes: cell.reply_bytes,
-            rate: None,
-            warmup,
-            server_cpus,
-            client,
-            json: true,
-        }),
-    }
+    let mut cmd = match cell.mode {
+        BenchMode::Short | BenchMode::Long => {
+            let mode = match cell.mode {
+                BenchMode::Short => RunMode::Short,
+                _ => RunMode::Long,
+            };
+            BenchCmd::Run(RunArgs {
+                rounds: cell.rounds,
+                duration: cell.duration.map(|d| d.0),
+                payload_size: cell.payload,
+                pacing: pacing(cell.rate),
+                ..RunArgs::new(target, cell.conns, mode)
+            })
+        }
+        BenchMode::ConnectStorm => BenchCmd::ConnectStorm(StormArgs::new(target, cell.conns)),
+        BenchMode::Sustain => {
+            let mut sustain = SustainArgs::new(target, cell.conns);
+            sustain.duration = cell.duration.map_or(sustain.duration, |d| d.0);
+            sustain.reply_bytes = cell.reply_bytes.unwrap_or(sustain.reply_bytes);
+            sustain.pacing = pacing(None);
+            BenchCmd::Sustain(sustain)
+        }
+    };
+    let shared = cmd.shared_mut();
+    shared.client = exp.bench.clone();
+    shared.sock.server_cpus = server_cpus;
+    shared.out.json = true;
+    cmd
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use echolab_core::calibration::judge_probe;
 use echolab_core::cmd::{
-    bench_report, final_stats, BenchCmd, ClientOpts, RunCmd, RunMode, ServerCmd, ServerModel,
+    bench_report, final_stats, BenchCmd, RunArgs, RunMode, ServerCmd, ServerModel,
 };
 use echolab_core::profile::Profile;
 use echolab_core::results::CalibrationRecord;
@@ -45,19 +45,10 @@ pub fn probe_server_cmd(bind: IpAddr) -> ServerCmd {
 
 /// The probe's client: one long connection making `rounds` round trips to `target`.
 pub fn probe_bench_cmd(target: SocketAddr, rounds: u64) -> BenchCmd {
-    BenchCmd::Run(RunCmd {
-        target,
-        conns: 1,
-        rounds: Some(rounds),
-        mode: RunMode::Long,
-        duration: None,
-        payload_size: None,
-        rate: None,
-        warmup: None,
-        server_cpus: None,
-        client: ClientOpts::default(),
-        json: true,
-    })
+    let mut run = RunArgs::new(target, 1, RunMode::Long);
+    run.rounds = Some(rounds);
+    run.shared.out.json = true;
+    BenchCmd::Run(run)
 }
 
 /// Measures the RTT between the hosts with echo-server/echo-bench and judges it; a miss is

@@ -1,5 +1,5 @@
 //! Every command line the launcher can build, parsed by the binary it is for with that binary's
-//! own clap definition (`echo_server::cli::Args`, `echo_bench::cli::Cli`,
+//! own clap definition (`echo_server::cli::Args`, `echolab_core::cmd::BenchCli`,
 //! `echolab_netem::cli::Cli`), and each parsed value compared with what the builder was given.
 //! A flag renamed or removed in a binary, or spelled differently in `echolab_core::cmd`, fails
 //! here instead of inside a container.
@@ -15,13 +15,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use clap::Parser as _;
-use echo_bench::cli::{Command, LoadArgs, Mode, SocketArgs};
 use echolab_core::cmd::{
-    BenchCmd, BenchEngine, ClientOpts, CustomServerCmd, NetemCmd, RunCmd, RunMode, ServerCmd,
-    ServerCpus, ServerLaunch, ServerModel, ServerOpts, StormCmd, SustainCmd,
+    BenchCli, BenchCmd, BenchEngine, ClientOpts, CustomServerCmd, NetemCmd, ServerCmd, ServerCpus,
+    ServerLaunch, ServerModel, ServerOpts,
 };
 use echolab_core::experiment::{BenchMode, Experiment, MatrixBlock};
-use echolab_core::limits::Rate;
 use echolab_core::profile::Profile;
 use echolab_core::units::{ByteSize, Dur};
 use echolab_netem::cli::{Cmd as NetemParsed, ProfileArg};
@@ -66,79 +64,18 @@ fn check_server(cmd: &ServerCmd) {
     assert_eq!(a.opts, cmd.opts, "{line}");
 }
 
-/// echo-bench parses the client options into the struct the launcher sent (the same type, so
-/// one comparison covers every field); `strace` is the launcher's and never on the line.
-fn check_client(parsed: &ClientOpts, sent: &ClientOpts, line: &str) {
-    let on_the_line = ClientOpts {
-        strace: false,
-        ..sent.clone()
-    };
-    assert_eq!(parsed, &on_the_line, "{line}");
-}
-
-fn check_sock(a: &SocketArgs, server_cpus: Option<ServerCpus>, line: &str) {
-    assert_eq!(
-        a.server_cpus,
-        server_cpus.unwrap_or(ServerCpus::Auto),
-        "{line}"
-    );
-}
-
-fn check_warmup(a: &LoadArgs, warmup: Option<Dur>, line: &str) {
-    assert_eq!(a.warmup, warmup.unwrap_or_default().0, "{line}");
-}
-
-/// Parses `cmd` with echo-bench's clap and checks that each flag landed on its field.
+/// Parses `cmd` with echo-bench's clap: the same structs the launcher filled
+/// (`echolab_core::cmd::BenchCli`), so one comparison covers every field; `strace` is the
+/// launcher's and never on the line.
 fn check_bench(cmd: &BenchCmd) {
     let args = cmd.argv();
     let line = args.join(" ");
-    let cli = echo_bench::cli::Cli::try_parse_from(argv_of(BenchCmd::PROGRAM, &args))
-        .unwrap_or_else(|e| panic!("echo-bench {line}: {}", e.render()));
-    match (cmd, &cli.command) {
-        (BenchCmd::Run(c), None) => {
-            let r = &cli.run;
-            assert_eq!(r.host, Some(c.target.ip().to_string()), "{line}");
-            assert_eq!(r.port, Some(c.target.port()), "{line}");
-            assert_eq!(r.conns, Some(c.conns), "{line}");
-            assert_eq!(r.rounds, c.rounds, "{line}");
-            let mode = match c.mode {
-                RunMode::Short => Mode::Short,
-                RunMode::Long => Mode::Long,
-            };
-            assert_eq!(r.mode, mode, "{line}");
-            assert_eq!(r.duration, c.duration.map(|d| d.0), "{line}");
-            // echo-bench's default request is the seed's 12 bytes.
-            assert_eq!(r.payload_size, c.payload_size.unwrap_or(12), "{line}");
-            assert_eq!(r.rate, c.rate, "{line}");
-            check_warmup(&r.load, c.warmup, &line);
-            check_client(&r.client, &c.client, &line);
-            check_sock(&r.sock, c.server_cpus, &line);
-            assert_eq!(r.out.json, c.json, "{line}");
-        }
-        (BenchCmd::ConnectStorm(c), Some(Command::ConnectStorm(a))) => {
-            assert_eq!(a.host, c.target.ip().to_string(), "{line}");
-            assert_eq!((a.port, a.n), (c.target.port(), c.n), "{line}");
-            check_client(&a.client, &c.client, &line);
-            check_sock(&a.sock, c.server_cpus, &line);
-            assert_eq!(a.out.json, c.json, "{line}");
-        }
-        (BenchCmd::Sustain(c), Some(Command::Sustain(a))) => {
-            assert_eq!(a.host, c.target.ip().to_string(), "{line}");
-            assert_eq!((a.port, a.n), (c.target.port(), c.n), "{line}");
-            if let Some(d) = c.duration {
-                assert_eq!(a.duration, d.0, "{line}");
-            }
-            if let Some(r) = c.reply_bytes {
-                assert_eq!(a.reply_bytes, r, "{line}");
-            }
-            assert_eq!(a.rate, c.rate, "{line}");
-            check_warmup(&a.load, c.warmup, &line);
-            check_client(&a.client, &c.client, &line);
-            check_sock(&a.sock, c.server_cpus, &line);
-            assert_eq!(a.out.json, c.json, "{line}");
-        }
-        (c, parsed) => panic!("echo-bench {line}: {c:?} parsed as {parsed:?}"),
-    }
+    let parsed = BenchCli::try_parse_from(argv_of(BenchCmd::PROGRAM, &args))
+        .unwrap_or_else(|e| panic!("echo-bench {line}: {}", e.render()))
+        .into_cmd();
+    let mut sent = cmd.clone();
+    sent.shared_mut().client.strace = false;
+    assert_eq!(parsed, sent, "echo-bench {line}");
 }
 
 /// The profile a parsed echolab-netem command carries: the launcher always hands over the
@@ -384,95 +321,8 @@ fn every_field_of_every_builder_parses() {
         });
         check_server(&ServerCmd::new(model, "0.0.0.0".parse().unwrap(), 0));
     }
-    let client = ClientOpts {
-        engine: BenchEngine::Thread,
-        threads: Some(4),
-        timeout: dur("750ms"),
-        nodelay: false,
-        linger0: true,
-        strace: false,
-    };
-    let (warmup, server_cpus) = (Some(dur("2s")), Some(ServerCpus::Separate));
-    let mut variants = [false; 3];
-    let mut seen = |c: &BenchCmd| {
-        variants[match c {
-            BenchCmd::Run(_) => 0,
-            BenchCmd::ConnectStorm(_) => 1,
-            BenchCmd::Sustain(_) => 2,
-        }] = true;
-    };
-    let mut cmds = Vec::new();
-    for (mode, rounds, duration) in [
-        (RunMode::Short, Some(10), None),
-        (RunMode::Long, None, Some(dur("10s"))),
-    ] {
-        cmds.push(BenchCmd::Run(RunCmd {
-            target,
-            conns: 100,
-            rounds,
-            mode,
-            duration,
-            payload_size: Some(100),
-            rate: Some(Rate::new(20000.0).unwrap()),
-            warmup,
-            server_cpus,
-            client: client.clone(),
-            json: true,
-        }));
-    }
-    cmds.push(BenchCmd::ConnectStorm(StormCmd {
-        target,
-        n: 1000,
-        server_cpus,
-        client: ClientOpts {
-            engine: BenchEngine::Event,
-            ..client.clone()
-        },
-        json: true,
-    }));
-    cmds.push(BenchCmd::Sustain(SustainCmd {
-        target,
-        n: 800,
-        duration: Some(dur("60s")),
-        reply_bytes: Some(2048),
-        rate: Some(Rate::new(5000.0).unwrap()),
-        warmup,
-        server_cpus,
-        client: client.clone(),
-        json: true,
-    }));
-    cmds.push(BenchCmd::Sustain(SustainCmd {
-        target,
-        n: 1,
-        duration: None,
-        reply_bytes: None,
-        rate: None,
-        warmup: None,
-        server_cpus: None,
-        client: ClientOpts::default(),
-        json: false,
-    }));
-    for c in &cmds {
-        seen(c);
-        check_bench(c);
-    }
-    // A shard of the short/long form parses as the same run, with its shard and JSON.
-    let shard = echolab_core::shard::Shard { index: 1, count: 3 };
-    for c in &cmds {
-        let Ok(args) = c.shard_argv(shard) else {
-            assert!(!matches!(c, BenchCmd::Run(_)), "{c:?}");
-            continue;
-        };
-        let mut as_json = c.clone();
-        if let BenchCmd::Run(r) = &mut as_json {
-            r.json = true;
-        }
-        let cli = echo_bench::cli::Cli::try_parse_from(argv_of(BenchCmd::PROGRAM, &args))
-            .unwrap_or_else(|e| panic!("echo-bench {}: {}", args.join(" "), e.render()));
-        assert_eq!(cli.run.shard, Some(shard), "{}", args.join(" "));
-        assert_eq!(args[..args.len() - 2], as_json.argv()[..]);
-    }
-    assert_eq!(variants, [true; 3], "every echo-bench form is checked");
+    // echo-bench's forms, each with every field set, survive their own argv in
+    // echolab_core::cmd::bench_cli's tests: the launcher fills the structs echo-bench parses.
 
     let netem_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../netem");
     let profile = |name: &str| Profile::resolve(name, &netem_dir).unwrap().1;
@@ -606,7 +456,7 @@ fn a_misspelled_flag_is_caught() {
     let bad = words(ServerCmd::PROGRAM, "--model poll --readbuf 4096");
     assert!(echo_server::cli::Args::try_parse_from(bad).is_err());
     let bad = words(BenchCmd::PROGRAM, "h 1 1 1 --payload 64");
-    assert!(echo_bench::cli::Cli::try_parse_from(bad).is_err());
+    assert!(BenchCli::try_parse_from(bad).is_err());
     let bad = words(NetemCmd::PROGRAM, "wire --client eth0");
     assert!(echolab_netem::cli::Cli::try_parse_from(bad).is_err());
     let bad = words(NetemCmd::PROGRAM, "route --dest 10.0.0.0/8 --via 10.0.0.1");

@@ -1,5 +1,5 @@
 //! Arbitrary values in every numeric input, and nothing panics: each binary's own clap
-//! definition (`echo_bench::cli::Cli`, `echo_server::cli::Args`, `echolab_netem::cli::Cli`,
+//! definition (`echolab_core::cmd::BenchCli`, `echo_server::cli::Args`, `echolab_netem::cli::Cli`,
 //! `echolab_up::cli::parse`) and the experiment, profile and lab-file loaders either take a
 //! value into its range (`echolab_core::limits`) or return an error. An experiment that
 //! loads also gives only command lines its binaries accept, so no cell can fail inside a
@@ -159,17 +159,17 @@ proptest! {
             ("warmup", &warmup), ("processes", &processes), ("threads", &threads),
             ("timeout", &timeout),
         ]);
-        if let Ok(cli) = echo_bench::cli::Cli::try_parse_from(&argv) {
+        if let Ok(cli) = echolab_core::cmd::BenchCli::try_parse_from(&argv) {
             let r = &cli.run;
             prop_assert!(r.conns.is_some_and(|c| (1..=MAX_CONNS).contains(&c)), "{argv:?}");
             prop_assert!(r.rounds.is_none_or(|n| (1..=MAX_ROUNDS).contains(&n)), "{argv:?}");
-            prop_assert!(r.rate.is_none_or(|x| (MIN_RATE..=MAX_RATE).contains(&x.get())), "{argv:?}");
+            prop_assert!(r.pacing.rate.is_none_or(|x| (MIN_RATE..=MAX_RATE).contains(&x.get())), "{argv:?}");
             prop_assert!(r.duration.is_none_or(|d| duration_in_range(d, true)), "{argv:?}");
             prop_assert!((1..=MAX_MESSAGE_BYTES).contains(&r.payload_size), "{argv:?}");
-            prop_assert!(duration_in_range(r.load.warmup, false), "{argv:?}");
+            prop_assert!(duration_in_range(r.pacing.warmup, false), "{argv:?}");
             prop_assert!((1..=256).contains(&r.processes), "{argv:?}");
-            prop_assert!(r.client.threads.is_none_or(|t| (1..=MAX_WORKERS).contains(&t)), "{argv:?}");
-            prop_assert!(duration_in_range(r.client.timeout.0, true), "{argv:?}");
+            prop_assert!(r.shared.client.threads.is_none_or(|t| (1..=MAX_WORKERS).contains(&t)), "{argv:?}");
+            prop_assert!(duration_in_range(r.shared.client.timeout.0, true), "{argv:?}");
         }
     }
 
@@ -177,7 +177,7 @@ proptest! {
     fn echo_bench_subcommands_take_values_in_range_or_refuse_them(
         storm in any::<bool>(), [n, reply, duration, interval, rate] in fields::<5>(),
     ) {
-        use echo_bench::cli::Command;
+        use echolab_core::cmd::BenchCmd;
         let sub = if storm { "connect-storm" } else { "sustain" };
         let mut argv = strings(&["echo-bench", sub, "127.0.0.1", "9"]);
         argv.push(n.unwrap_or_else(|| "10".into()));
@@ -187,18 +187,18 @@ proptest! {
             &[("reply-bytes", &reply), ("duration", &duration), ("interval", &interval), ("rate", &rate)]
         };
         let argv = with_flags(argv, flags);
-        match echo_bench::cli::Cli::try_parse_from(&argv).map(|c| c.command) {
-            Ok(Some(Command::ConnectStorm(s))) => {
+        match echolab_core::cmd::BenchCli::try_parse_from(&argv).map(|c| c.into_cmd()) {
+            Ok(BenchCmd::ConnectStorm(s)) => {
                 prop_assert!((1..=MAX_CONNS).contains(&s.n), "{argv:?}");
             }
-            Ok(Some(Command::Sustain(s))) => {
+            Ok(BenchCmd::Sustain(s)) => {
                 prop_assert!((1..=MAX_CONNS).contains(&s.n), "{argv:?}");
                 prop_assert!((1..=MAX_MESSAGE_BYTES).contains(&s.reply_bytes), "{argv:?}");
                 prop_assert!(duration_in_range(s.duration, true), "{argv:?}");
                 prop_assert!(duration_in_range(s.interval, true), "{argv:?}");
-                prop_assert!(s.rate.is_none_or(|x| (MIN_RATE..=MAX_RATE).contains(&x.get())), "{argv:?}");
+                prop_assert!(s.pacing.rate.is_none_or(|x| (MIN_RATE..=MAX_RATE).contains(&x.get())), "{argv:?}");
             }
-            Ok(None) => prop_assert!(false, "{argv:?} parsed as the short/long form"),
+            Ok(BenchCmd::Run(_)) => prop_assert!(false, "{argv:?} parsed as the short/long form"),
             Err(_) => {}
         }
     }
@@ -299,7 +299,7 @@ proptest! {
         for cell in exp.cells() {
             let bench = bench_cmd(&exp, &cell, target, ServerCpus::Separate);
             let argv: Vec<String> = std::iter::once(BenchCmd::PROGRAM.to_string()).chain(bench.argv()).collect();
-            let parsed = echo_bench::cli::Cli::try_parse_from(&argv);
+            let parsed = echolab_core::cmd::BenchCli::try_parse_from(&argv);
             prop_assert!(parsed.is_ok(), "{text}\n{argv:?}: {}", parsed.unwrap_err());
             if let ServerLaunch::Model(cmd) = server_cmd(&exp, &cell, "0.0.0.0".parse().unwrap()).unwrap() {
                 let argv: Vec<String> = std::iter::once(ServerCmd::PROGRAM.to_string()).chain(cmd.argv()).collect();

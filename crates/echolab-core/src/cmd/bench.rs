@@ -1,15 +1,16 @@
-//! echo-bench: its command line (the short/long form and the `connect-storm` and `sustain`
-//! subcommands, mirroring its clap structure) and its JSON report.
+//! echo-bench: its engines, the options an experiment sets ([`ClientOpts`]) and its JSON
+//! report; its whole command line is [`super::bench_cli`].
 
 use std::fmt;
-use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{tail, Argv, Options};
-use crate::limits::Rate;
+use super::{tail, Options};
 use crate::stats::BenchReport;
 use crate::units::Dur;
+
+/// The program, as named in the image's bin directory and the workspace's target dir.
+pub(super) const PROGRAM: &str = "echo-bench";
 
 /// echo-bench's `--engine`, the one definition of the client engines: experiment files
 /// (`bench.engine`), the launcher and echo-bench's own clap all use this enum.
@@ -67,25 +68,6 @@ impl fmt::Display for ServerCpus {
     }
 }
 
-/// `--mode` of the short/long form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RunMode {
-    /// connect, send, receive, close per request.
-    Short,
-    /// connect once, then round trips.
-    Long,
-}
-
-impl fmt::Display for RunMode {
-    /// The `--mode` value (`short`, `long`).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RunMode::Short => "short",
-            RunMode::Long => "long",
-        })
-    }
-}
-
 /// echo-bench's client options that an experiment may set, defined once: echo-bench's clap
 /// flattens this struct into each of its forms (its `--help` is these docstrings), an
 /// experiment file's `bench:` block is this struct read from YAML, and the launcher's argv is
@@ -138,169 +120,7 @@ impl Default for ClientOpts {
 }
 
 impl Options for ClientOpts {
-    const PROGRAM: &'static str = BenchCmd::PROGRAM;
-}
-
-/// `echo-bench HOST PORT CONNS [ROUNDS] --mode M`: seed 000's short/long run. echo-bench
-/// takes exactly one of `rounds` and `duration`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunCmd {
-    /// The server.
-    pub target: SocketAddr,
-    /// CONNS: concurrent connections.
-    pub conns: u64,
-    /// ROUNDS: requests per connection.
-    pub rounds: Option<u64>,
-    /// `--mode`.
-    pub mode: RunMode,
-    /// `--duration`: run this long instead of ROUNDS.
-    pub duration: Option<Dur>,
-    /// `--payload-size`: request bytes (echo-bench's default is the seed's 12).
-    pub payload_size: Option<u64>,
-    /// `--rate`: open loop at this many requests/s in total.
-    pub rate: Option<Rate>,
-    /// `--warmup`: the same load this long first, discarded.
-    pub warmup: Option<Dur>,
-    /// `--server-cpus`: whether the server runs on the client's CPUs (from the CPU plan).
-    pub server_cpus: Option<ServerCpus>,
-    /// The options an experiment sets.
-    pub client: ClientOpts,
-    /// `--json`: print only the BenchReport.
-    pub json: bool,
-}
-
-/// `echo-bench connect-storm HOST PORT N`: seed 004's "deadlink".
-#[derive(Debug, Clone, PartialEq)]
-pub struct StormCmd {
-    /// The server.
-    pub target: SocketAddr,
-    /// N: connections to establish.
-    pub n: u64,
-    /// `--server-cpus`: whether the server runs on the client's CPUs (from the CPU plan).
-    pub server_cpus: Option<ServerCpus>,
-    /// The options an experiment sets (`engine` must be `event`).
-    pub client: ClientOpts,
-    /// `--json`.
-    pub json: bool,
-}
-
-/// `echo-bench sustain HOST PORT N`: seed 004's "activelink".
-#[derive(Debug, Clone, PartialEq)]
-pub struct SustainCmd {
-    /// The server.
-    pub target: SocketAddr,
-    /// N: concurrent long connections.
-    pub n: u64,
-    /// `--duration`: how long to sustain the load (echo-bench's default 60 s).
-    pub duration: Option<Dur>,
-    /// `--reply-bytes`: bytes the server answers per request (echo-bench's default 1024).
-    pub reply_bytes: Option<u64>,
-    /// `--rate`: open loop at this many requests/s in total.
-    pub rate: Option<Rate>,
-    /// `--warmup`: the same load this long first, discarded.
-    pub warmup: Option<Dur>,
-    /// `--server-cpus`: whether the server runs on the client's CPUs (from the CPU plan).
-    pub server_cpus: Option<ServerCpus>,
-    /// The options an experiment sets.
-    pub client: ClientOpts,
-    /// `--json`.
-    pub json: bool,
-}
-
-/// One echo-bench command line.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BenchCmd {
-    /// The short/long form.
-    Run(RunCmd),
-    /// `connect-storm`.
-    ConnectStorm(StormCmd),
-    /// `sustain`.
-    Sustain(SustainCmd),
-}
-
-impl BenchCmd {
-    /// The program, as named in the image's bin directory and the workspace's target dir.
-    pub const PROGRAM: &'static str = "echo-bench";
-
-    /// The arguments, without the program name.
-    pub fn argv(&self) -> Vec<String> {
-        let mut a = Argv::default();
-        match self {
-            BenchCmd::Run(c) => {
-                a.arg(c.target.ip()).arg(c.target.port()).arg(c.conns);
-                if let Some(r) = c.rounds {
-                    a.arg(r);
-                }
-                a.val("mode", c.mode)
-                    .opt("duration", c.duration)
-                    .opt("payload-size", c.payload_size)
-                    .opt("rate", c.rate)
-                    .opt("warmup", c.warmup)
-                    .opt("server-cpus", c.server_cpus)
-                    .options(&c.client)
-                    .flag("json", c.json);
-            }
-            BenchCmd::ConnectStorm(c) => {
-                a.arg("connect-storm")
-                    .arg(c.target.ip())
-                    .arg(c.target.port())
-                    .arg(c.n)
-                    .opt("server-cpus", c.server_cpus)
-                    .options(&c.client)
-                    .flag("json", c.json);
-            }
-            BenchCmd::Sustain(c) => {
-                a.arg("sustain")
-                    .arg(c.target.ip())
-                    .arg(c.target.port())
-                    .arg(c.n)
-                    .opt("duration", c.duration)
-                    .opt("reply-bytes", c.reply_bytes)
-                    .opt("rate", c.rate)
-                    .opt("warmup", c.warmup)
-                    .opt("server-cpus", c.server_cpus)
-                    .options(&c.client)
-                    .flag("json", c.json);
-            }
-        }
-        a.done()
-    }
-}
-
-impl BenchCmd {
-    /// How long the run is planned to take, warm-up and window (`--warmup` + `--duration`),
-    /// when it is timed; `None` when it runs until a count is reached (ROUNDS, a connect
-    /// storm) or for echo-bench's default duration.
-    pub fn planned(&self) -> Option<std::time::Duration> {
-        let (duration, warmup) = match self {
-            BenchCmd::Run(c) => (c.duration, c.warmup),
-            BenchCmd::Sustain(c) => (c.duration, c.warmup),
-            BenchCmd::ConnectStorm(_) => (None, None),
-        };
-        Some(duration?.0 + warmup.map_or(std::time::Duration::ZERO, |w| w.0))
-    }
-
-    /// The arguments of shard `shard` of this run ([`crate::shard`]): [`BenchCmd::argv`] with
-    /// `--json --shard K/N`. The shard prints [`crate::shard::READY_LINE`] once connected,
-    /// waits for a line on stdin, and prints its report.
-    ///
-    /// # Errors
-    /// A `connect-storm` or `sustain` command: echo-bench splits only the short/long form.
-    pub fn shard_argv(&self, shard: crate::shard::Shard) -> Result<Vec<String>, String> {
-        let BenchCmd::Run(run) = self else {
-            return Err(format!(
-                "echo-bench splits only the short/long form over shards, not {}",
-                self.argv().first().map_or("", String::as_str)
-            ));
-        };
-        let mut run = run.clone();
-        run.json = true;
-        let mut a = Argv::default();
-        a.val("shard", shard);
-        let mut out = BenchCmd::Run(run).argv();
-        out.extend(a.done());
-        Ok(out)
-    }
+    const PROGRAM: &'static str = PROGRAM;
 }
 
 /// echo-bench's `--json` report of a whole run.
@@ -328,7 +148,7 @@ pub fn bench_report(stdout: &str) -> Result<BenchReport, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -353,13 +173,9 @@ mod tests {
         );
     }
 
-    fn target() -> SocketAddr {
-        "10.0.0.2:9988".parse().unwrap()
-    }
-
     /// Every field away from its default (a literal without `..`: a field added to
     /// [`ClientOpts`] does not compile until it is set here, so the round trip covers it).
-    fn every_option_set() -> ClientOpts {
+    pub(in crate::cmd) fn every_option_set() -> ClientOpts {
         ClientOpts {
             engine: BenchEngine::Thread,
             threads: Some(3),
@@ -403,89 +219,6 @@ mod tests {
         assert!(e.contains("--threads") && e.contains('0'), "{e}");
         let zero: ClientOpts = serde_yaml::from_str("{timeout: 0s}").unwrap();
         assert!(zero.check().unwrap_err().contains("--timeout"));
-    }
-
-    #[test]
-    fn each_form_spells_its_positionals_and_flags() {
-        let run = BenchCmd::Run(RunCmd {
-            target: target(),
-            conns: 100,
-            rounds: Some(10),
-            mode: RunMode::Short,
-            duration: None,
-            payload_size: Some(64),
-            rate: Some(Rate::new(2500.5).unwrap()),
-            warmup: Some("1s".parse().unwrap()),
-            server_cpus: Some(ServerCpus::Shared),
-            client: ClientOpts {
-                threads: Some(1),
-                linger0: true,
-                ..ClientOpts::default()
-            },
-            json: true,
-        });
-        assert_eq!(
-            run.argv().join(" "),
-            "10.0.0.2 9988 100 10 --mode short --payload-size 64 --rate 2500.5 --warmup 1s \
-             --server-cpus shared --threads 1 --linger0 --json"
-        );
-        let storm = BenchCmd::ConnectStorm(StormCmd {
-            target: target(),
-            n: 300,
-            server_cpus: None,
-            client: ClientOpts::default(),
-            json: false,
-        });
-        assert_eq!(storm.argv().join(" "), "connect-storm 10.0.0.2 9988 300");
-        let sustain = BenchCmd::Sustain(SustainCmd {
-            target: target(),
-            n: 800,
-            duration: Some("60s".parse().unwrap()),
-            reply_bytes: Some(1024),
-            rate: None,
-            warmup: None,
-            server_cpus: None,
-            client: ClientOpts::default(),
-            json: true,
-        });
-        assert_eq!(
-            sustain.argv().join(" "),
-            "sustain 10.0.0.2 9988 800 --duration 60s --reply-bytes 1024 --json"
-        );
-    }
-
-    #[test]
-    fn a_timed_run_is_planned_as_warmup_and_window_a_counted_one_not_at_all() {
-        let run = |rounds, duration: Option<&str>, warmup: Option<&str>| {
-            BenchCmd::Run(RunCmd {
-                target: target(),
-                conns: 10,
-                rounds,
-                mode: RunMode::Long,
-                duration: duration.map(|d| d.parse().unwrap()),
-                payload_size: None,
-                rate: None,
-                warmup: warmup.map(|w| w.parse().unwrap()),
-                server_cpus: None,
-                client: ClientOpts::default(),
-                json: true,
-            })
-        };
-        let secs = std::time::Duration::from_millis;
-        assert_eq!(
-            run(None, Some("1s"), Some("500ms")).planned(),
-            Some(secs(1500))
-        );
-        assert_eq!(run(None, Some("2s"), None).planned(), Some(secs(2000)));
-        assert_eq!(run(Some(20), None, Some("1s")).planned(), None);
-        let storm = BenchCmd::ConnectStorm(StormCmd {
-            target: target(),
-            n: 300,
-            server_cpus: None,
-            client: ClientOpts::default(),
-            json: false,
-        });
-        assert_eq!(storm.planned(), None);
     }
 
     #[test]

@@ -16,17 +16,21 @@
 //! clap for the binary, serde for the experiment file's section, and the argv from the two,
 //! so that adding such a flag is one field and its round-trip test. The flags only the
 //! launcher sets (ports, modes, durations) are one field here, with its line in `argv()`, and
-//! one in the binary's clap, held together by `tests/argv.rs`.
+//! one in the binary's clap, held together by `tests/argv.rs`; echo-bench's whole command
+//! line is one definition, its clap structs ([`BenchCli`]), which the launcher fills.
 
 mod bench;
+mod bench_cli;
 mod custom;
 mod job;
 mod netem;
 mod server;
 
-pub use bench::{
-    bench_report, BenchCmd, BenchEngine, ClientOpts, RunCmd, RunMode, ServerCpus, StormCmd,
-    SustainCmd,
+pub use bench::{bench_report, BenchEngine, ClientOpts, ServerCpus};
+pub use bench_cli::{
+    parse_source_choice, BenchCli, BenchCmd, BenchSubcommand, OutputArgs, Pacing, RunArgs, RunMode,
+    SharedArgs, ShortSockets, SocketArgs, SourceChoice, StormArgs, SustainArgs,
+    DEFAULT_PAYLOAD_BYTES, MAX_SOURCE_ADDRS,
 };
 pub use custom::{CustomServerCmd, ServerLaunch};
 pub use job::{Job, JobSignal, SignalJob};
@@ -104,6 +108,22 @@ impl Argv {
     fn val(&mut self, name: &str, v: impl Display) -> &mut Self {
         self.0.push(format!("--{name}"));
         self.0.push(v.to_string());
+        self
+    }
+
+    /// A positional argument when there is one.
+    fn opt_arg(&mut self, v: Option<impl Display>) -> &mut Self {
+        if let Some(v) = v {
+            self.arg(v);
+        }
+        self
+    }
+
+    /// `--name VALUE` when the value differs from the binary's default.
+    fn changed<T: Display + PartialEq>(&mut self, name: &str, v: T, default: T) -> &mut Self {
+        if v != default {
+            self.val(name, v);
+        }
         self
     }
 

@@ -27,6 +27,14 @@
 //! see [`crate::syscall_cost`] for the rule. Every check names the independent source of its
 //! prediction ([`MechanismCheck::source`]), or says that it has none.
 //!
+//! A `round-trips` mechanism predicts each repetition's P50 as round trips × the calibrated
+//! RTT plus that repetition's server CPU per request, so its prediction has an interval too;
+//! its verdict is the same agreement rule ([`agreement`]: measured P50 ratio over predicted,
+//! with both samples' uncertainty). The server CPU term comes from the same repetitions as
+//! the P50s; where the two move together the difference's true variance is below the
+//! independent-samples (Welch) one the rule uses, so the interval errs wide, towards
+//! "inconclusive".
+//!
 //! A knee mechanism ([`MechanismKind::Knee`]) is judged on a scan instead (see [`knee`]):
 //! it holds here when the predicted and the measured knee are the same scan point or
 //! adjacent ones, does not hold when they are further apart, and is inconclusive when either
@@ -115,9 +123,11 @@ pub fn check(ds: &Dataset<'_>, manifest: &Manifest, m: &Mechanism) -> MechanismC
         return out;
     };
     let (v, _) = judge(&band(p, a), &meas);
-    out.verdict = match v {
-        Verdict::Reproduced => MechanismVerdict::Holds,
-        Verdict::Refuted => MechanismVerdict::DoesNotHold,
+    out.verdict = match (&out.agreement, v) {
+        // Both uncertainties, where the prediction has its own (round trips).
+        (Some(ag), _) => ag.verdict,
+        (None, Verdict::Reproduced) => MechanismVerdict::Holds,
+        (None, Verdict::Refuted) => MechanismVerdict::DoesNotHold,
         _ => MechanismVerdict::Inconclusive,
     };
     if m.kind == MechanismKind::CpuPerRequest {
@@ -361,17 +371,25 @@ fn round_trips(
     let (pn, pd) = (tn * rtt + sn, td * rtt + sd);
     // The prediction's interval over the repetitions: each one's path time plus its own server
     // CPU per request, numerator over denominator (the RTT is the calibration's, one figure).
-    let per_rep = |c: &CellData<'_>, trips: f64| {
-        let v: Vec<f64> = c
-            .values(costs::SERVER_CPU_US)
+    let per_rep = |c: &CellData<'_>, trips: f64| -> Vec<f64> {
+        c.values(costs::SERVER_CPU_US)
             .iter()
             .map(|s| trips * rtt + s)
-            .collect();
-        crate::inference::Summary::at(&v, c.confidence)
+            .collect()
     };
-    if let (Some(a), Some(b)) = (per_rep(num, tn), per_rep(den, td)) {
+    let (pred_num, pred_den) = (per_rep(num, tn), per_rep(den, td));
+    let summary = |v: &[f64], c: &CellData<'_>| crate::inference::Summary::at(v, c.confidence);
+    if let (Some(a), Some(b)) = (summary(&pred_num, num), summary(&pred_den, den)) {
         out.prediction = ratio(&a, &b).ok();
     }
+    out.agreement = agreement(
+        &num.values(metrics::P50_US),
+        &den.values(metrics::P50_US),
+        &pred_num,
+        &pred_den,
+        out.mechanism.agreement(),
+        num.confidence,
+    );
     out.source = "the lab's calibrated RTT (measured before the cells, apart from them) and round trips per request; \
                   the server CPU term is from the same cells"
         .into();

@@ -169,6 +169,12 @@ fn the_gain_is_predicted_from_the_servers_cpu_per_request() {
         p50.contains("predicts 0.483× (95% CI 0.472–0.494×), measured 0.463×"),
         "{p50}"
     );
+    // Its verdict carries both uncertainties: measured over predicted, 0.463 / 0.483 = 0.958,
+    // with the P50s' and the predictions' spread, inside the ±25% band [0.8, 1.25].
+    assert!(
+        p50.contains("measured/predicted 0.958× (95% CI 0.808–1.14×): holds here"),
+        "{p50}"
+    );
     assert!(
         p50.contains("inverse QPS ratio 0.463× against the P50 ratio, consistent"),
         "{p50}"

@@ -43,7 +43,7 @@ pub fn server_cmd(
 ///
 /// short/long: `HOST PORT CONNS [ROUNDS] --mode M` (a timed cell passes `--duration`
 /// instead of ROUNDS); connect-storm: `connect-storm HOST PORT N` with the socket options
-/// only; sustain: `sustain HOST PORT N --duration D --reply-bytes B`. The experiment's
+/// only; sustain: `sustain HOST PORT N --duration D [--reply-bytes B]`. The experiment's
 /// `warmup` and `bench` options go to every form that takes them; `server_cpus` (from the
 /// run's CPU plan, [`echolab_core::results::CpuPlanRecord::server_cpus`]) tells echo-bench
 /// whether the server shares its CPUs, for its automatic `--threads`.
@@ -53,30 +53,29 @@ pub fn bench_cmd(
     target: SocketAddr,
     server_cpus: ServerCpus,
 ) -> BenchCmd {
-    let pacing = |rate| Pacing {
-        rate,
-        warmup: exp.warmup.map_or(Duration::ZERO, |w| w.0),
+    let warmup = exp.warmup.map_or(Duration::ZERO, |w| w.0);
+    let run = |mode| {
+        BenchCmd::Run(RunArgs {
+            rounds: cell.rounds,
+            duration: cell.duration.map(|d| d.0),
+            payload_size: cell.payload,
+            pacing: Pacing {
+                rate: cell.rate,
+                warmup,
+            },
+            ..RunArgs::new(target, cell.conns, mode)
+        })
     };
     let mut cmd = match cell.mode {
-        BenchMode::Short | BenchMode::Long => {
-            let mode = match cell.mode {
-                BenchMode::Short => RunMode::Short,
-                _ => RunMode::Long,
-            };
-            BenchCmd::Run(RunArgs {
-                rounds: cell.rounds,
-                duration: cell.duration.map(|d| d.0),
-                payload_size: cell.payload,
-                pacing: pacing(cell.rate),
-                ..RunArgs::new(target, cell.conns, mode)
-            })
-        }
+        BenchMode::Short => run(RunMode::Short),
+        BenchMode::Long => run(RunMode::Long),
         BenchMode::ConnectStorm => BenchCmd::ConnectStorm(StormArgs::new(target, cell.conns)),
         BenchMode::Sustain => {
+            // An experiment's `rate` is for its short/long cells only (a probe's).
             let mut sustain = SustainArgs::new(target, cell.conns);
             sustain.duration = cell.duration.map_or(sustain.duration, |d| d.0);
             sustain.reply_bytes = cell.reply_bytes.unwrap_or(sustain.reply_bytes);
-            sustain.pacing = pacing(None);
+            sustain.pacing.warmup = warmup;
             BenchCmd::Sustain(sustain)
         }
     };

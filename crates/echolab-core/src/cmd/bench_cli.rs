@@ -63,6 +63,9 @@ Examples:
 /// echo-bench's default request size, the seed's 12-byte `"hello echo\r\n"`.
 pub const DEFAULT_PAYLOAD_BYTES: u64 = 12;
 
+/// echo-bench's default `--processes`: one.
+const DEFAULT_PROCESSES: u64 = 1;
+
 /// At most this many addresses in a `--source-addrs` list (a range expands to its members).
 pub const MAX_SOURCE_ADDRS: usize = 4096;
 
@@ -156,7 +159,7 @@ pub struct RunArgs {
     /// Split the connections over N client processes started together, and merge their
     /// reports (histograms, counts, CPU, memory) into one: for more connections than one
     /// process may open (RLIMIT_NOFILE), as distributed load generators do.
-    #[arg(long, value_name = "N", default_value_t = 1,
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PROCESSES,
           value_parser = clap::value_parser!(u64).range(1..=256))]
     pub processes: u64,
     /// Internal: run as shard K of N (0-based) of a `--processes N` run.
@@ -182,7 +185,7 @@ impl RunArgs {
             mode,
             payload_size: DEFAULT_PAYLOAD_BYTES,
             duration: None,
-            processes: 1,
+            processes: DEFAULT_PROCESSES,
             shard: None,
             pacing: defaults(),
             shared: defaults(),
@@ -458,7 +461,7 @@ impl Default for SharedArgs {
 }
 
 /// A `ValueEnum`'s name on the command line (`short`, `reuse`).
-pub(super) fn value_name(v: &impl ValueEnum) -> String {
+fn value_name(v: &impl ValueEnum) -> String {
     v.to_possible_value()
         .expect("no variant is skipped")
         .get_name()
@@ -479,8 +482,8 @@ impl fmt::Display for ShortSockets {
     }
 }
 
-/// One echo-bench command line: the clap structs echo-bench parses ([`super::bench_cli`]),
-/// so that a field of them is a flag of echo-bench and a part of the launcher's argv at once.
+/// One echo-bench command line: the clap structs echo-bench parses (above), so that a field
+/// of them is a flag of echo-bench and a part of the launcher's argv at once.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BenchCmd {
     /// The short/long form.
@@ -503,16 +506,14 @@ impl BenchCmd {
         let mut a = Argv::default();
         match self {
             BenchCmd::Run(c) => {
-                for positional in [c.host.clone(), c.port.map(|p| p.to_string())]
-                    .into_iter()
-                    .chain([c.conns, c.rounds].map(|n| n.map(|n| n.to_string())))
-                {
-                    a.opt_arg(positional);
-                }
-                a.val("mode", c.mode)
+                a.opt_arg(c.host.as_deref())
+                    .opt_arg(c.port)
+                    .opt_arg(c.conns)
+                    .opt_arg(c.rounds)
+                    .val("mode", c.mode)
                     .opt("duration", c.duration.map(format_duration))
                     .changed("payload-size", c.payload_size, DEFAULT_PAYLOAD_BYTES)
-                    .changed("processes", c.processes, 1)
+                    .changed("processes", c.processes, DEFAULT_PROCESSES)
                     .opt("shard", c.shard);
                 pacing(&mut a, &c.pacing);
                 shared(&mut a, &c.shared);

@@ -88,9 +88,16 @@ const ROLES: &[Role] = &[
         uses: &["echolab-core"],
         tests_use: &["echolab-testkit"],
         never: &["clap", "indicatif", "echolab-report", "echolab-up"],
-        no_paths: &["clap::", "echolab_report", "echolab_up", "echolab_netem::"],
+        no_paths: &[
+            "clap::",
+            "echolab_report",
+            "echolab_up",
+            "echolab_netem::",
+            "Manifest",
+        ],
         why: "the runtime deploys hosts and returns records: no report, no verdicts, no \
-              command-line parsing; the contracts it reads back (the link's counters) are core's",
+              command-line parsing, no writing of the manifest (a deploy hands typed records \
+              to the launcher); the contracts it reads back (the link's counters) are core's",
     },
     Role {
         krate: "echolab-report",

@@ -323,6 +323,36 @@ mod tests {
     }
 
     #[test]
+    fn deploy_records_go_under_their_fields_and_older_manifests_read_without_privileges() {
+        use echolab_core::results::HostPrivileges;
+        // A manifest written before the field existed has no `privileges` key at all.
+        let mut m = manifest();
+        let old = serde_yaml::to_string(&m).unwrap();
+        assert!(!old.contains("privileges"), "{old}");
+        let back: Manifest = serde_yaml::from_str(&old).unwrap();
+        assert!(back.privileges.is_empty());
+        let server = HostPrivileges {
+            memory_bytes: 268_435_456,
+            ..Default::default()
+        };
+        let records = [
+            DeployRecord::Privileges([("server".to_string(), server)].into()),
+            DeployRecord::Hosts([("server".to_string(), serde_json::json!({"id": "c1"}))].into()),
+            DeployRecord::Hosts([("io_uring".to_string(), serde_json::json!({"ok": true}))].into()),
+        ];
+        let dir = Scratch::new("records");
+        let mut out = ResultsWriter::create(dir.path(), m.clone(), "loopback").unwrap();
+        for r in records {
+            out.record(r);
+        }
+        m = out.manifest.clone();
+        assert_eq!(m.privileges["server"].memory_bytes, 268_435_456);
+        assert_eq!(m.hosts.keys().collect::<Vec<_>>(), ["io_uring", "server"]);
+        let back: Manifest = serde_yaml::from_str(&serde_yaml::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
     fn the_manifest_follows_every_run() {
         let base = std::env::temp_dir().join(format!("echolab-up-results-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);

@@ -686,23 +686,9 @@ mod tests {
     }
 
     #[test]
-    fn the_manifest_keeps_the_records_and_reads_manifests_without_them() {
+    fn the_privileges_record_survives_yaml() {
         let exp = experiment("name: t\nquestion: q\nrepetitions: 1\nmatrix:\n  - servers: [epoll-et]\n    modes: [long]\n    conns: [10]\n    rounds: [1]\n");
-        let mut m = echolab_core::results::Manifest::running(
-            "run-1",
-            vec![],
-            "docker",
-            exp.clone(),
-            echolab_testkit::fixtures::recorded_loopback_profile(),
-            Default::default(),
-            1,
-        );
-        // A manifest written before the field existed has no `privileges` key at all.
-        let old = serde_yaml::to_string(&m).unwrap();
-        assert!(!old.contains("privileges"), "{old}");
-        let back: echolab_core::results::Manifest = serde_yaml::from_str(&old).unwrap();
-        assert!(back.privileges.is_empty());
-        m.privileges = RunPrivileges::new(
+        let record = RunPrivileges::new(
             &exp,
             &profile(LINK_PROFILE),
             2,
@@ -710,16 +696,14 @@ mod tests {
             Seccomp::EngineDefault,
         )
         .record(true);
-        let text = serde_yaml::to_string(&m).unwrap();
-        let back: echolab_core::results::Manifest = serde_yaml::from_str(&text).unwrap();
-        assert_eq!(back, m);
-        assert_eq!(
-            back.privileges["server"].memory_bytes,
-            268_435_456 + 10 * 294_936
-        );
-        assert!(back.privileges["server"]
+        let text = serde_yaml::to_string(&record).unwrap();
+        let back: BTreeMap<String, echolab_core::results::HostPrivileges> =
+            serde_yaml::from_str(&text).unwrap();
+        assert_eq!(back, record);
+        assert_eq!(back["server"].memory_bytes, 268_435_456 + 10 * 294_936);
+        assert!(back["server"]
             .seccomp
             .starts_with("moby v28.5.2 default plus io_uring_setup"));
-        assert_eq!(back.privileges["client"].seccomp, "docker default");
+        assert_eq!(back["client"].seccomp, "docker default");
     }
 }

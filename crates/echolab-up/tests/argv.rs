@@ -7,8 +7,10 @@
 //! Coverage: every cell of every `experiments/*.yaml`; an experiment that sets every server
 //! and client option the experiment format has, for every model and mode; every field of
 //! every builder set at once (struct literals without `..`, so a new field does not compile
-//! until it is covered here); every variant of every builder (an exhaustive `match`), with the
-//! project's profiles handed over as `--profile-json`; the calibration probe's commands.
+//! until it is covered here; echo-bench's in `echolab_core::cmd::bench_cli`'s tests, since
+//! its builder is its clap definition); every variant of every builder (an exhaustive
+//! `match`), with the project's profiles handed over as `--profile-json`; the calibration
+//! probe's commands.
 
 use std::iter::once;
 use std::net::{IpAddr, SocketAddr};

@@ -61,9 +61,11 @@ fn exp33_knee(
 
 #[test]
 fn cpu_saturating_where_qps_peaks_holds() {
-    // CPU: 60% at 100, 92% from 500; QPS rises 30k → 60k, then flat (59k, 58k, 57k).
+    // CPU: 60% up to 100, 92% from 500; QPS rises 5k → 60k, then flat (59k, 58k, 57k).
     let (v, text, section) = exp33_knee(
         |c| match c {
+            1 => 5_000.0,
+            10 => 15_000.0,
             100 => 30_000.0,
             500 => 60_000.0,
             1000 => 59_000.0,
@@ -88,9 +90,11 @@ fn cpu_saturating_where_qps_peaks_holds() {
 
 #[test]
 fn cpu_saturating_long_before_qps_stops_rising_does_not_hold() {
-    // CPU already 90% at 100; QPS rises until 2000 and only then levels off.
+    // CPU already 90% at the first point; QPS rises until 2000 and only then levels off.
     let (v, text, _) = exp33_knee(
         |c| match c {
+            1 => 2_000.0,
+            10 => 5_000.0,
             100 => 10_000.0,
             500 => 20_000.0,
             1000 => 30_000.0,
@@ -100,7 +104,7 @@ fn cpu_saturating_long_before_qps_stops_rising_does_not_hold() {
         |_| 90.0,
     );
     assert_eq!(v, MechanismVerdict::DoesNotHold, "{text}");
-    assert!(text.contains("at 100 conns"), "{text}");
+    assert!(text.contains("at 1 conns"), "{text}");
     assert!(text.contains("95% CI at 2000 conns"), "{text}");
 }
 

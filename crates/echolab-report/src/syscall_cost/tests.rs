@@ -182,3 +182,53 @@ fn intervals_cover_the_true_values_at_about_their_nominal_rate() {
     );
     assert!(held > 0, "no trial held");
 }
+
+/// The round-trips mechanism's shape: each repetition's prediction (round trips × RTT + its
+/// own server CPU per request) and its P50 share that repetition's server CPU, so the two
+/// move together. The agreement interval treats them as independent samples (Welch); with
+/// the shared term the true variance of their difference is smaller, so the interval must err
+/// wide: a right mechanism covered at least at the nominal 95% and refuted at most 2.5%.
+#[test]
+fn the_agreement_errs_wide_when_prediction_and_measurement_share_repetitions() {
+    const TRIALS: usize = 4_000;
+    let mut rng = Rng(0x5EED_0001);
+    let rtt = 45.0;
+    let (mut agreed, mut refuted) = (0, 0);
+    for i in 0..TRIALS {
+        let (s_cpu, s_rest) = ([0.05, 0.1, 0.2][i % 3], [0.02, 0.05, 0.1][i % 3]);
+        // One cell: `trips` round trips, server CPU per request around `cpu` µs.
+        let mut cell = |trips: f64, cpu: f64| -> (Vec<f64>, Vec<f64>) {
+            let server = rng.sample(3, cpu, s_cpu);
+            let predicted: Vec<f64> = server.iter().map(|s| trips * rtt + s).collect();
+            // The mechanism exactly right, up to noise of the P50's own.
+            let p50 = predicted
+                .iter()
+                .map(|p| p * (s_rest * rng.normal()).exp())
+                .collect();
+            (p50, predicted)
+        };
+        let (p50_long, pred_long) = cell(1.0, 17.0);
+        let (p50_short, pred_short) = cell(2.0, 38.0);
+        let ag = agreement(&p50_long, &p50_short, &pred_long, &pred_short, 0.25, FIXED).unwrap();
+        let ci = ag.ci95.unwrap();
+        agreed += usize::from(ci.low <= 1.0 && 1.0 <= ci.high);
+        refuted += usize::from(ag.verdict == MechanismVerdict::DoesNotHold);
+    }
+    let rate = |k: usize| k as f64 / TRIALS as f64;
+    // At least nominal, less the simulation's own standard error (0.35 points at 4,000).
+    assert!(
+        rate(agreed) >= 0.945,
+        "covered {:.1}%",
+        100.0 * rate(agreed)
+    );
+    assert!(
+        rate(refuted) <= 0.025,
+        "refuted {:.1}%",
+        100.0 * rate(refuted)
+    );
+    println!(
+        "shared repetitions: agreement covered 1 in {:.1}% of trials, refuted {:.1}%",
+        100.0 * rate(agreed),
+        100.0 * rate(refuted)
+    );
+}
